@@ -1,0 +1,5 @@
+const native = require('../index.js')
+
+test('the native addon loads and reports the crate version', () => {
+  expect(native.version()).toBe(require('../package.json').version)
+})

@@ -1,0 +1,4 @@
+//! Rust core of `overlay-lookup-live`.
+pub mod wire;
+
+mod node;

@@ -1,0 +1,7 @@
+//! napi glue: the only place that knows about Node.
+use napi_derive::napi;
+
+#[napi]
+pub fn version() -> String {
+    env!("CARGO_PKG_VERSION").to_string()
+}
