@@ -1,0 +1,392 @@
+//! napi glue for the live provider: converts JS values to core types and back.
+//! No protocol logic lives here.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+use serde_json::Value;
+
+use crate::select::AttrValue;
+use crate::session::{CancelToken, Caller, Caps, Provider, ProviderConfig};
+use crate::store::{Change, Context, Outpoint, RemoveReason, SpendInput, Store, StoreConfig};
+use crate::wire::Limits;
+
+use super::error::{core_error, invalid_arg};
+
+#[napi(object)]
+pub struct LiveConfig {
+    pub data_dir: String,
+    /// Create the store when it does not exist yet. Without it a missing store is an error.
+    pub create: Option<bool>,
+    pub provider: String,
+    pub network: String,
+    pub genesis_hash: String,
+    pub session_seconds: u32,
+    pub replay_seconds: u32,
+    pub max_bytes: Option<u32>,
+    pub max_observations: Option<u32>,
+    pub max_wait_ms: Option<u32>,
+    pub max_rows: Option<i64>,
+    pub max_retained_bytes: Option<i64>,
+    pub max_sessions_per_principal: Option<u32>,
+    pub max_waiters: Option<u32>,
+    pub max_waiters_per_principal: Option<u32>,
+    pub max_concurrent_work: Option<u32>,
+}
+
+/// One membership change handed over by the JS ingest layer.
+#[napi(object)]
+pub struct NativeChange {
+    /// `admit` or `remove`.
+    pub op: String,
+    pub service: String,
+    pub txid: String,
+    pub output_index: u32,
+    pub topic: Option<String>,
+    pub attributes: Option<Value>,
+    pub beef: Option<Buffer>,
+    pub context_schema: Option<String>,
+    pub context_bytes: Option<Buffer>,
+    pub expires_at: Option<i64>,
+    /// For `remove`: `spent`, `evicted`, `not-retained` or `expired`.
+    pub reason: Option<String>,
+    pub spending_txid: Option<String>,
+    pub spend_beef: Option<Buffer>,
+}
+
+#[napi(object)]
+pub struct CallerInfo {
+    pub principal: String,
+    pub authenticated: bool,
+}
+
+#[napi(object)]
+pub struct NativeResponse {
+    pub status: u32,
+    pub body: Buffer,
+}
+
+#[napi(object)]
+pub struct SessionInfo {
+    pub service: String,
+    pub query: Value,
+}
+
+#[napi(object)]
+pub struct LiveStats {
+    pub sessions: u32,
+    pub waiters: u32,
+    pub high_water: String,
+    pub epoch: String,
+    pub log_bytes: i64,
+    pub rows: i64,
+    pub disk_bytes: i64,
+}
+
+/// A cancellation handle: JS trips it when the HTTP response closes early.
+#[napi]
+pub struct NativeCancel {
+    inner: Arc<CancelToken>,
+}
+
+#[napi]
+impl NativeCancel {
+    #[napi(constructor)]
+    pub fn new() -> Self {
+        NativeCancel { inner: CancelToken::new() }
+    }
+
+    #[napi]
+    pub fn cancel(&self) {
+        self.inner.cancel();
+    }
+}
+
+impl Default for NativeCancel {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[napi]
+pub struct NativeLive {
+    provider: Arc<Provider>,
+}
+
+fn hex32(s: &str, what: &str) -> Result<[u8; 32]> {
+    let v = hex::decode(s).map_err(|_| invalid_arg(format!("{what} must be 64 hex characters")))?;
+    v.try_into().map_err(|_| invalid_arg(format!("{what} must be 64 hex characters")))
+}
+
+fn attr_value(v: &Value) -> Result<AttrValue> {
+    Ok(match v {
+        Value::String(s) => AttrValue::Str(s.clone()),
+        Value::Bool(b) => AttrValue::Bool(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) if i.unsigned_abs() <= 9_007_199_254_740_991 => AttrValue::Int(i),
+            _ => return Err(invalid_arg("attribute numbers must be safe integers")),
+        },
+        Value::Array(items) => AttrValue::List(
+            items
+                .iter()
+                .map(|i| match i {
+                    Value::Array(_) => Err(invalid_arg("attribute lists cannot nest")),
+                    other => attr_value(other),
+                })
+                .collect::<Result<_>>()?,
+        ),
+        _ => return Err(invalid_arg("attribute values are strings, safe integers, booleans or lists of those")),
+    })
+}
+
+fn attributes(v: Option<&Value>) -> Result<BTreeMap<String, AttrValue>> {
+    let mut out = BTreeMap::new();
+    match v {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(m)) => {
+            for (k, v) in m {
+                out.insert(k.clone(), attr_value(v)?);
+            }
+        }
+        Some(_) => return Err(invalid_arg("attributes must be an object")),
+    }
+    Ok(out)
+}
+
+fn to_change(c: NativeChange) -> Result<Change> {
+    let outpoint = Outpoint { txid: hex32(&c.txid, "txid")?, output_index: c.output_index };
+    match c.op.as_str() {
+        "admit" => Ok(Change::Admit {
+            service: c.service,
+            outpoint,
+            topic: c.topic.ok_or_else(|| invalid_arg("admit needs a topic"))?,
+            attributes: attributes(c.attributes.as_ref())?,
+            beef: c.beef.ok_or_else(|| invalid_arg("admit needs the BEEF"))?.to_vec(),
+            context: match (c.context_schema, c.context_bytes) {
+                (Some(schema), Some(bytes)) => Some(Context { schema, bytes: bytes.to_vec() }),
+                (None, None) => None,
+                _ => return Err(invalid_arg("context needs both schema and bytes")),
+            },
+            expires_at: match c.expires_at {
+                Some(t) if t < 0 => return Err(invalid_arg("expiresAt must be a non-negative number of seconds")),
+                Some(t) => Some(t as u64),
+                None => None,
+            },
+        }),
+        "remove" => Ok(Change::Remove {
+            service: c.service,
+            outpoint,
+            reason: match c.reason.as_deref() {
+                Some("spent") => RemoveReason::Spent,
+                Some("evicted") => RemoveReason::Evicted,
+                Some("not-retained") => RemoveReason::NotRetained,
+                Some("expired") => RemoveReason::Expired,
+                _ => return Err(invalid_arg("remove reason must be spent, evicted, not-retained or expired")),
+            },
+            spend: match (c.spending_txid, c.spend_beef) {
+                (Some(t), Some(b)) => Some(SpendInput { spending_txid: hex32(&t, "spendingTxid")?, beef: b.to_vec() }),
+                (None, None) => None,
+                _ => return Err(invalid_arg("spend evidence needs both spendingTxid and its BEEF")),
+            },
+        }),
+        other => Err(invalid_arg(format!("unknown change op {other:?}"))),
+    }
+}
+
+fn caller(c: CallerInfo) -> Caller {
+    Caller { principal: c.principal, authenticated: c.authenticated }
+}
+
+fn respond(r: crate::session::Response) -> NativeResponse {
+    NativeResponse { status: r.status as u32, body: r.body.into() }
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(move || std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)))
+        .await
+        .map_err(|e| core_error("internal", format!("native task failed: {e}")))?
+        .map_err(|_| core_error("internal", "native code panicked"))?
+}
+
+/// Opens (or creates) the store and the provider on top of it.
+#[napi]
+pub async fn open_live(config: LiveConfig) -> Result<NativeLive> {
+    blocking(move || {
+        let store = Store::open(StoreConfig {
+            path: PathBuf::from(&config.data_dir),
+            create: config.create.unwrap_or(false),
+            max_rows: config.max_rows.map(|v| v.max(0) as u64),
+            max_retained_bytes: config.max_retained_bytes.map(|v| v.max(0) as u64),
+        })
+        .map_err(|e| core_error("store", e.to_string()))?;
+        let provider_limits = Limits::provider(
+            config.max_bytes.unwrap_or(crate::wire::PROFILE_MAX_BYTES),
+            config.max_observations.unwrap_or(crate::wire::PROFILE_MAX_OBSERVATIONS),
+            config.max_wait_ms.unwrap_or(crate::wire::PROFILE_MAX_WAIT_MS),
+        )
+        .map_err(|e| core_error(e.code.as_str(), e.message.clone()))?;
+        let defaults = Caps::default();
+        let caps = Caps {
+            max_sessions_per_principal: config.max_sessions_per_principal.map(|v| v as usize).unwrap_or(defaults.max_sessions_per_principal),
+            max_waiters: config.max_waiters.map(|v| v as usize).unwrap_or(defaults.max_waiters),
+            max_waiters_per_principal: config.max_waiters_per_principal.map(|v| v as usize).unwrap_or(defaults.max_waiters_per_principal),
+            max_concurrent_work: config.max_concurrent_work.map(|v| v as usize).unwrap_or(defaults.max_concurrent_work),
+        };
+        let provider = Provider::new(
+            store,
+            ProviderConfig {
+                provider: config.provider,
+                network: config.network,
+                genesis_hash: config.genesis_hash,
+                session_seconds: config.session_seconds as u64,
+                replay_seconds: config.replay_seconds as u64,
+                limits: provider_limits,
+                caps,
+            },
+        )
+        .map_err(|e| core_error(e.code.as_str(), e.message.clone()))?;
+        Ok(NativeLive { provider })
+    })
+    .await
+}
+
+#[napi]
+impl NativeLive {
+    /// Registers a wrapped service with its rules; returns the rulesDigest.
+    #[napi]
+    pub fn register_service(&self, name: String, rules: Value) -> Result<String> {
+        self.provider.register_service(&name, &rules).map_err(|e| core_error(e.code.as_str(), e.message.clone()))
+    }
+
+    /// Whether the store holds any history for this service (backfill decision).
+    #[napi]
+    pub fn service_has_history(&self, name: String) -> Result<bool> {
+        self.provider.store().service_has_rows(&name).map_err(|e| core_error("store", e.to_string()))
+    }
+
+    /// Commits one indivisible group durably. Resolves with its sequence (a decimal
+    /// string) once it is flushed and published, or null when nothing changed.
+    #[napi]
+    pub async fn commit(&self, changes: Vec<NativeChange>) -> Result<Option<String>> {
+        let changes = changes.into_iter().map(to_change).collect::<Result<Vec<_>>>()?;
+        let p = self.provider.clone();
+        blocking(move || {
+            p.store().commit(changes).map(|s| s.map(|v| v.to_string())).map_err(|e| core_error("store", e.to_string()))
+        })
+        .await
+    }
+
+    /// Applies expiry timers due now (normally done by opens and reads).
+    #[napi]
+    pub async fn apply_expiries(&self) -> Result<Option<String>> {
+        let p = self.provider.clone();
+        blocking(move || {
+            let now = p.now();
+            p.store().apply_expiries(now).map(|s| s.map(|v| v.to_string())).map_err(|e| core_error("store", e.to_string()))
+        })
+        .await
+    }
+
+    #[napi]
+    pub async fn open(&self, body: Buffer, who: CallerInfo, access: String, selection: Value) -> Result<NativeResponse> {
+        let p = self.provider.clone();
+        let body = body.to_vec();
+        blocking(move || Ok(respond(p.open(&body, &caller(who), &access, &selection)))).await
+    }
+
+    #[napi]
+    pub async fn read(&self, body: Buffer, who: CallerInfo, access: String, cancel: &NativeCancel) -> Result<NativeResponse> {
+        let p = self.provider.clone();
+        let token = cancel.inner.clone();
+        Ok(respond(p.read(body.to_vec(), caller(who), access, token).await))
+    }
+
+    #[napi]
+    pub async fn close(&self, body: Buffer, who: CallerInfo) -> Result<NativeResponse> {
+        let p = self.provider.clone();
+        let body = body.to_vec();
+        blocking(move || Ok(respond(p.close(&body, &caller(who))))).await
+    }
+
+    /// The service and query of a session the caller owns (for the host's
+    /// authorization callback), or null.
+    #[napi]
+    pub fn describe_session(&self, session: String, who: CallerInfo) -> Option<SessionInfo> {
+        self.provider.describe(&session, &caller(who)).map(|(service, query)| SessionInfo { service, query })
+    }
+
+    #[napi]
+    pub async fn revoke(&self, principal: String) -> Result<u32> {
+        let p = self.provider.clone();
+        blocking(move || p.revoke(&principal).map(|n| n as u32).map_err(|e| core_error(e.code.as_str(), e.message.clone()))).await
+    }
+
+    #[napi]
+    pub async fn revoke_session(&self, session: String) -> Result<bool> {
+        let p = self.provider.clone();
+        blocking(move || p.revoke_session(&session).map_err(|e| core_error(e.code.as_str(), e.message.clone()))).await
+    }
+
+    /// One bounded compaction pass; resolves true when more work remains.
+    #[napi]
+    pub async fn compact(&self, max_items: u32) -> Result<bool> {
+        let p = self.provider.clone();
+        blocking(move || p.compact(max_items as usize).map_err(|e| core_error(e.code.as_str(), e.message.clone()))).await
+    }
+
+    /// Deliberate reset: a new epoch; every existing cursor gets reset-required.
+    #[napi]
+    pub async fn reset_epoch(&self) -> Result<String> {
+        let p = self.provider.clone();
+        blocking(move || p.store().reset_epoch().map_err(|e| core_error("store", e.to_string()))).await
+    }
+
+    #[napi]
+    pub fn epoch(&self) -> String {
+        self.provider.store().epoch()
+    }
+
+    #[napi]
+    pub fn high_water(&self) -> String {
+        self.provider.store().high_water().to_string()
+    }
+
+    #[napi]
+    pub fn stats(&self) -> LiveStats {
+        let s = self.provider.store().stats();
+        LiveStats {
+            sessions: self.provider.session_count() as u32,
+            waiters: self.provider.waiters.total() as u32,
+            high_water: s.high_water.to_string(),
+            epoch: s.epoch.clone(),
+            log_bytes: s.log_bytes as i64,
+            rows: s.rows as i64,
+            disk_bytes: s.disk_bytes as i64,
+        }
+    }
+
+    /// Test support: moves this provider's clock forward (expiry tests).
+    #[napi]
+    pub fn advance_clock_ms(&self, ms: i64) {
+        self.provider.advance_clock_ms(ms);
+    }
+
+    /// Test support: commits `changes` at the exact point where the next long poll
+    /// has registered its waiter and is about to sleep (BRC-193 §7).
+    #[napi]
+    pub fn inject_after_waiter_registered(&self, changes: Vec<NativeChange>) -> Result<()> {
+        let changes = changes.into_iter().map(to_change).collect::<Result<Vec<_>>>()?;
+        self.provider.hooks.after_waiter_registered.lock().unwrap().push(changes);
+        Ok(())
+    }
+
+    /// Flushes and releases the data directory so it can be reopened.
+    #[napi]
+    pub async fn close_store(&self) -> Result<()> {
+        let p = self.provider.clone();
+        blocking(move || p.store().close().map_err(|e| core_error("store", e.to_string()))).await
+    }
+}

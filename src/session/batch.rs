@@ -1,0 +1,333 @@
+//! Batch bodies and the byte budget (BRC-193 §2, §3, §8).
+//!
+//! A batch is rendered by hand in a fixed field order so that its exact UTF-8 length
+//! is known before it is sent: the budget counts the complete response body,
+//! envelope included. Groups are rendered once and never split.
+
+use serde_json::Value;
+
+use crate::wire::{ErrorCode, Limit, LimitKind, Limits, WireError, PROFILE_MAX_BYTES, PROFILE_MAX_OBSERVATIONS};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Snapshot,
+    Live,
+}
+
+impl Phase {
+    fn as_str(self) -> &'static str {
+        match self {
+            Phase::Snapshot => "snapshot",
+            Phase::Live => "live",
+        }
+    }
+}
+
+/// The parts of a batch fixed for the whole session.
+pub struct Frame {
+    pub session: String,
+    /// The scope, already rendered as JSON (it is repeated in every observation).
+    pub scope_json: Vec<u8>,
+    pub expires_at: u64,
+    pub replay_until: u64,
+    pub limits: Limits,
+}
+
+/// The parts of a batch that depend on its position.
+pub struct Tail<'a> {
+    pub phase: Phase,
+    pub cursor: &'a str,
+    pub snapshot_complete: bool,
+    pub through: u64,
+    pub high_water: u64,
+}
+
+fn push_json_str(out: &mut Vec<u8>, s: &str) {
+    serde_json::to_writer(&mut *out, s).expect("writing a string to a Vec cannot fail");
+}
+
+impl Frame {
+    /// Renders the complete body with the given (already rendered) groups.
+    pub fn render(&self, tail: &Tail, groups: &[Vec<u8>]) -> Vec<u8> {
+        let groups_len: usize = groups.iter().map(Vec::len).sum::<usize>() + groups.len();
+        let mut out = Vec::with_capacity(self.scope_json.len() + tail.cursor.len() + groups_len + 256);
+        out.extend_from_slice(b"{\"version\":1,\"session\":");
+        push_json_str(&mut out, &self.session);
+        out.extend_from_slice(b",\"scope\":");
+        out.extend_from_slice(&self.scope_json);
+        out.extend_from_slice(b",\"phase\":\"");
+        out.extend_from_slice(tail.phase.as_str().as_bytes());
+        out.extend_from_slice(b"\",\"groups\":[");
+        for (i, g) in groups.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(g);
+        }
+        out.extend_from_slice(b"],\"cursor\":");
+        push_json_str(&mut out, tail.cursor);
+        out.extend_from_slice(b",\"snapshotComplete\":");
+        out.extend_from_slice(if tail.snapshot_complete { b"true" } else { b"false" });
+        for (name, v) in [
+            ("through", tail.through),
+            ("highWater", tail.high_water),
+            ("expiresAt", self.expires_at),
+            ("replayUntil", self.replay_until),
+        ] {
+            out.extend_from_slice(b",\"");
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b"\":\"");
+            out.extend_from_slice(v.to_string().as_bytes());
+            out.push(b'"');
+        }
+        out.extend_from_slice(
+            format!(
+                ",\"limits\":{{\"maxBytes\":{},\"maxObservations\":{},\"waitMs\":{}}}}}",
+                self.limits.max_bytes, self.limits.max_observations, self.limits.wait_ms
+            )
+            .as_bytes(),
+        );
+        out
+    }
+
+    /// Length of the body with no groups.
+    pub fn envelope_len(&self, tail: &Tail) -> usize {
+        self.render(tail, &[]).len()
+    }
+}
+
+/// Renders one observation `{id, scope, kind, payload}` (BRC-192 §2).
+pub fn observation(id: &str, scope_json: &[u8], kind: &str, payload: &Value) -> Vec<u8> {
+    let mut out = Vec::with_capacity(scope_json.len() + 128);
+    out.extend_from_slice(b"{\"id\":");
+    push_json_str(&mut out, id);
+    out.extend_from_slice(b",\"scope\":");
+    out.extend_from_slice(scope_json);
+    out.extend_from_slice(b",\"kind\":");
+    push_json_str(&mut out, kind);
+    out.extend_from_slice(b",\"payload\":");
+    serde_json::to_writer(&mut out, payload).expect("writing JSON to a Vec cannot fail");
+    out.push(b'}');
+    out
+}
+
+/// A rendered group and the number of observations in it.
+pub struct RenderedGroup {
+    pub bytes: Vec<u8>,
+    pub observations: usize,
+}
+
+/// Renders one group `{id, sequence, observations}`.
+pub fn group(id: &str, sequence: u64, observations: &[Vec<u8>]) -> RenderedGroup {
+    let mut out = Vec::with_capacity(observations.iter().map(Vec::len).sum::<usize>() + 64);
+    out.extend_from_slice(b"{\"id\":");
+    push_json_str(&mut out, id);
+    out.extend_from_slice(b",\"sequence\":\"");
+    out.extend_from_slice(sequence.to_string().as_bytes());
+    out.extend_from_slice(b"\",\"observations\":[");
+    for (i, o) in observations.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(o);
+    }
+    out.extend_from_slice(b"]}");
+    RenderedGroup { bytes: out, observations: observations.len() }
+}
+
+/// Accumulates whole groups under the effective limits.
+pub struct Packer {
+    max_bytes: usize,
+    max_observations: usize,
+    groups: Vec<Vec<u8>>,
+    group_bytes: usize,
+    observations: usize,
+}
+
+/// What happened when a group was offered to the packer.
+pub enum Offer {
+    Taken,
+    /// It does not fit after the groups already taken: stop here.
+    Full,
+    /// It is the first group and does not fit at all: the read is `limited`.
+    Limited(WireError),
+}
+
+impl Packer {
+    pub fn new(limits: &Limits) -> Packer {
+        Packer {
+            max_bytes: limits.max_bytes as usize,
+            max_observations: limits.max_observations as usize,
+            groups: Vec::new(),
+            group_bytes: 0,
+            observations: 0,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.groups.len()
+    }
+
+    /// Body length if `extra` more bytes of group were added, for an envelope of
+    /// `envelope` bytes.
+    fn body_len_with(&self, envelope: usize, extra: usize) -> usize {
+        let count = self.groups.len() + 1;
+        envelope + self.group_bytes + extra + (count - 1)
+    }
+
+    /// Offers a group; `envelope` must be an upper bound of the envelope length of
+    /// the batch that would end with this group.
+    pub fn offer(&mut self, envelope: usize, g: RenderedGroup) -> Offer {
+        let body = self.body_len_with(envelope, g.bytes.len());
+        let obs = self.observations + g.observations;
+        if body <= self.max_bytes && obs <= self.max_observations {
+            self.group_bytes += g.bytes.len();
+            self.observations = obs;
+            self.groups.push(g.bytes);
+            return Offer::Taken;
+        }
+        if !self.groups.is_empty() {
+            return Offer::Full;
+        }
+        Offer::Limited(limited_for(envelope, g.bytes.len(), g.observations, self.max_bytes))
+    }
+
+    /// Checks that an envelope with no groups fits at all.
+    pub fn check_envelope(&self, envelope: usize) -> Result<(), WireError> {
+        if envelope <= self.max_bytes {
+            Ok(())
+        } else {
+            Err(limited_error(
+                LimitKind::Envelope,
+                Some(envelope as u64),
+                None,
+                "the byte limit cannot hold the batch envelope",
+            ))
+        }
+    }
+
+    pub fn into_groups(self) -> Vec<Vec<u8>> {
+        self.groups
+    }
+}
+
+fn limited_error(kind: LimitKind, bytes: Option<u64>, observations: Option<u64>, message: &str) -> WireError {
+    let mut e = WireError::new(ErrorCode::Limited, message);
+    e.limit = Some(Limit {
+        kind,
+        minimum_bytes: bytes.filter(|b| *b <= PROFILE_MAX_BYTES as u64).map(|b| b as u32),
+        minimum_observations: observations.filter(|o| *o <= PROFILE_MAX_OBSERVATIONS as u64).map(|o| o as u32),
+    });
+    e
+}
+
+/// The `limited` answer for a first group that does not fit (BRC-193 §8).
+fn limited_for(envelope: usize, group_len: usize, group_obs: usize, max_bytes: usize) -> WireError {
+    let need = envelope + group_len;
+    if need > PROFILE_MAX_BYTES as usize || group_obs > PROFILE_MAX_OBSERVATIONS as usize {
+        return limited_error(
+            LimitKind::PermanentGroup,
+            None,
+            None,
+            "the next group is larger than this profile can ever deliver",
+        );
+    }
+    if envelope > max_bytes {
+        return limited_error(LimitKind::Envelope, Some(envelope as u64), None, "the byte limit cannot hold the batch envelope");
+    }
+    limited_error(
+        LimitKind::Group,
+        Some(need as u64),
+        Some(group_obs as u64),
+        "the next group does not fit the requested limits",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(max_bytes: u32, max_observations: u32) -> Frame {
+        Frame {
+            session: "abc".into(),
+            scope_json: br#"{"epoch":"e"}"#.to_vec(),
+            expires_at: 100,
+            replay_until: 200,
+            limits: Limits { max_bytes, max_observations, wait_ms: 0 },
+        }
+    }
+
+    fn tail(cursor: &str) -> Tail<'_> {
+        Tail { phase: Phase::Live, cursor, snapshot_complete: true, through: 7, high_water: 9 }
+    }
+
+    #[test]
+    fn rendered_body_is_valid_json_and_exactly_measured() {
+        let f = frame(4096, 10);
+        let o = observation("l-1.0", &f.scope_json, "withdraw", &serde_json::json!({"reason": "spent"}));
+        let g = group("l-1", 1, &[o.clone(), o]);
+        let t = tail("CUR");
+        let body = f.render(&t, &[g.bytes.clone(), g.bytes.clone()]);
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["groups"].as_array().unwrap().len(), 2);
+        assert_eq!(v["through"], "7");
+        assert_eq!(v["limits"]["maxBytes"], 4096);
+        assert_eq!(body.len(), f.envelope_len(&t) + 2 * g.bytes.len() + 1);
+    }
+
+    #[test]
+    fn packer_never_exceeds_the_budget_and_never_splits() {
+        let f = frame(400, 10);
+        let t = tail("CUR");
+        let env = f.envelope_len(&t);
+        let mut p = Packer::new(&f.limits);
+        let mut taken = 0;
+        loop {
+            let o = observation("x", b"{}", "withdraw", &serde_json::json!({}));
+            match p.offer(env, group("g", 1, &[o])) {
+                Offer::Taken => taken += 1,
+                Offer::Full => break,
+                Offer::Limited(_) => panic!("first group fits"),
+            }
+        }
+        assert!(taken > 0);
+        let body = f.render(&t, &p.into_groups());
+        assert!(body.len() <= 400, "{}", body.len());
+    }
+
+    #[test]
+    fn first_group_too_big_is_limited_with_its_minimum() {
+        let f = frame(200, 10);
+        let t = tail("CUR");
+        let env = f.envelope_len(&t);
+        let mut p = Packer::new(&f.limits);
+        let big = observation("x", b"{}", "withdraw", &serde_json::json!({"reason": "r".repeat(500)}));
+        let g = group("g", 1, &[big]);
+        let need = env + g.bytes.len();
+        match p.offer(env, g) {
+            Offer::Limited(e) => {
+                let l = e.limit.unwrap();
+                assert_eq!(l.kind, LimitKind::Group);
+                assert_eq!(l.minimum_bytes, Some(need as u32));
+            }
+            _ => panic!("expected limited"),
+        }
+    }
+
+    #[test]
+    fn observation_count_limit_is_a_group_limit() {
+        let f = frame(100_000, 1);
+        let t = tail("CUR");
+        let env = f.envelope_len(&t);
+        let mut p = Packer::new(&f.limits);
+        let o = observation("x", b"{}", "withdraw", &serde_json::json!({}));
+        match p.offer(env, group("g", 1, &[o.clone(), o])) {
+            Offer::Limited(e) => assert_eq!(e.limit.unwrap().minimum_observations, Some(2)),
+            _ => panic!("expected limited"),
+        }
+    }
+}

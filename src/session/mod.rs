@@ -1,0 +1,861 @@
+//! Sessions: open, read and close (BRC-193 §2–§5, §8).
+//!
+//! The [`Provider`] owns the session table on top of a [`Store`]. Open captures an
+//! immutable snapshot (the versioned index as of watermark W) and stores the opening
+//! fence, the session and the exact first batch in one atomic, flushed write before
+//! answering. Reads continue the snapshot from the cursor's row key, then replay the
+//! log after `through`, projecting each group onto the session's selection. Reads
+//! never write to disk. An empty live read long-polls on the store's publication
+//! channel: it subscribes *before* rescanning, so a commit between the scan and the
+//! sleep is never lost.
+//!
+//! Host callbacks (the companion's `select` and the host's `authorize`) run in JS
+//! before a call reaches this module; their results arrive as the compiled
+//! selection and the `access` string.
+
+pub mod batch;
+pub mod cursor;
+pub mod record;
+pub mod wait;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hmac::{Hmac, Mac};
+use serde_json::{json, Value};
+use sha2::{Digest as _, Sha256};
+
+use crate::select::Selection;
+use crate::store::{Projected, SnapshotRow, Store};
+use crate::wire::{self, ErrorCode, Limits, WireError};
+
+use batch::{Frame, Offer, Packer, Phase, Tail};
+use cursor::{Cursor, Position};
+use record::{FenceRecord, SessionRecord};
+pub use wait::{CancelToken, Caps, WaitGuard, Waiters};
+
+/// Schema of a legacy BRC-24 context carried as JSON bytes (BRC-192 §2).
+pub const LEGACY_CONTEXT_SCHEMA: &str = "https://bsv.brc.dev/apps/0192#legacy-lookup-context-json-v1";
+
+/// At most this many log groups are examined by one read, so a long run of
+/// irrelevant groups cannot make one request unbounded; `through` still advances.
+const MAX_GROUPS_EXAMINED_PER_READ: usize = 20_000;
+
+/// Provider-wide settings frozen for every session it opens.
+#[derive(Clone, Debug)]
+pub struct ProviderConfig {
+    /// `scope.provider`: the identity key, or the exact HTTPS origin in public mode.
+    pub provider: String,
+    pub network: String,
+    pub genesis_hash: String,
+    pub session_seconds: u64,
+    pub replay_seconds: u64,
+    /// Provider maxima (already validated against the profile).
+    pub limits: Limits,
+    pub caps: Caps,
+}
+
+/// Who is calling, as established by the transport.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    /// Identity key for BRC-103 callers; empty for anonymous callers.
+    pub principal: String,
+    pub authenticated: bool,
+}
+
+/// A complete HTTP answer: status and exact body bytes.
+#[derive(Clone, Debug)]
+pub struct Response {
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn ok(body: Vec<u8>) -> Response {
+        Response { status: 200, body }
+    }
+    pub fn error(e: &WireError) -> Response {
+        Response { status: e.status(), body: e.to_body() }
+    }
+}
+
+impl From<WireError> for Response {
+    fn from(e: WireError) -> Response {
+        Response::error(&e)
+    }
+}
+
+fn err(code: ErrorCode, msg: impl Into<String>) -> WireError {
+    WireError::new(code, msg)
+}
+
+fn store_err(e: crate::store::StoreError) -> WireError {
+    let mut w = err(ErrorCode::Unavailable, format!("storage failure: {e}"));
+    w.retryable = true;
+    w
+}
+
+struct ServiceEntry {
+    rules_digest: String,
+}
+
+/// One session known to this process.
+pub struct LiveSession {
+    rec: Mutex<SessionRecord>,
+    id: [u8; 16],
+    /// Woken when the session is closed or revoked so that a waiting poll ends.
+    ended: tokio::sync::Notify,
+}
+
+impl LiveSession {
+    fn record(&self) -> SessionRecord {
+        self.rec.lock().unwrap().clone()
+    }
+}
+
+/// Test-only injection points (BRC-193 §7 requires exercising a commit between
+/// registering a waiter and sleeping). A pending injection is a real group that the
+/// provider commits through the ordinary store path at that exact point.
+#[derive(Default)]
+pub struct TestHooks {
+    pub after_waiter_registered: Mutex<Vec<Vec<crate::store::Change>>>,
+}
+
+pub struct Provider {
+    store: Arc<Store>,
+    cfg: ProviderConfig,
+    services: RwLock<HashMap<String, ServiceEntry>>,
+    sessions: Mutex<HashMap<[u8; 16], Arc<LiveSession>>>,
+    /// Serializes opens that share a fence slot, so two identical concurrent opens
+    /// produce one snapshot.
+    open_locks: Vec<Mutex<()>>,
+    pub waiters: Waiters,
+    clock_offset_ms: AtomicI64,
+    pub hooks: TestHooks,
+}
+
+fn random_16() -> [u8; 16] {
+    let mut b = [0u8; 16];
+    secp256k1::rand::fill(&mut b);
+    b
+}
+
+fn parse_session_id(s: &str) -> Option<[u8; 16]> {
+    if s.len() != 32 {
+        return None;
+    }
+    let v = hex::decode(s).ok()?;
+    if hex::encode(&v) != s {
+        return None;
+    }
+    v.try_into().ok()
+}
+
+impl Provider {
+    pub fn new(store: Arc<Store>, cfg: ProviderConfig) -> Result<Arc<Provider>, WireError> {
+        if cfg.session_seconds == 0 || cfg.replay_seconds == 0 {
+            return Err(err(ErrorCode::Invalid, "sessionSeconds and replaySeconds must be positive"));
+        }
+        let p = Arc::new(Provider {
+            waiters: Waiters::new(cfg.caps.clone()),
+            store,
+            cfg,
+            services: RwLock::new(HashMap::new()),
+            sessions: Mutex::new(HashMap::new()),
+            open_locks: (0..64).map(|_| Mutex::new(())).collect(),
+            clock_offset_ms: AtomicI64::new(0),
+            hooks: TestHooks::default(),
+        });
+        Ok(p)
+    }
+
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    pub fn config(&self) -> &ProviderConfig {
+        &self.cfg
+    }
+
+    /// Wall-clock milliseconds (plus a test offset).
+    pub fn now_ms(&self) -> u64 {
+        let real = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+        (real + self.clock_offset_ms.load(Ordering::Relaxed)).max(0) as u64
+    }
+
+    pub fn now(&self) -> u64 {
+        self.now_ms() / 1000
+    }
+
+    /// Moves this provider's clock (tests of expiry use it instead of sleeping).
+    pub fn advance_clock_ms(&self, ms: i64) {
+        self.clock_offset_ms.fetch_add(ms, Ordering::Relaxed);
+    }
+
+    /// Registers (or re-registers with new rules) a wrapped service and returns its
+    /// `rulesDigest = digest("service-rules", rules)`.
+    pub fn register_service(&self, name: &str, rules: &Value) -> Result<String, WireError> {
+        let rules_digest = wire::digest("service-rules", rules)?;
+        self.services
+            .write()
+            .unwrap()
+            .insert(name.to_string(), ServiceEntry { rules_digest: rules_digest.clone() });
+        Ok(rules_digest)
+    }
+
+    pub fn rules_digest(&self, service: &str) -> Option<String> {
+        self.services.read().unwrap().get(service).map(|s| s.rules_digest.clone())
+    }
+
+    fn secret(&self) -> [u8; 32] {
+        self.store.secret()
+    }
+
+    fn epoch_bytes(&self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        if let Ok(v) = hex::decode(self.store.epoch()) {
+            let n = v.len().min(16);
+            b[..n].copy_from_slice(&v[..n]);
+        }
+        b
+    }
+
+    fn fence_digest(&self, service: &str, caller: &Caller, request_id: &str) -> [u8; 32] {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.secret()).expect("any key length");
+        mac.update(b"overlay-lookup-live/fence/1\0");
+        mac.update(service.as_bytes());
+        mac.update(b"\0");
+        mac.update(if caller.authenticated { b"brc103\0" as &[u8] } else { b"anonymous\0" });
+        mac.update(caller.principal.as_bytes());
+        mac.update(b"\0");
+        mac.update(request_id.as_bytes());
+        mac.finalize().into_bytes().into()
+    }
+
+    fn scope_json(&self, rec: &SessionRecord) -> Vec<u8> {
+        serde_json::to_vec(&json!({
+            "chain": {"network": self.cfg.network, "genesisHash": self.cfg.genesis_hash},
+            "provider": self.cfg.provider,
+            "service": rec.service,
+            "queryDigest": rec.query_digest,
+            "rulesDigest": rec.rules_digest,
+            "access": rec.access,
+            "epoch": rec.epoch,
+        }))
+        .expect("scope serializes")
+    }
+
+    fn frame(&self, rec: &SessionRecord, limits: Limits) -> Frame {
+        Frame {
+            session: rec.id.clone(),
+            scope_json: self.scope_json(rec),
+            expires_at: rec.expires_at,
+            replay_until: rec.replay_until,
+            limits,
+        }
+    }
+
+    fn chain_json(&self) -> Value {
+        json!({"network": self.cfg.network, "genesisHash": self.cfg.genesis_hash})
+    }
+
+    fn blob_b64(&self, hash: &[u8; 32]) -> Result<String, WireError> {
+        use base64::Engine as _;
+        match self.store.blob(hash).map_err(store_err)? {
+            Some(bytes) => Ok(base64::engine::general_purpose::STANDARD.encode(&bytes)),
+            None => Err(err(ErrorCode::Unavailable, "evidence missing from the store")),
+        }
+    }
+
+    fn context_json(ctx: &Option<crate::store::Context>) -> Option<Value> {
+        use base64::Engine as _;
+        ctx.as_ref().map(|c| {
+            json!({"schema": c.schema, "bytes": base64::engine::general_purpose::STANDARD.encode(&c.bytes)})
+        })
+    }
+
+    fn output_payload(&self, outpoint: &crate::store::Outpoint, beef_hash: &[u8; 32], ctx: &Option<crate::store::Context>) -> Result<Value, WireError> {
+        let mut payload = json!({
+            "evidence": {
+                "txid": hex::encode(outpoint.txid),
+                "outputIndex": outpoint.output_index,
+                "beef": self.blob_b64(beef_hash)?,
+            }
+        });
+        if let Some(c) = Self::context_json(ctx) {
+            payload["context"] = c;
+        }
+        Ok(payload)
+    }
+
+    fn outpoint_json(&self, o: &crate::store::Outpoint) -> Value {
+        json!({"chain": self.chain_json(), "txid": hex::encode(o.txid), "outputIndex": o.output_index})
+    }
+
+    // ---------------------------------------------------------------- open
+
+    /// Handles `POST .../lookup/open`. `selection` is what the companion's
+    /// `select(query)` returned and `access` what the host's `authorize` returned.
+    pub fn open(&self, body: &[u8], caller: &Caller, access: &str, selection: &Value) -> Response {
+        match self.open_inner(body, caller, access, selection) {
+            Ok(bytes) => Response::ok(bytes),
+            Err(e) => Response::error(&e),
+        }
+    }
+
+    fn open_inner(&self, body: &[u8], caller: &Caller, access: &str, selection_json: &Value) -> Result<Vec<u8>, WireError> {
+        let open = wire::parse_open(body)?;
+        let rules_digest = self
+            .rules_digest(&open.service)
+            .ok_or_else(|| err(ErrorCode::NotFound, "no such lookup service"))?;
+        if let Some(required) = &open.required_rules_digest {
+            if *required != rules_digest {
+                return Err(err(ErrorCode::Conflict, "requiredRulesDigest does not match the service's rules"));
+            }
+        }
+        let selection = Selection::from_json(selection_json)
+            .map_err(|e| err(ErrorCode::Invalid, format!("the service rejected the query: {e}")))?;
+        if access.is_empty() || access.len() > 1024 {
+            return Err(err(ErrorCode::Unauthorized, "the host returned no usable access scope"));
+        }
+        let limits = Limits::effective(&open.limits, &self.cfg.limits);
+        // The retry identity is the normalized Open with limits already clamped
+        // (DESIGN "Decisions"): requests differing only above the maxima are equal.
+        let normalized = json!({
+            "requestId": open.request_id,
+            "service": open.service,
+            "query": open.query,
+            "requiredRulesDigest": open.required_rules_digest,
+            "limits": {"maxBytes": limits.max_bytes, "maxObservations": limits.max_observations, "waitMs": limits.wait_ms},
+            "extensions": open.extensions,
+            "critical": open.critical,
+            "access": access,
+        });
+        let open_digest = wire::digest("lookup-live-open", &normalized)?;
+        let fence_digest = self.fence_digest(&open.service, caller, &open.request_id);
+        let _slot = self.open_locks[fence_digest[0] as usize % self.open_locks.len()].lock().unwrap();
+
+        if let Some(raw) = self.store.aux_get(&record::fence_key(&fence_digest)).map_err(store_err)? {
+            let fence: FenceRecord = serde_json::from_slice(&raw)
+                .map_err(|_| err(ErrorCode::Unavailable, "unreadable opening fence"))?;
+            if fence.open_digest != open_digest {
+                return Err(err(ErrorCode::Conflict, "this requestId was already used with other parameters"));
+            }
+            return self.replay_first_batch(&fence);
+        }
+
+        self.check_session_cap(caller)?;
+        let t = self.now();
+        // Expiries due at T are applied before W is captured (BRC-193 §8).
+        self.store.apply_expiries(t).map_err(store_err)?;
+        let w = self.store.high_water();
+        let expires_at = t
+            .checked_add(self.cfg.session_seconds)
+            .ok_or_else(|| err(ErrorCode::Unavailable, "session expiry overflows"))?;
+        let replay_until = expires_at
+            .checked_add(self.cfg.replay_seconds)
+            .ok_or_else(|| err(ErrorCode::Unavailable, "replay deadline overflows"))?;
+        let id = random_16();
+        let rec = SessionRecord {
+            id: hex::encode(id),
+            service: open.service.clone(),
+            principal: caller.principal.clone(),
+            authenticated: caller.authenticated,
+            access: access.to_string(),
+            query: open.query.clone(),
+            selection: selection_json.clone(),
+            query_digest: wire::digest("lookup-query", &json!({"service": open.service, "query": open.query}))?,
+            rules_digest,
+            epoch: self.store.epoch(),
+            t,
+            w,
+            expires_at,
+            replay_until,
+            limits,
+            closed: false,
+            revoked: false,
+        };
+        let first = self.snapshot_batch(&rec, &id, &selection, limits, None)?;
+        let fence = FenceRecord { open_digest, session: rec.id.clone() };
+        self.store
+            .aux_write(vec![
+                (record::fence_key(&fence_digest), Some(serde_json::to_vec(&fence).expect("fence serializes"))),
+                (record::session_key(&id), Some(serde_json::to_vec(&rec).expect("session serializes"))),
+                (record::first_batch_key(&id), Some(first.clone())),
+            ])
+            .map_err(store_err)?;
+        self.sessions.lock().unwrap().insert(
+            id,
+            Arc::new(LiveSession { rec: Mutex::new(rec), id, ended: tokio::sync::Notify::new() }),
+        );
+        Ok(first)
+    }
+
+    /// An identical retry: the stored first batch, unless the session ended.
+    fn replay_first_batch(&self, fence: &FenceRecord) -> Result<Vec<u8>, WireError> {
+        let expired = || err(ErrorCode::Expired, "this open was closed or has expired; use a new requestId");
+        let id = parse_session_id(&fence.session).ok_or_else(expired)?;
+        let Some(session) = self.session(&id)? else { return Err(expired()) };
+        let rec = session.record();
+        if rec.closed || rec.revoked || self.now() >= rec.expires_at || rec.epoch != self.store.epoch() {
+            return Err(expired());
+        }
+        match self.store.aux_get(&record::first_batch_key(&id)).map_err(store_err)? {
+            Some(b) => Ok(b.to_vec()),
+            None => Err(expired()),
+        }
+    }
+
+    fn check_session_cap(&self, caller: &Caller) -> Result<(), WireError> {
+        let now = self.now();
+        let sessions = self.sessions.lock().unwrap();
+        let active = sessions
+            .values()
+            .filter(|s| {
+                let r = s.rec.lock().unwrap();
+                r.principal == caller.principal && r.authenticated == caller.authenticated && !r.closed && !r.revoked && now < r.expires_at
+            })
+            .count();
+        if active >= self.cfg.caps.max_sessions_per_principal {
+            let mut e = err(ErrorCode::Unavailable, "too many open sessions for this principal");
+            e.retryable = true;
+            e.retry_after_ms = Some(5_000);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Finds a session in memory or loads it from the store.
+    fn session(&self, id: &[u8; 16]) -> Result<Option<Arc<LiveSession>>, WireError> {
+        if let Some(s) = self.sessions.lock().unwrap().get(id) {
+            return Ok(Some(s.clone()));
+        }
+        let Some(raw) = self.store.aux_get(&record::session_key(id)).map_err(store_err)? else { return Ok(None) };
+        let rec: SessionRecord = serde_json::from_slice(&raw).map_err(|_| err(ErrorCode::Unavailable, "unreadable session record"))?;
+        let s = Arc::new(LiveSession { rec: Mutex::new(rec), id: *id, ended: tokio::sync::Notify::new() });
+        Ok(Some(self.sessions.lock().unwrap().entry(*id).or_insert(s).clone()))
+    }
+
+    // ---------------------------------------------------------------- batches
+
+    fn snapshot_group(&self, rec: &SessionRecord, id: &[u8; 16], scope: &[u8], row: &SnapshotRow) -> Result<batch::RenderedGroup, WireError> {
+        let mut h = Sha256::new();
+        h.update(b"overlay-lookup-live/snapshot-group/1\0");
+        h.update(id);
+        h.update(&row.key);
+        let gid = format!("s-{}", &hex::encode(h.finalize())[..40]);
+        let payload = self.output_payload(&row.outpoint, &row.beef_hash, &row.context)?;
+        let obs = batch::observation(&format!("{gid}.0"), scope, "output", &payload);
+        Ok(batch::group(&gid, rec.w, &[obs]))
+    }
+
+    /// Builds a snapshot batch continuing after `after` (BRC-193 §3).
+    fn snapshot_batch(&self, rec: &SessionRecord, id: &[u8; 16], sel: &Selection, limits: Limits, after: Option<&[u8]>) -> Result<Vec<u8>, WireError> {
+        let frame = self.frame(rec, limits);
+        let secret = self.secret();
+        let epoch = self.epoch_bytes();
+        let high_water = self.store.high_water();
+        let boundary = Cursor { session: *id, epoch, position: Position::Live { through: rec.w } }
+            .encode(&secret)
+            .expect("a live cursor always fits");
+        let envelope = |cursor: &str, complete: bool| {
+            frame.envelope_len(&Tail { phase: Phase::Snapshot, cursor, snapshot_complete: complete, through: rec.w, high_water })
+        };
+        let boundary_env = envelope(&boundary, true);
+        let mut packer = Packer::new(&limits);
+        let mut rows = self.store.snapshot(&rec.service, sel, rec.w, after).map_err(store_err)?;
+        let mut last_key: Option<Vec<u8>> = None;
+        let mut next = rows.next();
+        let complete = loop {
+            let Some(row) = next.take() else { break true };
+            let row = row.map_err(store_err)?;
+            let cursor_here = Cursor { session: *id, epoch, position: Position::Snapshot { after: Some(row.key.clone()) } }
+                .encode(&secret)
+                .ok_or_else(|| err(ErrorCode::Unavailable, "a snapshot row key is too long for a cursor"))?;
+            let env = envelope(&cursor_here, false).max(boundary_env);
+            match packer.offer(env, self.snapshot_group(rec, id, &frame.scope_json, &row)?) {
+                Offer::Taken => {
+                    last_key = Some(row.key);
+                    next = rows.next();
+                }
+                Offer::Full => break false,
+                Offer::Limited(e) => return Err(e),
+            }
+        };
+        let cursor = if complete {
+            boundary
+        } else {
+            Cursor { session: *id, epoch, position: Position::Snapshot { after: last_key } }
+                .encode(&secret)
+                .expect("checked above")
+        };
+        let tail = Tail { phase: Phase::Snapshot, cursor: &cursor, snapshot_complete: complete, through: rec.w, high_water };
+        packer.check_envelope(frame.envelope_len(&tail))?;
+        Ok(frame.render(&tail, &packer.into_groups()))
+    }
+
+    fn live_group(&self, scope: &[u8], seq: u64, projected: &[Projected]) -> Result<batch::RenderedGroup, WireError> {
+        let gid = format!("l-{seq}");
+        let mut obs = Vec::with_capacity(projected.len());
+        for (i, p) in projected.iter().enumerate() {
+            let oid = format!("{gid}.{i}");
+            let (kind, payload) = match p {
+                Projected::Output { outpoint, beef_hash, context } => ("output", self.output_payload(outpoint, beef_hash, context)?),
+                Projected::Spend { previous, spending_txid, beef_hash } => (
+                    "spend",
+                    json!({"previous": self.outpoint_json(previous), "spendingTxid": hex::encode(spending_txid), "beef": self.blob_b64(beef_hash)?}),
+                ),
+                Projected::Withdraw { outpoint, reason } => ("withdraw", json!({"outpoint": self.outpoint_json(outpoint), "reason": reason})),
+            };
+            obs.push(batch::observation(&oid, scope, kind, &payload));
+        }
+        Ok(batch::group(&gid, seq, &obs))
+    }
+
+    /// Builds a live batch after `through`. Returns the body and whether it holds
+    /// no groups (a long poll then waits).
+    fn live_batch(&self, rec: &SessionRecord, id: &[u8; 16], sel: &Selection, limits: Limits, through: u64) -> Result<(Vec<u8>, bool), WireError> {
+        if through < self.store.compacted_through() {
+            return Err(err(ErrorCode::ResetRequired, "the log interval after this cursor is no longer retained"));
+        }
+        // Timers due by now are applied before completeness is claimed through the
+        // current watermark (BRC-193 §8).
+        self.store.apply_expiries(self.now()).map_err(store_err)?;
+        let high_water = self.store.high_water();
+        if through > high_water {
+            return Err(err(ErrorCode::ResetRequired, "the cursor is ahead of this provider's log"));
+        }
+        let frame = self.frame(rec, limits);
+        let secret = self.secret();
+        let epoch = self.epoch_bytes();
+        // Cursor length does not depend on the sequence; `through` is bounded by
+        // highWater, so rendering with highWater is an upper bound of the envelope.
+        let bound_cursor = Cursor { session: *id, epoch, position: Position::Live { through: high_water } }
+            .encode(&secret)
+            .expect("a live cursor always fits");
+        let env = frame.envelope_len(&Tail { phase: Phase::Live, cursor: &bound_cursor, snapshot_complete: true, through: high_water, high_water });
+        let mut packer = Packer::new(&limits);
+        let mut examined = through;
+        let mut count = 0usize;
+        for item in self.store.log_after(through, high_water) {
+            let (seq, group) = item.map_err(store_err)?;
+            count += 1;
+            let projected = self.store.project(&group, &rec.service, sel);
+            if !projected.is_empty() {
+                match packer.offer(env, self.live_group(&frame.scope_json, seq, &projected)?) {
+                    Offer::Taken => {}
+                    Offer::Full => break,
+                    Offer::Limited(e) => return Err(e),
+                }
+            }
+            examined = seq;
+            if count >= MAX_GROUPS_EXAMINED_PER_READ {
+                break;
+            }
+        }
+        let cursor = Cursor { session: *id, epoch, position: Position::Live { through: examined } }
+            .encode(&secret)
+            .expect("a live cursor always fits");
+        let tail = Tail { phase: Phase::Live, cursor: &cursor, snapshot_complete: true, through: examined, high_water };
+        packer.check_envelope(frame.envelope_len(&tail))?;
+        let empty = packer.is_empty();
+        Ok((frame.render(&tail, &packer.into_groups()), empty))
+    }
+
+    // ---------------------------------------------------------------- read
+
+    /// Looks up the session named by a read or close body, for the host's
+    /// authorization callback: `(service, query)` when the caller owns it.
+    pub fn describe(&self, session: &str, caller: &Caller) -> Option<(String, Value)> {
+        let id = parse_session_id(session)?;
+        let s = self.session(&id).ok()??;
+        let r = s.record();
+        (r.principal == caller.principal && r.authenticated == caller.authenticated).then(|| (r.service, r.query))
+    }
+
+    /// Checks everything a read needs before touching the log.
+    fn read_context(&self, read: &wire::Read, caller: &Caller, access: &str) -> Result<(Arc<LiveSession>, SessionRecord, Cursor, Selection), WireError> {
+        let reset = || err(ErrorCode::ResetRequired, "unknown session or cursor; open a new session");
+        let cursor = Cursor::decode(&read.cursor, &self.secret()).ok_or_else(reset)?;
+        let id = parse_session_id(&read.session).ok_or_else(reset)?;
+        if cursor.session != id {
+            return Err(reset());
+        }
+        let session = self.session(&id)?.ok_or_else(reset)?;
+        let rec = session.record();
+        // Another principal's session is indistinguishable from an unknown one.
+        if rec.principal != caller.principal || rec.authenticated != caller.authenticated {
+            return Err(reset());
+        }
+        if rec.closed {
+            return Err(err(ErrorCode::Expired, "the session was closed"));
+        }
+        if rec.revoked {
+            return Err(err(ErrorCode::Unauthorized, "access to this session was revoked"));
+        }
+        if cursor.epoch != self.epoch_bytes() || rec.epoch != self.store.epoch() {
+            return Err(err(ErrorCode::ResetRequired, "the provider started a new epoch"));
+        }
+        let now = self.now();
+        if now >= rec.expires_at || now >= rec.replay_until {
+            return Err(err(ErrorCode::ResetRequired, "the session has expired"));
+        }
+        if self.rules_digest(&rec.service).as_deref() != Some(rec.rules_digest.as_str()) {
+            return Err(err(ErrorCode::ResetRequired, "the service's rules changed"));
+        }
+        if access != rec.access {
+            self.end_session(&session, true);
+            return Err(err(ErrorCode::Unauthorized, "the access scope changed; the session has ended"));
+        }
+        let sel = Selection::from_json(&rec.selection).map_err(|_| err(ErrorCode::ResetRequired, "the stored selection no longer compiles"))?;
+        Ok((session, rec, cursor, sel))
+    }
+
+    fn build(&self, rec: &SessionRecord, cursor: &Cursor, sel: &Selection, limits: Limits) -> Result<(Vec<u8>, bool), WireError> {
+        match &cursor.position {
+            Position::Snapshot { after } => Ok((self.snapshot_batch(rec, &cursor.session, sel, limits, after.as_deref())?, false)),
+            Position::Live { through } => self.live_batch(rec, &cursor.session, sel, limits, *through),
+        }
+    }
+
+    /// The gate right before a batch is handed out: a session closed, revoked or
+    /// expired in the meantime does not get a successful batch (BRC-193 §8).
+    fn gate(&self, session: &LiveSession) -> Result<(), WireError> {
+        let r = session.record();
+        if r.closed {
+            return Err(err(ErrorCode::Expired, "the session was closed"));
+        }
+        if r.revoked {
+            return Err(err(ErrorCode::Unauthorized, "access to this session was revoked"));
+        }
+        if self.now() >= r.expires_at {
+            return Err(err(ErrorCode::ResetRequired, "the session expired"));
+        }
+        Ok(())
+    }
+
+    /// Handles `POST .../lookup/read`, long-polling when the live log has nothing
+    /// eligible. Store work runs on blocking threads; only the wait is async.
+    pub async fn read(self: &Arc<Self>, body: Vec<u8>, caller: Caller, access: String, cancel: Arc<CancelToken>) -> Response {
+        let arrival = self.now_ms();
+        let this = self.clone();
+        let first = tokio::task::spawn_blocking(move || -> Result<_, WireError> {
+            let read = wire::parse_read(&body)?;
+            let (session, rec, cursor, sel) = this.read_context(&read, &caller, &access)?;
+            let limits = Limits::effective(&read.limits, &this.cfg.limits);
+            let (bytes, empty) = this.build(&rec, &cursor, &sel, limits)?;
+            Ok((session, rec, cursor, sel, limits, bytes, empty, caller))
+        })
+        .await;
+        let (session, rec, cursor, sel, limits, mut bytes, empty, caller) = match first {
+            Ok(Ok(v)) => v,
+            Ok(Err(e)) => return Response::error(&e),
+            Err(_) => return Response::error(&err(ErrorCode::Unavailable, "internal failure")),
+        };
+        if !empty || limits.wait_ms == 0 || !matches!(cursor.position, Position::Live { .. }) {
+            return self.finish(&session, bytes);
+        }
+        let deadline_ms = (arrival + limits.wait_ms as u64).min(rec.expires_at.saturating_mul(1000));
+        let _guard = match self.waiters.enter(&caller.principal) {
+            Ok(g) => g,
+            Err(e) => return Response::error(&e),
+        };
+        // Subscribe first, then rescan: a commit published after the scan marks the
+        // receiver changed, so the wait below returns at once (no lost wakeup).
+        let mut rx = self.store.subscribe();
+        rx.borrow_and_update();
+        // Likewise register for close/revocation before rescanning.
+        let ended = session.ended.notified();
+        tokio::pin!(ended);
+        ended.as_mut().enable();
+        match self.rebuild(&rec, &cursor, &sel, limits).await {
+            Ok((b, false)) => return self.finish(&session, b),
+            Ok((b, true)) => bytes = b,
+            Err(e) => return Response::error(&e),
+        }
+        self.run_injection_hook();
+        loop {
+            let now = self.now_ms();
+            if now >= deadline_ms {
+                break;
+            }
+            let sleep = tokio::time::sleep(Duration::from_millis(deadline_ms - now));
+            tokio::select! {
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        return Response::error(&err(ErrorCode::Unavailable, "the store closed"));
+                    }
+                    match self.rebuild(&rec, &cursor, &sel, limits).await {
+                        Ok((b, false)) => return self.finish(&session, b),
+                        Ok((b, true)) => bytes = b,
+                        Err(e) => return Response::error(&e),
+                    }
+                }
+                _ = sleep => break,
+                _ = cancel.cancelled() => {
+                    return Response::error(&err(ErrorCode::Cancelled, "the request was cancelled"));
+                }
+                _ = &mut ended => {
+                    return self.finish(&session, bytes);
+                }
+            }
+        }
+        // Deadline: an empty live batch with current watermarks, unless the session
+        // expired meanwhile (then reset-required via the gate).
+        match self.rebuild(&rec, &cursor, &sel, limits).await {
+            Ok((b, _)) => self.finish(&session, b),
+            Err(e) => Response::error(&e),
+        }
+    }
+
+    async fn rebuild(self: &Arc<Self>, rec: &SessionRecord, cursor: &Cursor, sel: &Selection, limits: Limits) -> Result<(Vec<u8>, bool), WireError> {
+        let (this, rec, cursor, sel) = (self.clone(), rec.clone(), cursor.clone(), sel.clone());
+        tokio::task::spawn_blocking(move || this.build(&rec, &cursor, &sel, limits))
+            .await
+            .unwrap_or_else(|_| Err(err(ErrorCode::Unavailable, "internal failure")))
+    }
+
+    fn finish(&self, session: &LiveSession, bytes: Vec<u8>) -> Response {
+        match self.gate(session) {
+            Ok(()) => Response::ok(bytes),
+            Err(e) => Response::error(&e),
+        }
+    }
+
+    fn run_injection_hook(&self) {
+        let pending: Vec<_> = std::mem::take(&mut *self.hooks.after_waiter_registered.lock().unwrap());
+        for changes in pending {
+            let _ = self.store.commit(changes);
+        }
+    }
+
+    // ---------------------------------------------------------------- close, revoke
+
+    /// Handles `POST .../lookup/close`: always `closed: true` for a valid body,
+    /// whether or not the session exists or belongs to the caller.
+    pub fn close(&self, body: &[u8], caller: &Caller) -> Response {
+        let close = match wire::parse_close(body) {
+            Ok(c) => c,
+            Err(e) => return Response::error(&e),
+        };
+        if let Some(id) = parse_session_id(&close.session) {
+            if let Ok(Some(s)) = self.session(&id) {
+                let r = s.record();
+                if r.principal == caller.principal && r.authenticated == caller.authenticated && !r.closed {
+                    if let Err(e) = self.persist_end(&s, false) {
+                        return Response::error(&e);
+                    }
+                }
+            }
+        }
+        Response::ok(br#"{"version":1,"closed":true}"#.to_vec())
+    }
+
+    fn persist_end(&self, s: &LiveSession, revoked: bool) -> Result<(), WireError> {
+        let rec = {
+            let mut r = s.rec.lock().unwrap();
+            if revoked {
+                r.revoked = true;
+            } else {
+                r.closed = true;
+            }
+            r.clone()
+        };
+        let res = self
+            .store
+            .aux_write(vec![(record::session_key(&s.id), Some(serde_json::to_vec(&rec).expect("serializes")))])
+            .map_err(store_err);
+        s.ended.notify_waiters();
+        res
+    }
+
+    fn end_session(&self, s: &LiveSession, revoked: bool) {
+        let _ = self.persist_end(s, revoked);
+    }
+
+    /// Ends every session of `principal` with `unauthorized`, including polls that
+    /// are already waiting. Returns how many sessions were ended.
+    pub fn revoke(&self, principal: &str) -> Result<usize, WireError> {
+        self.load_all_sessions()?;
+        let targets: Vec<Arc<LiveSession>> = self
+            .sessions
+            .lock()
+            .unwrap()
+            .values()
+            .filter(|s| {
+                let r = s.rec.lock().unwrap();
+                r.principal == principal && !r.revoked
+            })
+            .cloned()
+            .collect();
+        for s in &targets {
+            self.persist_end(s, true)?;
+        }
+        Ok(targets.len())
+    }
+
+    /// Ends one session with `unauthorized` (the host's second authorization, right
+    /// before serialization, changed its answer).
+    pub fn revoke_session(&self, session: &str) -> Result<bool, WireError> {
+        let Some(id) = parse_session_id(session) else { return Ok(false) };
+        match self.session(&id)? {
+            Some(s) => {
+                self.persist_end(&s, true)?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn load_all_sessions(&self) -> Result<(), WireError> {
+        for item in self.store.aux_scan_prefix(record::SESSION_PREFIX) {
+            let (k, _) = item.map_err(store_err)?;
+            if let Ok(id) = <[u8; 16]>::try_from(&k[record::SESSION_PREFIX.len()..]) {
+                self.session(&id)?;
+            }
+        }
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- upkeep
+
+    /// The lowest sequence any retained session may still need: log groups and row
+    /// versions at or below it can be compacted.
+    pub fn compaction_horizon(&self) -> u64 {
+        let now = self.now();
+        let hw = self.store.high_water();
+        let sessions = self.sessions.lock().unwrap();
+        sessions
+            .values()
+            .filter_map(|s| {
+                let r = s.rec.lock().unwrap();
+                (!r.closed && !r.revoked && now < r.replay_until && r.epoch == self.store.epoch()).then_some(r.w)
+            })
+            .min()
+            .unwrap_or(hw)
+            .min(hw)
+    }
+
+    /// One bounded compaction pass. Sessions are all loaded first so the horizon
+    /// respects sessions opened before a restart.
+    pub fn compact(&self, max_items: usize) -> Result<bool, WireError> {
+        self.load_all_sessions()?;
+        let horizon = self.compaction_horizon();
+        self.store.compact_step(horizon, max_items).map_err(store_err)
+    }
+
+    pub fn session_count(&self) -> usize {
+        let now = self.now();
+        self.sessions
+            .lock()
+            .unwrap()
+            .values()
+            .filter(|s| {
+                let r = s.rec.lock().unwrap();
+                !r.closed && !r.revoked && now < r.expires_at
+            })
+            .count()
+    }
+}

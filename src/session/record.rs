@@ -1,0 +1,61 @@
+//! Durable session and fence records (BRC-193 §8).
+//!
+//! Both live in the store's auxiliary key space and are written together with the
+//! exact first batch in one atomic, flushed write before the open is answered.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::wire::Limits;
+
+/// Key prefixes inside the store's auxiliary space.
+pub const SESSION_PREFIX: &[u8] = b"sess/";
+pub const FENCE_PREFIX: &[u8] = b"fence/";
+pub const FIRST_BATCH_PREFIX: &[u8] = b"first/";
+
+pub fn session_key(id: &[u8; 16]) -> Vec<u8> {
+    [SESSION_PREFIX, &id[..]].concat()
+}
+
+pub fn fence_key(keyed_digest: &[u8; 32]) -> Vec<u8> {
+    [FENCE_PREFIX, &keyed_digest[..]].concat()
+}
+
+pub fn first_batch_key(id: &[u8; 16]) -> Vec<u8> {
+    [FIRST_BATCH_PREFIX, &id[..]].concat()
+}
+
+/// Everything a read needs to continue a session, frozen at open.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SessionRecord {
+    pub id: String,
+    pub service: String,
+    pub principal: String,
+    pub authenticated: bool,
+    pub access: String,
+    pub query: Value,
+    pub selection: Value,
+    pub query_digest: String,
+    pub rules_digest: String,
+    pub epoch: String,
+    /// Snapshot evaluation time (seconds) and watermark.
+    pub t: u64,
+    pub w: u64,
+    pub expires_at: u64,
+    pub replay_until: u64,
+    /// Effective limits of the open, kept for diagnostics.
+    pub limits: Limits,
+    /// Set by close; a read after it is `expired`.
+    pub closed: bool,
+    /// Set by revocation or a changed access scope; a read after it is `unauthorized`.
+    pub revoked: bool,
+}
+
+/// The permanent opening fence: a compact record keyed by a keyed digest of
+/// (service, principal, requestId), never deleted.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FenceRecord {
+    /// Digest of the normalized Open; an unequal retry is `conflict`.
+    pub open_digest: String,
+    pub session: String,
+}

@@ -1,0 +1,131 @@
+//! Long-poll bookkeeping: cancellation tokens and waiter caps (BRC-193 §4, §6).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Notify;
+
+use crate::wire::{ErrorCode, WireError};
+
+/// Capacity caps; beyond them a request gets `unavailable` with `retryAfterMs`.
+#[derive(Clone, Debug)]
+pub struct Caps {
+    pub max_sessions_per_principal: usize,
+    pub max_waiters: usize,
+    pub max_waiters_per_principal: usize,
+    pub max_concurrent_work: usize,
+}
+
+impl Default for Caps {
+    fn default() -> Caps {
+        Caps { max_sessions_per_principal: 64, max_waiters: 20_000, max_waiters_per_principal: 256, max_concurrent_work: 64 }
+    }
+}
+
+/// A cancellation flag the transport trips when the client goes away.
+#[derive(Default)]
+pub struct CancelToken {
+    flag: AtomicBool,
+    notify: Notify,
+}
+
+impl CancelToken {
+    pub fn new() -> Arc<CancelToken> {
+        Arc::new(CancelToken::default())
+    }
+
+    pub fn cancel(&self) {
+        self.flag.store(true, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.flag.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once `cancel` has been called (immediately if it already was).
+    pub async fn cancelled(&self) {
+        loop {
+            let n = self.notify.notified();
+            tokio::pin!(n);
+            n.as_mut().enable();
+            if self.is_cancelled() {
+                return;
+            }
+            n.await;
+        }
+    }
+}
+
+/// Counts waiting polls, in total and per principal.
+pub struct Waiters {
+    caps: Caps,
+    counts: Arc<Mutex<(usize, HashMap<String, usize>)>>,
+}
+
+/// Holds one waiter slot; released on drop (completion, error or cancellation).
+pub struct WaitGuard {
+    counts: Arc<Mutex<(usize, HashMap<String, usize>)>>,
+    principal: String,
+}
+
+impl Drop for WaitGuard {
+    fn drop(&mut self) {
+        let mut c = self.counts.lock().unwrap();
+        c.0 -= 1;
+        if let Some(n) = c.1.get_mut(&self.principal) {
+            *n -= 1;
+            if *n == 0 {
+                c.1.remove(&self.principal);
+            }
+        }
+    }
+}
+
+impl Waiters {
+    pub fn new(caps: Caps) -> Waiters {
+        Waiters { caps, counts: Arc::new(Mutex::new((0, HashMap::new()))) }
+    }
+
+    pub fn total(&self) -> usize {
+        self.counts.lock().unwrap().0
+    }
+
+    pub fn enter(&self, principal: &str) -> Result<WaitGuard, WireError> {
+        let mut c = self.counts.lock().unwrap();
+        let mine = c.1.get(principal).copied().unwrap_or(0);
+        if c.0 >= self.caps.max_waiters || mine >= self.caps.max_waiters_per_principal {
+            let mut e = WireError::new(ErrorCode::Unavailable, "too many waiting reads; retry later");
+            e.retryable = true;
+            e.retry_after_ms = Some(1_000);
+            return Err(e);
+        }
+        c.0 += 1;
+        *c.1.entry(principal.to_string()).or_insert(0) += 1;
+        Ok(WaitGuard { counts: self.counts.clone(), principal: principal.to_string() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waiter_caps_are_enforced_and_released() {
+        let w = Waiters::new(Caps { max_waiters: 2, max_waiters_per_principal: 1, ..Caps::default() });
+        let a = w.enter("a").unwrap();
+        assert_eq!(w.enter("a").unwrap_err().code, ErrorCode::Unavailable);
+        let _b = w.enter("b").unwrap();
+        assert!(w.enter("c").is_err());
+        drop(a);
+        assert!(w.enter("c").is_ok());
+    }
+
+    #[tokio::test]
+    async fn cancellation_before_waiting_is_seen() {
+        let t = CancelToken::new();
+        t.cancel();
+        t.cancelled().await;
+    }
+}
