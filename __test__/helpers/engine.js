@@ -80,6 +80,17 @@ function sqliteCompatible (k) {
   })
 }
 
+function addLatency (storage, turns) {
+  const proto = Object.getPrototypeOf(storage)
+  for (const name of Object.getOwnPropertyNames(proto)) {
+    if (name === 'constructor' || typeof proto[name] !== 'function') continue
+    storage[name] = async (...args) => {
+      for (let i = 0; i < turns; i++) await new Promise(resolve => setImmediate(resolve))
+      return proto[name].apply(storage, args)
+    }
+  }
+}
+
 /** A console-shaped logger that keeps what the Engine logs (its caught hook errors) for tests. */
 function recordingLogger () {
   const entries = []
@@ -93,7 +104,9 @@ function recordingLogger () {
 
 /**
  * Creates a real Engine. No broadcaster, no advertiser, GASP sync disabled for every topic.
- * @param {{lookupServices?: object | ((knex) => Promise<object>|object), managers?: object, dir?: string}} [options]
+ * storageLatencyTurns: every storage call first waits that many event-loop turns, as a storage
+ * over the network would (better-sqlite3 answers within the same turn, hiding ordering races).
+ * @param {{lookupServices?: object | ((knex) => Promise<object>|object), managers?: object, dir?: string, storageLatencyTurns?: number}} [options]
  */
 async function createTestEngine (options = {}) {
   const dir = options.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'overlay-engine-'))
@@ -104,6 +117,7 @@ async function createTestEngine (options = {}) {
   })
   await runOverlayMigrations(knex)
   const storage = new KnexStorage(knex)
+  if (options.storageLatencyTurns > 0) addLatency(storage, options.storageLatencyTurns)
   const chainTracker = new LocalChainTracker()
   const managers = options.managers ?? { [NOTES_TOPIC]: new NotesTopicManager() }
   const lookupServices = typeof options.lookupServices === 'function'

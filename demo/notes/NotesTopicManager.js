@@ -1,7 +1,8 @@
 'use strict'
 // Topic manager for tm_notes: admits every output that is a well-formed note whose author
-// signature verifies. Spent notes are not retained in history unless `retainHistory` is set,
-// so by default the Engine deletes a spent note and calls outputNoLongerRetainedInHistory.
+// signature verifies. Spent notes are not retained in history by default, so the Engine deletes a
+// spent note and calls outputNoLongerRetainedInHistory. With `retainHistory`, a spent note is kept
+// as history of the notes that replace it (only when the transaction admits a new note).
 const { Transaction, ProtoWallet } = require('@bsv/sdk')
 const { NOTES_PROTOCOL, NOTES_KEY_ID, decodeNote } = require('./notesProtocol')
 
@@ -23,7 +24,7 @@ class NotesTopicManager {
     }
     return {
       outputsToAdmit,
-      coinsToRetain: this.retainHistory ? [...previousCoins] : []
+      coinsToRetain: this.retainHistory && outputsToAdmit.length > 0 ? [...previousCoins] : []
     }
   }
 
