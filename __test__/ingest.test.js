@@ -347,3 +347,53 @@ test('backfill commits the outputs already in Engine storage as one starting-sta
   expect(sink.groups).toHaveLength(2)
   expect(sink.groups[1].map(c => `${c.op}:${c.txid}.${c.outputIndex}:${c.reason}`)).toEqual([`remove:${second.txid}.0:spent`])
 })
+
+test('a typed context and an expiry from the companion pass through; a duplicate submit commits nothing', async () => {
+  const companion = {
+    index: (output) => ({
+      attributes: { topic: output.topic },
+      context: { schema: 'urn:example:note-context:1', bytes: new Uint8Array([1, 2, 3]) },
+      expiresAt: 1900000000
+    })
+  }
+  const t = await setup({ companion })
+  const created = await t.factory.createNotes(['typed'])
+  await t.submit(created)
+  await t.submit(created) // already applied for this topic: the Engine calls no hook
+  expect(t.sink.groups).toHaveLength(1)
+  expect(t.sink.groups[0][0]).toMatchObject({ attributes: { topic: NOTES_TOPIC }, expiresAt: 1900000000 })
+  expect(t.sink.groups[0][0].context).toEqual({ schema: 'urn:example:note-context:1', bytes: Buffer.from([1, 2, 3]) })
+})
+
+test('an invalid companion result fails the admission like a throwing companion', async () => {
+  const t = await setup({ companion: { index: () => ({ attributes: { a: 1 }, expiresAt: 1.5 }) } })
+  await expect(t.submit(await t.factory.createNotes(['bad expiry']))).rejects.toThrow('expiresAt')
+  expect(t.sink.groups).toHaveLength(0)
+})
+
+test('after a companion failure, a retry of the same transaction commits the whole transaction as one group', async () => {
+  const notes = createNotesCompanion()
+  let refuse = true
+  const companion = {
+    index (output) {
+      if (refuse && JSON.parse(JSON.stringify(notes.index(output))).context.text === 'replacement') throw new Error('companion unavailable')
+      return notes.index(output)
+    }
+  }
+  const t = await setup({ companion })
+  const created = await t.factory.createNotes(['original'])
+  await t.submit(created)
+  const replaced = await t.factory.replaceNote(created.notes[0], 'replacement')
+  await expect(t.submit(replaced)).rejects.toThrow('companion unavailable')
+  expect(t.sink.groups).toHaveLength(1)
+  // The Engine already spent and deleted the original: a retry alone would not report it again.
+  expect(await t.storage.findOutput(created.txid, 0, NOTES_TOPIC)).toBeNull()
+
+  refuse = false
+  await t.submit(replaced)
+  expect(t.sink.groups).toHaveLength(2)
+  expect(t.sink.groups[1].map(c => `${c.op}:${c.txid}.${c.outputIndex}:${c.reason ?? ''}:${c.spend ? c.spend.spendingTxid : ''}`)).toEqual([
+    `remove:${created.txid}.0:spent:${replaced.txid}`,
+    `admit:${replaced.txid}.0::`
+  ])
+})

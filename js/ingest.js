@@ -20,6 +20,8 @@ const STORAGE_METHODS = [
   'markUTXOAsSpent', 'updateConsumedBy', 'updateTransactionBEEF', 'updateOutputBlockHeight',
   'insertAppliedTransaction', 'doesAppliedTransactionExist', 'updateLastInteraction', 'getLastInteraction'
 ]
+// Failed submits whose removals wait for a retry of the same transaction (oldest dropped first).
+const MAX_CARRIED_SUBMITS = 1024
 const REMOVE_RANK = { spent: 3, evicted: 2, 'not-retained': 1 }
 
 const LIVE_SERVICE = Symbol.for('overlay-lookup-live.service')
@@ -531,11 +533,11 @@ function attachEngine (engine, sink) {
     }
   }
 
-  const state = { active: new Set(), barrier: null, handle: null }
+  const state = { active: new Set(), barrier: null, handle: null, carried: new Map() }
   const originalSubmit = engine.submit
   const hadOwnSubmit = Object.prototype.hasOwnProperty.call(engine, 'submit')
   const submit = function submitAsOneGroup (...args) {
-    return runSubmit(state, () => originalSubmit.apply(engine, args))
+    return runSubmit(state, args[0], () => originalSubmit.apply(engine, args))
   }
   engine.submit = submit
   state.handle = {
@@ -552,7 +554,7 @@ function attachEngine (engine, sink) {
   return state.handle
 }
 
-async function runSubmit (state, call) {
+async function runSubmit (state, taggedBEEF, call) {
   while (state.barrier !== null) await state.barrier // a backfill is reading Engine storage
   const scope = new SubmitScope()
   state.active.add(scope)
@@ -565,7 +567,17 @@ async function runSubmit (state, call) {
       try { result = await call() } catch (e) { failure = e; failed = true }
       await scope.settle()
       scope.closed = true // from here on a stray hook commits its own group
-      if (failed) throw failure
+      // Only parsed when needed: on failure, or when a failed submit's removals are waiting.
+      const txid = failed || state.carried.size > 0 ? submittedTxid(taggedBEEF) : null
+      if (failed) {
+        carryRemovals(state, txid, scope)
+        throw failure
+      }
+      const carried = txid === null ? undefined : state.carried.get(txid)
+      if (carried !== undefined) {
+        scope.entries.unshift(...carried)
+        state.carried.delete(txid)
+      }
       await scope.commit()
       return result
     })
@@ -574,6 +586,31 @@ async function runSubmit (state, call) {
     state.active.delete(scope)
     scope.finish()
   }
+}
+
+function submittedTxid (taggedBEEF) {
+  try {
+    return Transaction.fromBEEF(toByteArray(taggedBEEF.beef, 'beef')).id('hex')
+  } catch (_) {
+    return null // the Engine rejected it before any mutation
+  }
+}
+
+/**
+ * A rejected submit commits nothing, but the Engine has no rollback: the spends and deletions it
+ * already made are not reported again when the same transaction is submitted anew (a deleted
+ * input is no longer found). Its removals are therefore kept, bounded, and join the group of the
+ * next successful submit of the same transaction, which then is the whole transaction's group.
+ * Admissions are not kept: a retry inserts and announces the outputs again.
+ */
+function carryRemovals (state, txid, scope) {
+  if (txid === null) return
+  const removals = scope.entries.filter(e => e.change.op === 'remove')
+  if (removals.length === 0) return
+  const earlier = state.carried.get(txid) ?? []
+  state.carried.delete(txid) // re-inserted last: the map's order is the eviction order
+  state.carried.set(txid, [...earlier, ...removals])
+  while (state.carried.size > MAX_CARRIED_SUBMITS) state.carried.delete(state.carried.keys().next().value)
 }
 
 // ---------------------------------------------------------------------------------------------
