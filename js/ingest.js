@@ -397,7 +397,8 @@ async function thenAlways (work, after) {
  *
  * Error policy: if companion.index throws (or returns something invalid), the admission hook
  * rejects before the inner service hears of the output, exactly as if the inner service had
- * failed; the Engine then rejects the submit and attachEngine commits nothing for it. Errors of
+ * failed; the Engine then rejects the submit and attachEngine commits nothing for it (its
+ * removals wait for a retry of the same transaction, see carryRemovals). Errors of
  * the inner service are rethrown to the Engine unchanged (it propagates admission errors and
  * logs spend errors); a spend, eviction or non-retention is staged even when the inner service
  * fails on it, because it happened in Engine storage regardless.
