@@ -397,3 +397,34 @@ test('after a companion failure, a retry of the same transaction commits the who
     `admit:${replaced.txid}.0::`
   ])
 })
+
+test('with companion.topics, activity in other topics stages nothing; without it, spends there are no-op removals', async () => {
+  const OTHER = 'tm_other'
+  const withTopics = createSink()
+  const withoutTopics = createSink()
+  const t = await createTestEngine({
+    managers: { [NOTES_TOPIC]: new NotesTopicManager(), [OTHER]: new NotesTopicManager() },
+    lookupServices: async (knex) => {
+      const a = new NotesLookupService(knex, { table: 'notes_a' })
+      const b = new NotesLookupService(knex, { table: 'notes_b' })
+      await a.init()
+      await b.init()
+      const { topics, ...unscoped } = createNotesCompanion()
+      return {
+        ls_a: wrapLookupService('ls_a', a, createNotesCompanion(), withTopics),
+        ls_b: wrapLookupService('ls_b', b, unscoped, withoutTopics)
+      }
+    }
+  })
+  open.push(t)
+  attachEngine(t.engine)
+  const factory = new NoteFactory(t.chainTracker)
+  const created = await factory.createNotes(['elsewhere'])
+  await t.engine.submit({ beef: created.beef, topics: [OTHER] })
+  const spent = await factory.spendNotes([created.notes[0]])
+  await t.engine.submit({ beef: spent.beef, topics: [OTHER] })
+
+  expect(withTopics.groups).toHaveLength(0)
+  // The notes companion indexes only tm_notes outputs, but a spend in tm_other still reaches it.
+  expect(withoutTopics.groups.map(g => g.map(c => `${c.op}:${c.txid}.${c.outputIndex}`))).toEqual([[`remove:${created.txid}.0`]])
+})

@@ -81,6 +81,11 @@ export interface IndexResult {
 export interface LiveCompanion {
   /** Hashed into the service's rulesDigest by the live layer. */
   rules?: { id: string, parameters: unknown }
+  /**
+   * Topics the collection draws from. When given, outputs of other topics are not indexed and
+   * their spends/non-retention produce no removal (they still reach the inner service).
+   */
+  topics?: string[]
   /** Called once per admitted output and topic; null means "not in this collection". Throwing fails the admission. */
   index(output: AdmittedOutput): IndexResult | null | undefined | Promise<IndexResult | null | undefined>
   /** Compiles a client query into a declarative selection; throw to reject the query. */

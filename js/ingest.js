@@ -412,6 +412,10 @@ function wrapLookupService (name, inner, companion, sink) {
     throw new TypeError('companion must have index(output)')
   }
   checkSink(sink)
+  // Optional: the topics the collection draws from. The Engine reports every topic's outputs to
+  // every service; without this list, spends in unrelated topics become (no-op) removals.
+  const topics = Array.isArray(companion.topics) ? new Set(companion.topics) : null
+  const collects = (topic) => topics === null || topics.has(topic)
 
   const wrapped = {
     admissionMode: 'whole-tx',
@@ -420,8 +424,9 @@ function wrapLookupService (name, inner, companion, sink) {
     outputAdmittedByTopic (payload) {
       return runHook(async (scope) => {
         const output = decodeAdmission(payload)
-        if (scope !== null) scope.admitting.add(outpointKey(output))
-        const change = await indexOutput(name, companion, output)
+        const relevant = collects(output.topic)
+        if (relevant && scope !== null) scope.admitting.add(outpointKey(output))
+        const change = relevant ? await indexOutput(name, companion, output) : null
         const forwarded = innerAdmissionPayload(inner, output)
         if (forwarded !== null) await inner.outputAdmittedByTopic(forwarded)
         if (change !== null) await stage(scope, sink, change)
@@ -436,14 +441,14 @@ function wrapLookupService (name, inner, companion, sink) {
           : null
         await thenAlways(
           async () => { if (typeof inner.outputSpent === 'function') await inner.outputSpent(innerSpendPayload(inner, spend)) },
-          () => stage(scope, sink, removeChange(name, spend.txid, spend.outputIndex, 'spent', evidence)))
+          () => collects(spend.topic) ? stage(scope, sink, removeChange(name, spend.txid, spend.outputIndex, 'spent', evidence)) : undefined)
       })
     },
 
     outputNoLongerRetainedInHistory (txid, outputIndex, topic) {
       return runHook((scope) => thenAlways(
         async () => { if (typeof inner.outputNoLongerRetainedInHistory === 'function') await inner.outputNoLongerRetainedInHistory(txid, outputIndex, topic) },
-        () => stage(scope, sink, removeChange(name, txid, outputIndex, 'not-retained', null))))
+        () => collects(topic) ? stage(scope, sink, removeChange(name, txid, outputIndex, 'not-retained', null)) : undefined))
     },
 
     outputEvicted (txid, outputIndex) {

@@ -6,6 +6,7 @@ const { NOTES_TOPIC, decodeNote } = require('./notesProtocol')
 function createNotesCompanion () {
   return {
     rules: { id: 'urn:overlay-lookup-live:demo:notes-rules:1', parameters: {} },
+    topics: [NOTES_TOPIC],
     index (output) {
       if (output.topic !== NOTES_TOPIC) return null
       const note = decodeNote(output.lockingScript)
