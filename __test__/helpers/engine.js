@@ -1,0 +1,243 @@
+'use strict'
+// A REAL @bsv/overlay 0.4.6 Engine on knex + better-sqlite3 in a temp dir, and a factory of REAL
+// @bsv/sdk 2.x transactions (synthetic but SPV-valid: a local chain tracker knows our merkle roots).
+// Shared by the Jest tests and the demo; the notes domain lives in demo/notes/.
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const crypto = require('node:crypto')
+const Knex = require('knex')
+const { Engine, KnexStorage, KnexStorageMigrations } = require('@bsv/overlay')
+const {
+  Transaction, MerklePath, PrivateKey, P2PKH, PushDrop, ProtoWallet, UnlockingScript
+} = require('@bsv/sdk')
+const { NotesTopicManager } = require('../../demo/notes/NotesTopicManager')
+const { NOTES_TOPIC, NOTES_PROTOCOL, NOTES_KEY_ID, noteFields } = require('../../demo/notes/notesProtocol')
+
+const SEQUENCE_FINAL = 0xffffffff
+
+/**
+ * A ChainTracker that knows only the blocks it minted: each synthetic block has two leaves, a
+ * random stand-in coinbase at offset 0 and the funding transaction at offset 1 (MerklePath.verify
+ * treats offset 0 as a coinbase, which fails once the tip is 100 blocks above it).
+ */
+class LocalChainTracker {
+  constructor (startHeight = 800000) {
+    this.roots = new Map()
+    this.height = startHeight
+  }
+
+  /** Mints a block holding txid at offset 1 and returns its MerklePath. */
+  mint (txid) {
+    this.height += 1
+    const coinbase = crypto.randomBytes(32).toString('hex')
+    const path = new MerklePath(this.height, [[
+      { offset: 0, hash: coinbase },
+      { offset: 1, hash: txid, txid: true }
+    ]])
+    this.roots.set(this.height, path.computeRoot(txid))
+    return path
+  }
+
+  async isValidRootForHeight (root, height) {
+    return this.roots.get(height) === root
+  }
+
+  async currentHeight () {
+    return this.height
+  }
+}
+
+/**
+ * Runs @bsv/overlay's knex migrations. They ship as unnamed {up, down} objects; one of them moves
+ * rows with MySQL's `INSERT IGNORE`, which SQLite rejects, so raw SQL is rewritten to SQLite's
+ * `INSERT OR IGNORE` on the way through (the statement copies nothing on a fresh database anyway).
+ */
+async function runOverlayMigrations (knex) {
+  const migrations = KnexStorageMigrations.default
+  const source = {
+    getMigrations: async () => migrations.map((m, i) => ({ name: `overlay-${String(i).padStart(3, '0')}`, m })),
+    getMigrationName: (entry) => entry.name,
+    getMigration: async (entry) => ({
+      up: (k) => entry.m.up(sqliteCompatible(k)),
+      down: (k) => entry.m.down(sqliteCompatible(k))
+    })
+  }
+  await knex.migrate.latest({ migrationSource: source })
+}
+
+function sqliteCompatible (k) {
+  return new Proxy(k, {
+    get (target, prop, receiver) {
+      if (prop === 'raw') {
+        return (sql, ...rest) => target.raw(
+          typeof sql === 'string' ? sql.replace(/\bINSERT\s+IGNORE\b/gi, 'INSERT OR IGNORE') : sql,
+          ...rest)
+      }
+      const value = Reflect.get(target, prop, receiver)
+      return typeof value === 'function' ? value.bind(target) : value
+    }
+  })
+}
+
+function addLatency (storage, turns) {
+  const proto = Object.getPrototypeOf(storage)
+  for (const name of Object.getOwnPropertyNames(proto)) {
+    if (name === 'constructor' || typeof proto[name] !== 'function') continue
+    storage[name] = async (...args) => {
+      for (let i = 0; i < turns; i++) await new Promise(resolve => setImmediate(resolve))
+      return proto[name].apply(storage, args)
+    }
+  }
+}
+
+/** A console-shaped logger that keeps what the Engine logs (its caught hook errors) for tests. */
+function recordingLogger () {
+  const entries = []
+  const log = (level) => (...args) => { entries.push({ level, args }) }
+  return {
+    entries,
+    log: log('log'), info: log('info'), warn: log('warn'), error: log('error'), debug: log('debug'),
+    time: () => {}, timeEnd: () => {}
+  }
+}
+
+/**
+ * Creates a real Engine. No broadcaster, no advertiser, GASP sync disabled for every topic.
+ * storageLatencyTurns: every storage call first waits that many event-loop turns, as a storage
+ * over the network would (better-sqlite3 answers within the same turn, hiding ordering races).
+ * @param {{lookupServices?: object | ((knex) => Promise<object>|object), managers?: object, dir?: string, storageLatencyTurns?: number}} [options]
+ */
+async function createTestEngine (options = {}) {
+  const dir = options.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'overlay-engine-'))
+  const knex = Knex({
+    client: 'better-sqlite3',
+    connection: { filename: path.join(dir, 'overlay.sqlite') },
+    useNullAsDefault: true
+  })
+  await runOverlayMigrations(knex)
+  const storage = new KnexStorage(knex)
+  if (options.storageLatencyTurns > 0) addLatency(storage, options.storageLatencyTurns)
+  const chainTracker = new LocalChainTracker()
+  const managers = options.managers ?? { [NOTES_TOPIC]: new NotesTopicManager() }
+  const lookupServices = typeof options.lookupServices === 'function'
+    ? await options.lookupServices(knex)
+    : (options.lookupServices ?? {})
+  const syncConfiguration = Object.fromEntries(Object.keys(managers).map(t => [t, false]))
+  const logger = recordingLogger()
+  // Constructor order of 0.4.6: managers, lookupServices, storage, chainTracker, hostingURL,
+  // shipTrackers, slapTrackers, broadcaster, advertiser, syncConfiguration, logTime, logPrefix,
+  // throwOnBroadcastFailure, overlayBroadcastFacilitator, logger.
+  const engine = new Engine(managers, lookupServices, storage, chainTracker,
+    undefined, undefined, undefined, undefined, undefined, syncConfiguration,
+    false, '[test-engine] ', false, undefined, logger)
+  return {
+    engine,
+    knex,
+    storage,
+    chainTracker,
+    logger,
+    dir,
+    async close () {
+      await knex.destroy()
+      if (options.dir === undefined) fs.rmSync(dir, { recursive: true, force: true })
+    }
+  }
+}
+
+/**
+ * Builds real, signed transactions carrying notes. Each note is remembered so later
+ * transactions can spend it; BEEFs carry every unproven ancestor down to a proven funding tx.
+ */
+class NoteFactory {
+  /** @param {LocalChainTracker} chainTracker @param {{authorKey?: PrivateKey}} [options] */
+  constructor (chainTracker, options = {}) {
+    this.chainTracker = chainTracker
+    this.authorKey = options.authorKey ?? PrivateKey.fromRandom()
+    this.wallet = new ProtoWallet(this.authorKey)
+    this.pushDrop = new PushDrop(this.wallet)
+    this.fundingKey = PrivateKey.fromRandom()
+  }
+
+  async authorIdentityKey () {
+    const { publicKey } = await this.wallet.getPublicKey({ identityKey: true })
+    return publicKey
+  }
+
+  /** A proven funding transaction (in a freshly minted synthetic block) paying one P2PKH output. */
+  fund (satoshis = 100000) {
+    const tx = new Transaction(1, [{
+      sourceTXID: crypto.randomBytes(32).toString('hex'),
+      sourceOutputIndex: 0,
+      unlockingScript: new UnlockingScript([]),
+      sequence: SEQUENCE_FINAL
+    }], [{ lockingScript: new P2PKH().lock(this.fundingKey.toAddress()), satoshis }], 0)
+    tx.merklePath = this.chainTracker.mint(tx.id('hex'))
+    return { tx, outputIndex: 0, satoshis }
+  }
+
+  async noteScript (text) {
+    // forSelf: the lock is the author's own child key toward "anyone", whose signature anyone can check.
+    return this.pushDrop.lock(noteFields(text, await this.authorIdentityKey()), NOTES_PROTOCOL, NOTES_KEY_ID, 'anyone', true)
+  }
+
+  /**
+   * Builds and signs a transaction.
+   * @param {{spend?: Array<Note>, notes?: string[], plainOutputs?: number, fundingAt?: number}} spec
+   *   spend: notes to spend; notes: texts of new notes (outputs 0..n-1); plainOutputs: extra
+   *   P2PKH outputs after the notes; fundingAt: input index of a fresh funding input (default:
+   *   first input, so spent notes follow it; pass spend.length to put it last, or -1 for none).
+   * @returns {Promise<{tx: Transaction, txid: string, beef: number[], notes: Note[], spent: Note[]}>}
+   */
+  async build (spec) {
+    const spend = spec.spend ?? []
+    const texts = spec.notes ?? []
+    const fundingAt = spec.fundingAt ?? 0
+    const noteInputs = spend.map(note => ({
+      sourceTransaction: note.tx,
+      sourceOutputIndex: note.outputIndex,
+      unlockingScriptTemplate: this.pushDrop.unlock(NOTES_PROTOCOL, NOTES_KEY_ID, 'anyone', 'all', false,
+        note.satoshis, note.tx.outputs[note.outputIndex].lockingScript),
+      sequence: SEQUENCE_FINAL
+    }))
+    const inputs = [...noteInputs]
+    if (fundingAt >= 0) {
+      const funding = this.fund()
+      inputs.splice(fundingAt, 0, {
+        sourceTransaction: funding.tx,
+        sourceOutputIndex: funding.outputIndex,
+        unlockingScriptTemplate: new P2PKH().unlock(this.fundingKey),
+        sequence: SEQUENCE_FINAL
+      })
+    }
+    if (inputs.length === 0) throw new Error('a transaction needs at least one input')
+    const tx = new Transaction()
+    for (const input of inputs) tx.addInput(input)
+    for (const text of texts) tx.addOutput({ lockingScript: await this.noteScript(text), satoshis: 1000 })
+    const plain = spec.plainOutputs ?? (texts.length === 0 ? 1 : 0) // a transaction needs an output
+    for (let i = 0; i < plain; i++) {
+      tx.addOutput({ lockingScript: new P2PKH().lock(this.fundingKey.toAddress()), satoshis: 500 })
+    }
+    await tx.sign()
+    const txid = tx.id('hex')
+    const notes = texts.map((text, outputIndex) => ({ txid, outputIndex, text, satoshis: 1000, tx }))
+    return { tx, txid, beef: tx.toBEEF(), notes, spent: spend }
+  }
+
+  /** New notes in one transaction. */
+  createNotes (texts) {
+    return this.build({ notes: texts })
+  }
+
+  /** Spends `note` and creates its replacement in the same transaction. */
+  replaceNote (note, text, options = {}) {
+    return this.build({ spend: [note], notes: [text], fundingAt: options.fundingAt })
+  }
+
+  /** Spends notes without replacing them (the transaction pays a plain P2PKH output). */
+  spendNotes (notes, options = {}) {
+    return this.build({ spend: notes, notes: [], fundingAt: options.fundingAt })
+  }
+}
+
+module.exports = { LocalChainTracker, runOverlayMigrations, createTestEngine, NoteFactory, recordingLogger }

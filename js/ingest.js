@@ -1,0 +1,700 @@
+'use strict'
+// Ingest layer: turns @bsv/overlay Engine activity into change groups for the live index.
+//
+//   wrapLookupService(name, inner, companion, sink)  -> a LookupService to register instead of inner
+//   attachEngine(engine, sink)                       -> brackets engine.submit: one group per submit
+//   backfill(engine, name, topics, companion, sink)  -> one starting-state group from Engine storage
+//
+// The native store is reached only through `sink.commit(changes) -> Promise`. Observed Engine
+// behaviour that shapes this file is written up in docs/engine-notes.md.
+const path = require('node:path')
+const { AsyncLocalStorage } = require('node:async_hooks')
+const { Transaction } = require('@bsv/sdk')
+
+const LEGACY_CONTEXT_SCHEMA = 'https://bsv.brc.dev/apps/0192#legacy-lookup-context-json-v1'
+const SEQUENCE_FINAL = 0xffffffff
+const HOOK_NAMES = ['outputAdmittedByTopic', 'outputSpent', 'outputNoLongerRetainedInHistory', 'outputEvicted']
+// Every Storage method the Engine may call while a submit is running (Storage.ts of 0.4.6).
+const STORAGE_METHODS = [
+  'findOutput', 'findOutputsForTransaction', 'findUTXOsForTopic', 'deleteOutput', 'insertOutput',
+  'markUTXOAsSpent', 'updateConsumedBy', 'updateTransactionBEEF', 'updateOutputBlockHeight',
+  'insertAppliedTransaction', 'doesAppliedTransactionExist', 'updateLastInteraction', 'getLastInteraction'
+]
+// Failed submits whose removals wait for a retry of the same transaction (oldest dropped first).
+const MAX_CARRIED_SUBMITS = 1024
+const REMOVE_RANK = { spent: 3, evicted: 2, 'not-retained': 1 }
+
+const LIVE_SERVICE = Symbol.for('overlay-lookup-live.service')
+const TRACKED = Symbol.for('overlay-lookup-live.tracked')
+
+// ---------------------------------------------------------------------------------------------
+// Submit scopes: which Engine.submit a hook call belongs to.
+// ---------------------------------------------------------------------------------------------
+
+// AsyncLocalStorage follows promise continuations, so a hook the Engine calls from a promise it
+// never awaits (outputSpent, the recursion of deleteUTXODeep) still finds the submit that caused it.
+const currentSubmit = new AsyncLocalStorage()
+const openScopes = new Set()
+let nextScopeId = 1
+
+function nextMacrotask () {
+  return new Promise(resolve => setImmediate(resolve))
+}
+
+/** The changes, in-flight work and outcome of one Engine.submit. */
+class SubmitScope {
+  constructor () {
+    this.id = nextScopeId++
+    this.entries = [] // {sink, change}
+    this.pending = new Set()
+    this.admitting = new Set() // outpoint keys whose admission hook has started
+    this.closed = false
+    this.done = new Promise(resolve => { this.finish = resolve })
+  }
+
+  /** Counts `promise` as in-flight work of this submit until it settles. */
+  track (promise) {
+    const entry = promise.then(() => {}, () => {})
+    this.pending.add(entry)
+    entry.then(() => this.pending.delete(entry))
+    return promise
+  }
+
+  /**
+   * Resolves once nothing of this submit is in flight. Every tracked storage call counts one
+   * macrotask beyond its settlement, and the Engine reacts to a settled call through microtasks
+   * only, so by the time the set is empty after a macrotask no hook can still be about to start.
+   */
+  async settle () {
+    for (;;) {
+      while (this.pending.size > 0) await Promise.allSettled([...this.pending])
+      await nextMacrotask()
+      if (this.pending.size === 0) return
+    }
+  }
+
+  /**
+   * Waits for other open submits that started admitting an outpoint this one removes. A client
+   * can spend an output as soon as the STEAK arrives, before the admitting submit has committed;
+   * without this wait the spend's group could be logged before the admission's. No cycle is
+   * possible: a submit finds an input only after the other submit stored it.
+   */
+  async awaitAdmittersOfRemovals () {
+    const removed = new Set(this.entries.filter(e => e.change.op === 'remove').map(e => outpointKey(e.change)))
+    const waits = []
+    for (const other of openScopes) {
+      if (other === this) continue
+      for (const key of removed) {
+        if (other.admitting.has(key)) { waits.push(other.done); break }
+      }
+    }
+    await Promise.all(waits)
+  }
+
+  /** Commits the staged changes as one group per sink (one group when every service shares a sink). */
+  async commit () {
+    await this.awaitAdmittersOfRemovals()
+    for (const [sink, changes] of groupBySink(this.entries)) {
+      await sink.commit(normalizeGroup(changes))
+    }
+  }
+}
+
+function activeScope () {
+  const scope = currentSubmit.getStore()
+  return scope !== undefined && !scope.closed ? scope : null
+}
+
+function groupBySink (entries) {
+  const bySink = new Map()
+  for (const { sink, change } of entries) {
+    if (!bySink.has(sink)) bySink.set(sink, [])
+    bySink.get(sink).push(change)
+  }
+  return bySink
+}
+
+/**
+ * One row change per (service, outpoint) removal, whichever topics reported it (a spend is
+ * reported once per topic holding the outpoint), keeping the strongest reason: spent (with its
+ * evidence) over evicted over not-retained. Removals come first, then admissions; both in a
+ * fixed order so the group does not depend on the Engine's hook interleaving.
+ */
+function normalizeGroup (changes) {
+  const removes = new Map()
+  const admits = new Map()
+  for (const c of changes) {
+    if (c.op === 'remove') {
+      const key = `${c.service}\u0000${outpointKey(c)}`
+      const seen = removes.get(key)
+      if (seen === undefined || REMOVE_RANK[c.reason] > REMOVE_RANK[seen.reason]) removes.set(key, c)
+    } else {
+      admits.set(`${c.service}\u0000${outpointKey(c)}\u0000${c.topic}`, c)
+    }
+  }
+  const byOutpoint = (a, b) => cmp(a.service, b.service) || cmp(a.txid, b.txid) || a.outputIndex - b.outputIndex
+  return [
+    ...[...removes.values()].sort(byOutpoint),
+    ...[...admits.values()].sort((a, b) => byOutpoint(a, b) || cmp(a.topic, b.topic))
+  ]
+}
+
+function cmp (a, b) {
+  return a < b ? -1 : a > b ? 1 : 0
+}
+
+function outpointKey (o) {
+  return `${o.txid}.${o.outputIndex}`
+}
+
+/** Stages a change in the running submit, or commits it as its own group when there is none. */
+async function stage (scope, sink, change) {
+  if (scope !== null && !scope.closed) {
+    scope.entries.push({ sink, change })
+    return
+  }
+  await sink.commit(normalizeGroup([change]))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Payload decoding (through bytes and hex only: objects from @bsv/sdk 1.x are never instanceof'd)
+// ---------------------------------------------------------------------------------------------
+
+function toByteArray (bytes, what) {
+  if (Array.isArray(bytes)) return bytes
+  if (bytes instanceof Uint8Array) return Array.from(bytes)
+  throw new TypeError(`${what} must be a number[] or Uint8Array`)
+}
+
+function scriptHex (script) {
+  if (typeof script === 'string') return script
+  if (script !== null && typeof script === 'object' && typeof script.toHex === 'function') return script.toHex()
+  throw new TypeError('expected a Script object or hex')
+}
+
+function sourceTxidOf (input) {
+  if (typeof input.sourceTXID === 'string' && input.sourceTXID !== '') return input.sourceTXID
+  return input.sourceTransaction?.id('hex')
+}
+
+/** Everything the wrapper needs about an admitted output, from a whole-tx admission payload. */
+function decodeAdmission (payload) {
+  if (payload === null || typeof payload !== 'object') throw new TypeError('admission payload must be an object')
+  if (payload.mode !== 'whole-tx') {
+    throw new Error(`live-wrapped lookup services need whole-tx admission payloads, got ${String(payload.mode)}`)
+  }
+  const atomicBEEF = toByteArray(payload.atomicBEEF, 'atomicBEEF')
+  const tx = Transaction.fromAtomicBEEF(atomicBEEF)
+  const output = tx.outputs[payload.outputIndex]
+  if (output === undefined) throw new Error(`admitted output index ${payload.outputIndex} is out of range`)
+  return {
+    txid: tx.id('hex'),
+    outputIndex: payload.outputIndex,
+    topic: payload.topic,
+    satoshis: output.satoshis,
+    lockingScript: output.lockingScript.toHex(),
+    atomicBEEF,
+    offChainValues: payload.offChainValues
+  }
+}
+
+/** Everything about a spend, from a whole-tx spend payload (the input index is found in the tx). */
+function decodeSpend (payload) {
+  if (payload === null || typeof payload !== 'object') throw new TypeError('spend payload must be an object')
+  const base = { txid: payload.txid, outputIndex: payload.outputIndex, topic: payload.topic, offChainValues: payload.offChainValues }
+  if (payload.mode !== 'whole-tx') {
+    // A host calling us directly in another mode: keep what it gave; evidence needs the BEEF.
+    return { ...base, spendingTxid: payload.spendingTxid, spendingAtomicBEEF: undefined, input: undefined, inputIndex: payload.inputIndex, given: payload }
+  }
+  const spendingAtomicBEEF = toByteArray(payload.spendingAtomicBEEF, 'spendingAtomicBEEF')
+  const tx = Transaction.fromAtomicBEEF(spendingAtomicBEEF)
+  const inputIndex = tx.inputs.findIndex(i => sourceTxidOf(i) === payload.txid && i.sourceOutputIndex === payload.outputIndex)
+  if (inputIndex < 0) throw new Error(`spending transaction ${tx.id('hex')} does not spend ${payload.txid}.${payload.outputIndex}`)
+  return { ...base, spendingTxid: tx.id('hex'), spendingAtomicBEEF, input: tx.inputs[inputIndex], inputIndex }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Forwarding to the inner service in its own mode
+// ---------------------------------------------------------------------------------------------
+
+let hostSdkCache = null
+/**
+ * The @bsv/sdk the host's @bsv/overlay uses (0.4.6 nests a 1.x copy). Script objects handed to
+ * an inner service are built from it, so the inner service sees the same classes as unwrapped.
+ */
+function hostSdk () {
+  if (hostSdkCache !== null) return hostSdkCache
+  try {
+    const overlayMain = require.resolve('@bsv/overlay')
+    hostSdkCache = require(require.resolve('@bsv/sdk', { paths: [path.dirname(overlayMain)] }))
+  } catch (_) {
+    hostSdkCache = require('@bsv/sdk')
+  }
+  return hostSdkCache
+}
+
+/** Admission payload in the inner service's mode; null when the Engine would not call it. */
+function innerAdmissionPayload (inner, a) {
+  if (inner.admissionMode === 'locking-script') {
+    // Mirrors the Engine: an output without numeric satoshis is not announced in this mode.
+    if (typeof a.satoshis !== 'number') return null
+    return {
+      mode: 'locking-script',
+      txid: a.txid,
+      outputIndex: a.outputIndex,
+      lockingScript: hostSdk().LockingScript.fromHex(a.lockingScript),
+      satoshis: a.satoshis,
+      topic: a.topic,
+      offChainValues: a.offChainValues
+    }
+  }
+  // The Engine treats any other declared mode as whole-tx; so do we.
+  return { mode: 'whole-tx', atomicBEEF: a.atomicBEEF.slice(), outputIndex: a.outputIndex, topic: a.topic, offChainValues: a.offChainValues }
+}
+
+/** Spend payload in the inner service's mode (the Engine treats an unknown mode as 'none'). */
+function innerSpendPayload (inner, s) {
+  const mode = inner.spendNotificationMode
+  if (mode === 'txid') {
+    return { mode: 'txid', spendingTxid: need(s.spendingTxid, 'spendingTxid'), txid: s.txid, outputIndex: s.outputIndex, topic: s.topic }
+  }
+  if (mode === 'script') {
+    // Unlike the Engine (which never reports a spend at input 0 in this mode), the input index
+    // is found in the spending transaction and every spend is reported.
+    if (s.input === undefined && s.given?.mode === 'script') return s.given
+    const input = need(s.input, 'the spending input')
+    return {
+      mode: 'script',
+      spendingTxid: s.spendingTxid,
+      inputIndex: s.inputIndex,
+      sequenceNumber: input.sequence ?? SEQUENCE_FINAL,
+      unlockingScript: hostSdk().UnlockingScript.fromHex(scriptHex(need(input.unlockingScript, 'the unlocking script'))),
+      txid: s.txid,
+      outputIndex: s.outputIndex,
+      topic: s.topic,
+      offChainValues: s.offChainValues
+    }
+  }
+  if (mode === 'whole-tx') {
+    return {
+      mode: 'whole-tx',
+      spendingAtomicBEEF: need(s.spendingAtomicBEEF, 'spendingAtomicBEEF').slice(),
+      txid: s.txid,
+      outputIndex: s.outputIndex,
+      topic: s.topic,
+      offChainValues: s.offChainValues
+    }
+  }
+  return { mode: 'none', txid: s.txid, outputIndex: s.outputIndex, topic: s.topic }
+}
+
+function need (value, what) {
+  if (value === undefined || value === null) throw new Error(`cannot derive ${what} for the inner lookup service from this payload`)
+  return value
+}
+
+// ---------------------------------------------------------------------------------------------
+// Companion results
+// ---------------------------------------------------------------------------------------------
+
+function isPlainObject (v) {
+  return v !== null && typeof v === 'object' && !Array.isArray(v) && !(v instanceof Uint8Array)
+}
+
+/**
+ * `{schema, bytes}` with bytes as a Uint8Array passes through; any other value is a BRC-24 JSON
+ * context and is carried under the legacy schema of BRC-192 (UTF-8 of its JSON text).
+ */
+function normalizeContext (context) {
+  if (context === undefined || context === null) return null
+  if (isPlainObject(context) && Object.keys(context).length === 2 &&
+      typeof context.schema === 'string' && context.bytes instanceof Uint8Array) {
+    return { schema: context.schema, bytes: Buffer.from(context.bytes) }
+  }
+  const json = JSON.stringify(context)
+  if (typeof json !== 'string') throw new TypeError('companion context is not JSON-serializable')
+  return { schema: LEGACY_CONTEXT_SCHEMA, bytes: Buffer.from(json, 'utf8') }
+}
+
+/** Validates what companion.index returned; null means "not in the collection". */
+function normalizeIndexed (result) {
+  if (result === null || result === undefined) return null
+  if (!isPlainObject(result)) throw new TypeError('companion.index must return {attributes, context?, expiresAt?} or null')
+  if (!isPlainObject(result.attributes)) throw new TypeError('companion.index: attributes must be a plain object')
+  let expiresAt = null
+  if (result.expiresAt !== undefined && result.expiresAt !== null) {
+    // BRC-192 §2: times are whole Unix seconds.
+    if (!Number.isSafeInteger(result.expiresAt) || result.expiresAt < 0) {
+      throw new TypeError('companion.index: expiresAt must be whole Unix seconds (a non-negative safe integer)')
+    }
+    expiresAt = result.expiresAt
+  }
+  return { attributes: result.attributes, context: normalizeContext(result.context), expiresAt }
+}
+
+async function indexOutput (service, companion, output) {
+  const indexed = normalizeIndexed(await companion.index({
+    txid: output.txid,
+    outputIndex: output.outputIndex,
+    topic: output.topic,
+    satoshis: output.satoshis,
+    lockingScript: output.lockingScript,
+    beef: output.atomicBEEF.slice(),
+    offChainValues: output.offChainValues
+  }))
+  if (indexed === null) return null
+  return {
+    op: 'admit',
+    service,
+    txid: output.txid,
+    outputIndex: output.outputIndex,
+    topic: output.topic,
+    satoshis: output.satoshis,
+    lockingScript: output.lockingScript,
+    beef: Buffer.from(output.atomicBEEF),
+    attributes: indexed.attributes,
+    context: indexed.context,
+    expiresAt: indexed.expiresAt
+  }
+}
+
+function removeChange (service, txid, outputIndex, reason, spend) {
+  return { op: 'remove', service, txid, outputIndex, reason, spend }
+}
+
+// ---------------------------------------------------------------------------------------------
+// wrapLookupService
+// ---------------------------------------------------------------------------------------------
+
+function checkSink (sink) {
+  if (sink === null || typeof sink !== 'object' || typeof sink.commit !== 'function') {
+    throw new TypeError('sink must be an object with commit(changes) -> Promise')
+  }
+}
+
+/**
+ * Runs a hook body and counts it as in-flight work of the submit it belongs to. The scope is
+ * read synchronously at the call, so it is the submit whose async context invoked the hook.
+ */
+function runHook (body) {
+  const scope = activeScope()
+  const promise = body(scope)
+  if (scope !== null) scope.track(promise)
+  return promise
+}
+
+/** Awaits `work`, then `after`, then rethrows an error of `work`: `after` always happens. */
+async function thenAlways (work, after) {
+  let failure
+  let failed = false
+  try { await work() } catch (e) { failure = e; failed = true }
+  await after()
+  if (failed) throw failure
+}
+
+/**
+ * Wraps a LookupService so the live index learns of every admission and removal.
+ *
+ * Error policy: if companion.index throws (or returns something invalid), the admission hook
+ * rejects before the inner service hears of the output, exactly as if the inner service had
+ * failed; the Engine then rejects the submit and attachEngine commits nothing for it (its
+ * removals wait for a retry of the same transaction, see carryRemovals). Errors of
+ * the inner service are rethrown to the Engine unchanged (it propagates admission errors and
+ * logs spend errors); a spend, eviction or non-retention is staged even when the inner service
+ * fails on it, because it happened in Engine storage regardless.
+ */
+function wrapLookupService (name, inner, companion, sink) {
+  if (typeof name !== 'string' || name === '') throw new TypeError('name must be a non-empty string')
+  if (inner === null || typeof inner !== 'object' || typeof inner.outputAdmittedByTopic !== 'function' || typeof inner.lookup !== 'function') {
+    throw new TypeError('inner must be a LookupService (outputAdmittedByTopic, lookup, ...)')
+  }
+  if (companion === null || typeof companion !== 'object' || typeof companion.index !== 'function') {
+    throw new TypeError('companion must have index(output)')
+  }
+  checkSink(sink)
+  // Optional: the topics the collection draws from. The Engine reports every topic's outputs to
+  // every service; without this list, spends in unrelated topics become (no-op) removals.
+  const topics = Array.isArray(companion.topics) ? new Set(companion.topics) : null
+  const collects = (topic) => topics === null || topics.has(topic)
+
+  const wrapped = {
+    admissionMode: 'whole-tx',
+    spendNotificationMode: 'whole-tx',
+
+    outputAdmittedByTopic (payload) {
+      return runHook(async (scope) => {
+        const output = decodeAdmission(payload)
+        const relevant = collects(output.topic)
+        if (relevant && scope !== null) scope.admitting.add(outpointKey(output))
+        const change = relevant ? await indexOutput(name, companion, output) : null
+        const forwarded = innerAdmissionPayload(inner, output)
+        if (forwarded !== null) await inner.outputAdmittedByTopic(forwarded)
+        if (change !== null) await stage(scope, sink, change)
+      })
+    },
+
+    outputSpent (payload) {
+      return runHook(async (scope) => {
+        const spend = decodeSpend(payload)
+        const evidence = spend.spendingAtomicBEEF !== undefined
+          ? { spendingTxid: spend.spendingTxid, beef: Buffer.from(spend.spendingAtomicBEEF) }
+          : null
+        await thenAlways(
+          async () => { if (typeof inner.outputSpent === 'function') await inner.outputSpent(innerSpendPayload(inner, spend)) },
+          () => collects(spend.topic) ? stage(scope, sink, removeChange(name, spend.txid, spend.outputIndex, 'spent', evidence)) : undefined)
+      })
+    },
+
+    outputNoLongerRetainedInHistory (txid, outputIndex, topic) {
+      return runHook((scope) => thenAlways(
+        async () => { if (typeof inner.outputNoLongerRetainedInHistory === 'function') await inner.outputNoLongerRetainedInHistory(txid, outputIndex, topic) },
+        () => collects(topic) ? stage(scope, sink, removeChange(name, txid, outputIndex, 'not-retained', null)) : undefined))
+    },
+
+    outputEvicted (txid, outputIndex) {
+      return runHook((scope) => thenAlways(
+        async () => { if (typeof inner.outputEvicted === 'function') await inner.outputEvicted(txid, outputIndex) },
+        () => stage(scope, sink, removeChange(name, txid, outputIndex, 'evicted', null))))
+    },
+
+    lookup (question) { return inner.lookup(question) },
+    getDocumentation () { return inner.getDocumentation() },
+    getMetaData () { return inner.getMetaData() }
+  }
+  Object.defineProperty(wrapped, LIVE_SERVICE, { value: { name, inner, companion, sink } })
+  Object.defineProperty(wrapped, TRACKED, { value: true }) // its hooks track themselves
+  return wrapped
+}
+
+/** The {name, inner, companion, sink} behind a wrapped service, or null. */
+function liveServiceInfo (service) {
+  return (service !== null && typeof service === 'object' && service[LIVE_SERVICE]) || null
+}
+
+// ---------------------------------------------------------------------------------------------
+// attachEngine
+// ---------------------------------------------------------------------------------------------
+
+const engineStates = new WeakMap()
+
+/**
+ * Makes every call of `method` on `target` made inside a submit count as in-flight work of it.
+ * `extraTurn` adds a macrotask after settlement (for storage calls, see SubmitScope.settle).
+ * Returns a function restoring the original own property.
+ */
+function instrument (target, method, extraTurn) {
+  const original = target[method]
+  if (typeof original !== 'function') return () => {}
+  const hadOwn = Object.prototype.hasOwnProperty.call(target, method)
+  const instrumented = function (...args) {
+    const scope = activeScope()
+    const result = original.apply(this, args)
+    if (scope !== null && result !== null && typeof result === 'object' && typeof result.then === 'function') {
+      const settled = Promise.resolve(result)
+      scope.track(extraTurn ? settled.then(nextMacrotask, nextMacrotask) : settled)
+    }
+    return result
+  }
+  target[method] = instrumented
+  return () => {
+    if (target[method] !== instrumented) return
+    if (hadOwn) target[method] = original
+    else delete target[method]
+  }
+}
+
+/**
+ * Brackets engine.submit so all changes one submit causes (spends of its inputs, outputs no
+ * longer retained, admitted outputs, on every topic and every wrapped service) commit as ONE
+ * group after the Engine is done, including the hooks it does not await. A submit that rejects
+ * commits nothing and rejects with the Engine's error; a sink failure rejects the submit.
+ *
+ * Also instruments engine.storage and the hooks of unwrapped services registered now, so that
+ * un-awaited Engine work (which may call a wrapped hook only after them) is waited for.
+ * Returns {detach()}; attaching twice returns the existing handle.
+ */
+function attachEngine (engine, sink) {
+  if (engine === null || typeof engine !== 'object' || typeof engine.submit !== 'function') {
+    throw new TypeError('engine must be an @bsv/overlay Engine')
+  }
+  if (sink !== undefined) checkSink(sink)
+  const existing = engineStates.get(engine)
+  if (existing !== undefined) return existing.handle
+
+  for (const [serviceName, service] of Object.entries(engine.lookupServices ?? {})) {
+    const info = liveServiceInfo(service)
+    if (info !== null && sink !== undefined && info.sink !== sink) {
+      throw new Error(`lookup service ${serviceName} commits to another sink: one submit could not commit as one group`)
+    }
+  }
+
+  const restores = []
+  for (const method of STORAGE_METHODS) restores.push(instrument(engine.storage, method, true))
+  for (const service of Object.values(engine.lookupServices ?? {})) {
+    if (service === null || typeof service !== 'object' || service[TRACKED] === true) continue
+    try {
+      for (const hook of HOOK_NAMES) restores.push(instrument(service, hook, false))
+    } catch (_) {
+      // A frozen foreign service cannot be instrumented; its hooks simply are not waited for.
+    }
+  }
+
+  const state = { active: new Set(), barrier: null, handle: null, carried: new Map() }
+  const originalSubmit = engine.submit
+  const hadOwnSubmit = Object.prototype.hasOwnProperty.call(engine, 'submit')
+  const submit = function submitAsOneGroup (...args) {
+    return runSubmit(state, args[0], () => originalSubmit.apply(engine, args))
+  }
+  engine.submit = submit
+  state.handle = {
+    detach () {
+      if (engine.submit === submit) {
+        if (hadOwnSubmit) engine.submit = originalSubmit
+        else delete engine.submit
+      }
+      for (const restore of restores.reverse()) restore()
+      engineStates.delete(engine)
+    }
+  }
+  engineStates.set(engine, state)
+  return state.handle
+}
+
+async function runSubmit (state, taggedBEEF, call) {
+  while (state.barrier !== null) await state.barrier // a backfill is reading Engine storage
+  const scope = new SubmitScope()
+  state.active.add(scope)
+  openScopes.add(scope)
+  try {
+    return await currentSubmit.run(scope, async () => {
+      let result
+      let failure
+      let failed = false
+      try { result = await call() } catch (e) { failure = e; failed = true }
+      await scope.settle()
+      scope.closed = true // from here on a stray hook commits its own group
+      // Only parsed when needed: on failure, or when a failed submit's removals are waiting.
+      const txid = failed || state.carried.size > 0 ? submittedTxid(taggedBEEF) : null
+      if (failed) {
+        carryRemovals(state, txid, scope)
+        throw failure
+      }
+      const carried = txid === null ? undefined : state.carried.get(txid)
+      if (carried !== undefined) {
+        scope.entries.unshift(...carried)
+        state.carried.delete(txid)
+      }
+      await scope.commit()
+      return result
+    })
+  } finally {
+    openScopes.delete(scope)
+    state.active.delete(scope)
+    scope.finish()
+  }
+}
+
+function submittedTxid (taggedBEEF) {
+  try {
+    return Transaction.fromBEEF(toByteArray(taggedBEEF.beef, 'beef')).id('hex')
+  } catch (_) {
+    return null // the Engine rejected it before any mutation
+  }
+}
+
+/**
+ * A rejected submit commits nothing, but the Engine has no rollback: the spends and deletions it
+ * already made are not reported again when the same transaction is submitted anew (a deleted
+ * input is no longer found). Its removals are therefore kept, bounded, and join the group of the
+ * next successful submit of the same transaction, which then is the whole transaction's group.
+ * Admissions are not kept: a retry inserts and announces the outputs again.
+ */
+function carryRemovals (state, txid, scope) {
+  if (txid === null) return
+  const removals = scope.entries.filter(e => e.change.op === 'remove')
+  if (removals.length === 0) return
+  const earlier = state.carried.get(txid) ?? []
+  state.carried.delete(txid) // re-inserted last: the map's order is the eviction order
+  state.carried.set(txid, [...earlier, ...removals])
+  while (state.carried.size > MAX_CARRIED_SUBMITS) state.carried.delete(state.carried.keys().next().value)
+}
+
+// ---------------------------------------------------------------------------------------------
+// backfill
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Indexes the unspent outputs already in Engine storage for `topics` and commits them as one
+ * starting-state group, in the Engine's admission order (score). Meant for the first time a
+ * service is wrapped. If the engine is attached, submits wait while it reads and commits, so no
+ * submit can spend an output between its read and the group's commit.
+ * @returns {Promise<{examined: number, admitted: number}>}
+ */
+async function backfill (engine, name, topics, companion, sink) {
+  if (typeof name !== 'string' || name === '') throw new TypeError('name must be a non-empty string')
+  if (!Array.isArray(topics)) throw new TypeError('topics must be an array of topic names')
+  if (companion === null || typeof companion !== 'object' || typeof companion.index !== 'function') {
+    throw new TypeError('companion must have index(output)')
+  }
+  checkSink(sink)
+  const release = await pauseSubmits(engineStates.get(engine))
+  try {
+    const found = []
+    for (const topic of topics) {
+      const outputs = await engine.storage.findUTXOsForTopic(topic, undefined, undefined, true)
+      for (const o of outputs) found.push({ o, topic })
+    }
+    found.sort((a, b) => Number(a.o.score ?? 0) - Number(b.o.score ?? 0))
+    const changes = []
+    for (const { o, topic } of found) {
+      const output = await storedOutput(engine, o, topic)
+      const change = await indexOutput(name, companion, output)
+      if (change !== null) changes.push(change)
+    }
+    if (changes.length > 0) await sink.commit(changes)
+    return { examined: found.length, admitted: changes.length }
+  } finally {
+    release()
+  }
+}
+
+async function storedOutput (engine, o, topic) {
+  let beef = o.beef
+  if (beef === undefined || beef === null) {
+    // A Storage implementation whose findUTXOsForTopic ignores includeBEEF.
+    beef = (await engine.storage.findOutput(o.txid, o.outputIndex, topic, undefined, true))?.beef
+  }
+  if (beef === undefined || beef === null) throw new Error(`Engine storage has no BEEF for ${o.txid}.${o.outputIndex}`)
+  const tx = Transaction.fromBEEF(toByteArray(beef, 'stored BEEF'), o.txid)
+  return {
+    txid: o.txid,
+    outputIndex: Number(o.outputIndex),
+    topic,
+    satoshis: Number(o.satoshis),
+    lockingScript: Buffer.from(o.outputScript).toString('hex'),
+    atomicBEEF: tx.toAtomicBEEF(),
+    offChainValues: undefined
+  }
+}
+
+/** Blocks new submits and waits for running ones; returns the release function. */
+async function pauseSubmits (state) {
+  if (state === undefined) return () => {}
+  while (state.barrier !== null) await state.barrier
+  let open
+  state.barrier = new Promise(resolve => { open = resolve })
+  await Promise.all([...state.active].map(scope => scope.done))
+  return () => {
+    state.barrier = null
+    open()
+  }
+}
+
+module.exports = {
+  LEGACY_CONTEXT_SCHEMA,
+  wrapLookupService,
+  attachEngine,
+  backfill,
+  liveServiceInfo,
+  normalizeContext
+}
