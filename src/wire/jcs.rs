@@ -48,8 +48,12 @@ pub fn digest_bytes(packet_type: &str, body: &Value) -> [u8; 32] {
     Sha256::digest(preimage(packet_type, body)).into()
 }
 
-/// [`digest`] after the checks of [`canonicalize`].
+/// [`digest`] after the checks of [`canonicalize`], for untrusted input. The
+/// packet type must be nonempty and free of NUL, which separates it from the body.
 pub fn try_digest(packet_type: &str, body: &Value) -> Result<String, WireError> {
+    if packet_type.is_empty() || packet_type.contains('\0') {
+        return Err(WireError::invalid("packet type must be nonempty and contain no NUL"));
+    }
     check(body, 1)?;
     Ok(digest(packet_type, body))
 }
