@@ -133,7 +133,7 @@ fn write_value(out: &mut String, value: &Value) {
         }
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+            entries.sort_by(|a, b| utf16_cmp(a.0, b.0));
             out.push('{');
             for (i, (k, v)) in entries.into_iter().enumerate() {
                 if i > 0 {
@@ -145,6 +145,21 @@ fn write_value(out: &mut String, value: &Value) {
             }
             out.push('}');
         }
+    }
+}
+
+/// Order of two strings by UTF-16 code units (RFC 8785 §3.2.3).
+///
+/// UTF-8 byte order equals code point order, which differs from UTF-16 order
+/// only between a supplementary character (4-byte UTF-8, lead byte >= 0xF0)
+/// and one in U+E000..=U+FFFF (lead byte 0xEE or 0xEF). Strings without such
+/// lead bytes, e.g. all ASCII keys, are compared bytewise.
+fn utf16_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    let simple = |s: &str| s.bytes().all(|x| x < 0xEE);
+    if simple(a) && simple(b) {
+        a.as_bytes().cmp(b.as_bytes())
+    } else {
+        a.encode_utf16().cmp(b.encode_utf16())
     }
 }
 
@@ -188,6 +203,15 @@ pub(crate) fn write_number(out: &mut String, f: f64) {
         out.push('0');
         return;
     }
+    // Fast path: below 2^53 an integral double's shortest round-trip digits are
+    // its exact decimal digits, which ECMAScript prints as a plain integer.
+    // (Above 2^53 it may print fewer digits padded with zeros: 2^60 is
+    // "1152921504606847000", so those take the generic path.)
+    if f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 {
+        use std::fmt::Write as _;
+        let _ = write!(out, "{}", f as i64);
+        return;
+    }
     if f < 0.0 {
         out.push('-');
     }
@@ -195,7 +219,10 @@ pub(crate) fn write_number(out: &mut String, f: f64) {
     let sci = format!("{:e}", f.abs());
     let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let mut digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    if let Some(even) = tie_to_even(f.abs(), &digits, exp) {
+        digits = even;
+    }
     let k = digits.len() as i32;
     let n = exp + 1; // position of the decimal point relative to the digits
     if k <= n && n <= 21 {
@@ -219,6 +246,50 @@ pub(crate) fn write_number(out: &mut String, f: f64) {
         out.push(if n - 1 >= 0 { '+' } else { '-' });
         out.push_str(&(n - 1).abs().to_string());
     }
+}
+
+/// ECMAScript breaks an exact tie between two shortest digit strings toward
+/// the even one (Number::toString, step 5); Rust's shortest formatting may pick
+/// the other. `digits` (shortest, decimal exponent `exp` of its first digit) is
+/// replaced only when the exact value of `a` lies exactly halfway between it
+/// and its even neighbour, and that neighbour also round-trips to `a`.
+fn tie_to_even(a: f64, digits: &str, exp: i32) -> Option<String> {
+    let k = digits.len();
+    if digits.as_bytes()[k - 1] % 2 == 0 {
+        return None;
+    }
+    // A tie needs the exact expansion to be the k digits then a single 5.
+    // Cheap screen at 40 digits, then confirmation with the full expansion
+    // (a double has at most 767 significant decimal digits).
+    let halfway = |precision: usize| {
+        let exact = format!("{:.*e}", precision, a);
+        let (m, e) = exact.split_once('e')?;
+        if e.parse::<i32>().ok()? != exp {
+            return None;
+        }
+        let ex: Vec<u8> = m.bytes().filter(|c| *c != b'.').collect();
+        (ex.len() > k + 1 && ex[k] == b'5' && ex[k + 1..].iter().all(|&d| d == b'0')).then(|| ex[..k].to_vec())
+    };
+    halfway(40)?;
+    let lower = halfway(800)?;
+    let other = if lower == digits.as_bytes() { increment(&lower)? } else { lower };
+    let other = String::from_utf8(other).ok()?;
+    let round_trips = format!("0.{other}e{}", exp + 1).parse::<f64>().ok() == Some(a);
+    round_trips.then_some(other)
+}
+
+/// Decimal digit string plus one in the last place; `None` if it would gain a digit.
+fn increment(d: &[u8]) -> Option<Vec<u8>> {
+    let mut out = d.to_vec();
+    for i in (0..out.len()).rev() {
+        if out[i] == b'9' {
+            out[i] = b'0';
+        } else {
+            out[i] += 1;
+            return Some(out);
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -249,6 +320,14 @@ mod tests {
             (5e-324, "5e-324"),
             (1.7976931348623157e308, "1.7976931348623157e+308"),
             (9007199254740991.0, "9007199254740991"),
+            (9007199254740992.0, "9007199254740992"),
+            (1152921504606846976.0, "1152921504606847000"),
+            (-1152921504606846976.0, "-1152921504606847000"),
+            (18446744073709551615.0, "18446744073709552000"),
+            (1e300, "1e+300"),
+            // Exact ties between two shortest forms go to the even digit.
+            (1658206780088562.25, "1658206780088562.2"),
+            (233115890514796.125, "233115890514796.12"),
             (0.000001234, "0.000001234"),
             (333333333.33333329, "333333333.3333333"),
             (4.5, "4.5"),
