@@ -118,6 +118,9 @@ describe('request parsers', () => {
       expect(typeof err.message).toBe('string')
     }
     expect(thrown(() => wire.parseOpen(42)).code).toBe('invalid')
+    // A raw (unescaped) lone surrogate in a JS string body.
+    const raw = thrown(() => wire.parseClose('{"version":1,"session":"a\ud800"}'))
+    expect([raw.code, raw.status]).toEqual(['invalid', 400])
   })
 })
 

@@ -33,7 +33,13 @@ function call (fn) {
 }
 
 function requestBody (body) {
-  if (typeof body === 'string' || Buffer.isBuffer(body)) return body
+  if (typeof body === 'string') {
+    // Converting a JS string to UTF-8 would silently turn a raw lone surrogate
+    // into U+FFFD; reject it here as the byte-level parser would (BRC-192 §1).
+    if (!body.isWellFormed()) throw wireError('invalid', 'request body contains an unpaired surrogate')
+    return body
+  }
+  if (Buffer.isBuffer(body)) return body
   if (body instanceof Uint8Array) return Buffer.from(body.buffer, body.byteOffset, body.byteLength)
   throw wireError('invalid', 'request body must be a string or a Buffer')
 }

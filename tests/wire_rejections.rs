@@ -57,7 +57,7 @@ fn valid_open_parses_and_normalizes() {
 #[test]
 fn duplicate_member_names_are_rejected() {
     invalid_text(&open_text_with_query_member(r#""a":1,"a":1"#));
-    let t = format!(r#"{{"version":1,"version":1,"session":"s"}}"#);
+    let t = r#"{"version":1,"version":1,"session":"s"}"#;
     assert_eq!(code(parse_close(t.as_bytes())), ErrorCode::Invalid);
 }
 

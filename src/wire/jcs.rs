@@ -243,7 +243,7 @@ pub(crate) fn write_number(out: &mut String, f: f64) {
             out.push_str(&digits[1..]);
         }
         out.push('e');
-        out.push(if n - 1 >= 0 { '+' } else { '-' });
+        out.push(if n > 0 { '+' } else { '-' });
         out.push_str(&(n - 1).abs().to_string());
     }
 }
@@ -303,6 +303,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::excessive_precision)] // exact binary values are the point of these cases
     fn numbers_follow_ecmascript() {
         // Expected strings are what ECMAScript's Number.prototype.toString produces.
         let cases: &[(f64, &str)] = &[
