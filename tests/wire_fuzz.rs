@@ -145,3 +145,60 @@ fn mutated_requests_never_panic_and_accepted_ones_round_trip() {
     assert!(accepted > CASES / 100, "only {accepted} accepted");
     assert!(strict_ok > CASES / 20, "only {strict_ok} strictly valid");
 }
+
+#[test]
+fn mutated_batches_never_panic_and_accepted_ones_round_trip() {
+    use wire::{Batch, Bytes, Chain, Evidence, Group, Hex32, Limits, Observation, Outpoint, Payload, Phase, Scope, U64, V1};
+    let chain = Chain { network: "main".into(), genesis_hash: Hex32([1; 32]) };
+    let scope = Scope {
+        chain: chain.clone(),
+        provider: "p".into(),
+        service: "s".into(),
+        query_digest: Hex32([2; 32]),
+        rules_digest: Hex32([3; 32]),
+        access: "a".into(),
+        epoch: "e".into(),
+    };
+    let outpoint = Outpoint { chain, txid: Hex32([4; 32]), output_index: 1 };
+    let obs = |id: &str, payload| Observation { id: id.into(), scope: scope.clone(), payload };
+    let batch = Batch {
+        version: V1,
+        session: "s".into(),
+        scope: scope.clone(),
+        phase: Phase::Snapshot,
+        groups: vec![Group {
+            id: "g".into(),
+            sequence: U64(3),
+            observations: vec![
+                obs("a", Payload::Output { evidence: Evidence { txid: Hex32([5; 32]), output_index: 0, beef: Bytes(vec![7; 5]) }, context: None }),
+                obs("b", Payload::Spend { previous: outpoint.clone(), spending_txid: Hex32([6; 32]), beef: Bytes(vec![]) }),
+                obs("c", Payload::Withdraw { outpoint, reason: "r".into() }),
+            ],
+        }],
+        cursor: "c".into(),
+        snapshot_complete: false,
+        through: U64(3),
+        high_water: U64(9),
+        expires_at: U64(10),
+        replay_until: U64(20),
+        limits: Limits { max_bytes: 65536, max_observations: 1, wait_ms: 0 },
+    };
+    let seed = wire::response_bytes(&batch).unwrap();
+    let mut rng = Rng(0xD1B5_4A32_D192_ED03);
+    let mut accepted = 0;
+    for _ in 0..30_000 {
+        let mut input = seed.clone();
+        mutate(&mut rng, &mut input);
+        match wire::parse_batch(&input) {
+            Ok(b) => {
+                accepted += 1;
+                assert_eq!(wire::parse_batch(&wire::response_bytes(&b).unwrap()).unwrap(), b);
+            }
+            Err(e) => check_error(&e),
+        }
+        if let Ok(e) = wire::parse_error_body(&input) {
+            assert!(e.to_body().len() <= wire::MAX_ERROR_BODY_BYTES);
+        }
+    }
+    assert!(accepted > 100, "only {accepted} accepted");
+}

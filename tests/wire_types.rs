@@ -101,3 +101,45 @@ fn query_digest_is_the_lookup_query_digest_of_service_and_query() {
     let pre = wire::preimage("lookup-query", &body);
     assert_eq!(pre, b"BRC-OUTPUT/1/lookup-query\0{\"query\":{\"a\":null,\"b\":[1,\"x\"]},\"service\":\"svc\"}".to_vec());
 }
+
+#[test]
+fn batches_parse_back_strictly() {
+    let b = batch();
+    let bytes = response_bytes(&b).unwrap();
+    assert_eq!(wire::parse_batch(&bytes).unwrap(), b);
+
+    let text = String::from_utf8(bytes).unwrap();
+    let reject = |from: &str, to: &str| {
+        assert!(text.contains(from), "{from}");
+        let e = wire::parse_batch(text.replacen(from, to, 1).as_bytes()).unwrap_err();
+        e.code
+    };
+    use wire::ErrorCode::{Invalid, Unsupported};
+    assert_eq!(reject("\"beef\":\"AQID\"", "\"beef\":\"AQI\""), Invalid); // non-canonical base64
+    assert_eq!(reject("\"sequence\":\"18446744073709551615\"", "\"sequence\":\"18446744073709551616\""), Invalid);
+    assert_eq!(reject("\"through\":\"5\"", "\"through\":\"05\""), Invalid);
+    assert_eq!(reject("\"through\":\"5\"", "\"through\":5"), Invalid);
+    assert_eq!(reject("\"kind\":\"withdraw\"", "\"kind\":\"teleport\""), Invalid);
+    assert_eq!(reject("\"kind\":\"withdraw\"", "\"kind\":\"proposal\""), Unsupported);
+    assert_eq!(reject("\"reason\":\"spent\"", "\"reason\":\"spent\",\"extra\":1"), Invalid);
+    assert_eq!(reject("\"phase\":\"live\"", "\"phase\":\"Live\""), Invalid);
+    assert_eq!(reject("\"txid\":\"4444", "\"txid\":\"444G"), Invalid);
+    assert_eq!(reject("\"id\":\"o1\"", "\"id\":\"o1\",\"extensions\":{\"urn:a\":1},\"critical\":[\"urn:a\"]"), Unsupported);
+    assert_eq!(reject("\"maxObservations\":10", "\"maxObservations\":2000"), Invalid);
+    // Non-critical observation extensions are accepted.
+    let ok = text.replacen("\"id\":\"o1\"", "\"id\":\"o1\",\"extensions\":{\"urn:a\":1}", 1);
+    assert!(wire::parse_batch(ok.as_bytes()).is_ok());
+}
+
+#[test]
+fn error_bodies_parse_back() {
+    use wire::{ErrorCode, Limit, LimitKind, WireError};
+    let e = WireError::limited("too big")
+        .with_retry_after_ms(9)
+        .with_limit(Limit { kind: LimitKind::Envelope, minimum_bytes: Some(70000), minimum_observations: None });
+    assert_eq!(wire::parse_error_body(&e.to_body()).unwrap(), e);
+    let plain = WireError::new(ErrorCode::ResetRequired, "gone");
+    assert_eq!(wire::parse_error_body(&plain.to_body()).unwrap(), plain);
+    assert!(wire::parse_error_body(br#"{"version":1,"error":{"code":"nope","message":"m","retryable":false}}"#).is_err());
+    assert!(wire::parse_error_body(br#"{"version":1,"error":{"code":"invalid","message":"m"}}"#).is_err());
+}

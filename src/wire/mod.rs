@@ -5,6 +5,7 @@
 //! - [`jcs`]: canonical JSON and `digest(T,B)` (BRC-192 §1).
 //! - [`encoding`]: Hex32, U64, U32, Bytes, Identity and bounded strings (BRC-192 §1, §9).
 //! - [`types`]: Open/Read/Close parsers and Batch/Group/Observation serialization (BRC-193 §2).
+//! - [`response`]: strict parsing of Batch and error responses (for clients and tests).
 //! - [`limits`]: hard limits and effective session limits (BRC-193 §2, §8).
 //! - [`error`]: error codes, HTTP statuses and the bounded error body (BRC-193 §6, §8).
 //!
@@ -31,6 +32,7 @@ pub mod error;
 pub mod jcs;
 pub mod json;
 pub mod limits;
+pub mod response;
 pub mod types;
 
 pub use encoding::{check_absolute_iri, check_request_id, check_text, parse_u32, Bytes, Hex32, Identity, U64};
@@ -38,6 +40,7 @@ pub use error::{ErrorCode, Limit, LimitKind, WireError, MAX_ERROR_BODY_BYTES};
 pub use jcs::{canonicalize, digest, digest_bytes, preimage, try_digest};
 pub use json::{parse_strict, NumberMode};
 pub use limits::Limits;
+pub use response::{parse_batch, parse_error_body};
 pub use types::{
     canonical_bytes, parse_close, parse_open, parse_read, response_bytes, Batch, Chain, Close, Closed, ClosedTrue,
     Evidence, Group, Observation, Open, Outpoint, OutputContext, Payload, Phase, Read, Scope, V1,

@@ -188,7 +188,7 @@ fn limits(v: &Value, path: &str) -> Result<Limits, WireError> {
     Ok(l.clamped())
 }
 
-fn extensions(v: &Value) -> Result<(), WireError> {
+pub(super) fn extensions(v: &Value) -> Result<(), WireError> {
     let Value::Object(map) = v else {
         return Err(WireError::invalid("extensions: expected an object"));
     };
@@ -202,7 +202,7 @@ fn extensions(v: &Value) -> Result<(), WireError> {
 }
 
 /// `critical`: a duplicate-free array of keys present in `extensions` (BRC-192 §1).
-fn critical(v: &Value, extensions: Option<&Value>) -> Result<Vec<String>, WireError> {
+pub(super) fn critical(v: &Value, extensions: Option<&Value>) -> Result<Vec<String>, WireError> {
     let Value::Array(items) = v else {
         return Err(WireError::invalid("critical: expected an array"));
     };
@@ -226,17 +226,17 @@ fn critical(v: &Value, extensions: Option<&Value>) -> Result<Vec<String>, WireEr
     Ok(out)
 }
 
-fn hex32(v: &Value, path: &str) -> Result<Hex32, WireError> {
+pub(super) fn hex32(v: &Value, path: &str) -> Result<Hex32, WireError> {
     let s = v.as_str().ok_or_else(|| WireError::invalid(format!("{path}: expected a string")))?;
     Hex32::parse(s).map_err(|e| at(path, e))
 }
 
-fn at(path: &str, e: WireError) -> WireError {
+pub(super) fn at(path: &str, e: WireError) -> WireError {
     WireError { message: format!("{path}: {}", e.message), ..e }
 }
 
 /// A short, safe rendering of client-supplied text for messages.
-fn excerpt(s: &str) -> String {
+pub(super) fn excerpt(s: &str) -> String {
     let mut end = s.len().min(64);
     while !s.is_char_boundary(end) {
         end -= 1;
@@ -247,20 +247,20 @@ fn excerpt(s: &str) -> String {
 }
 
 /// Read access to a closed protocol object.
-struct Obj<'a> {
+pub(super) struct Obj<'a> {
     map: &'a Map<String, Value>,
     path: &'a str,
 }
 
 impl<'a> Obj<'a> {
-    fn closed(v: &'a Value, path: &'a str, allowed: &[&str]) -> Result<Obj<'a>, WireError> {
+    pub(super) fn closed(v: &'a Value, path: &'a str, allowed: &[&str]) -> Result<Obj<'a>, WireError> {
         match v {
             Value::Object(map) => Obj::closed_map(map, path, allowed),
             _ => Err(WireError::invalid(format!("{path}: expected an object"))),
         }
     }
 
-    fn closed_map(map: &'a Map<String, Value>, path: &'a str, allowed: &[&str]) -> Result<Obj<'a>, WireError> {
+    pub(super) fn closed_map(map: &'a Map<String, Value>, path: &'a str, allowed: &[&str]) -> Result<Obj<'a>, WireError> {
         if let Some(k) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
             let at = if path.is_empty() { String::new() } else { format!("{path}: ") };
             return Err(WireError::invalid(format!("{at}unknown member {}", excerpt(k))));
@@ -268,7 +268,7 @@ impl<'a> Obj<'a> {
         Ok(Obj { map, path })
     }
 
-    fn name(&self, key: &str) -> String {
+    pub(super) fn name(&self, key: &str) -> String {
         if self.path.is_empty() {
             key.to_string()
         } else {
@@ -276,33 +276,33 @@ impl<'a> Obj<'a> {
         }
     }
 
-    fn req(&self, key: &str) -> Result<&'a Value, WireError> {
+    pub(super) fn req(&self, key: &str) -> Result<&'a Value, WireError> {
         self.map
             .get(key)
             .ok_or_else(|| WireError::invalid(format!("{}: missing", self.name(key))))
     }
 
     /// Missing is `None`; `null` is not a substitute for missing (BRC-192 §1).
-    fn opt(&self, key: &str) -> Result<Option<&'a Value>, WireError> {
+    pub(super) fn opt(&self, key: &str) -> Result<Option<&'a Value>, WireError> {
         match self.map.get(key) {
             Some(Value::Null) => Err(WireError::invalid(format!("{}: null is not allowed", self.name(key)))),
             other => Ok(other),
         }
     }
 
-    fn req_str(&self, key: &str) -> Result<&'a str, WireError> {
+    pub(super) fn req_str(&self, key: &str) -> Result<&'a str, WireError> {
         self.req(key)?
             .as_str()
             .ok_or_else(|| WireError::invalid(format!("{}: expected a string", self.name(key))))
     }
 
-    fn text(&self, key: &str) -> Result<String, WireError> {
+    pub(super) fn text(&self, key: &str) -> Result<String, WireError> {
         let s = self.req_str(key)?;
         check_text(s).map_err(|e| at(&self.name(key), e))?;
         Ok(s.to_string())
     }
 
-    fn u32(&self, key: &str) -> Result<u32, WireError> {
+    pub(super) fn u32(&self, key: &str) -> Result<u32, WireError> {
         parse_u32(self.req(key)?).map_err(|e| at(&self.name(key), e))
     }
 }
