@@ -346,6 +346,11 @@ impl<'a> Parser<'a> {
 /// Exact value of `±int.frac × 10^exp` if it is an integer of magnitude at most
 /// 2^53 − 1; `None` otherwise. Negative zero is 0.
 fn safe_integer(negative: bool, int: &[u8], frac: &[u8], exp: i64) -> Option<i64> {
+    // Common case: plain integer spelling of at most 15 digits, always safe.
+    if frac.is_empty() && exp == 0 && int.len() <= 15 {
+        let v = int.iter().fold(0i64, |acc, d| acc * 10 + (d - b'0') as i64);
+        return Some(if negative { -v } else { v });
+    }
     // Significant digits of int||frac with the decimal exponent adjusted.
     let all = int.iter().chain(frac.iter());
     let mut digits: Vec<u8> = all.copied().skip_while(|&d| d == b'0').collect();
