@@ -10,3 +10,39 @@
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
 export declare function version(): string
+
+/** RFC 8785 canonical form of a JSON text. */
+export declare function wireCanonicalizeJson(json: string): string
+
+/** `digest(T, B)` of a JSON text `B` (BRC-192 §1), lowercase hex. */
+export declare function wireDigestJson(packetType: string, json: string): string
+
+/** The complete error response body (at most 4096 bytes) for a code and message. */
+export declare function wireErrorBody(code: string, message: string, options?: WireErrorOptions | undefined | null): Buffer
+
+/** Optional members of an error body. */
+export interface WireErrorOptions {
+  retryable?: boolean
+  retryAfterMs?: number
+  limit?: WireLimit
+}
+
+/** HTTP status of every error code, `{ invalid: 400, ... }`. */
+export declare function wireErrorStatuses(): any
+
+/** The `limit` member of a `limited` error. */
+export interface WireLimit {
+  /** `'envelope' | 'group' | 'permanent-group'` */
+  kind: string
+  minimumBytes?: number
+  minimumObservations?: number
+}
+
+/** Parses and validates a Close body. */
+export declare function wireParseClose(body: string | Buffer): any
+
+/** Parses and validates an Open body; returns the normalized request. */
+export declare function wireParseOpen(body: string | Buffer): any
+
+/** Parses and validates a Read body. */
+export declare function wireParseRead(body: string | Buffer): any

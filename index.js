@@ -836,3 +836,10 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.version = nativeBinding.version
+module.exports.wireCanonicalizeJson = nativeBinding.wireCanonicalizeJson
+module.exports.wireDigestJson = nativeBinding.wireDigestJson
+module.exports.wireErrorBody = nativeBinding.wireErrorBody
+module.exports.wireErrorStatuses = nativeBinding.wireErrorStatuses
+module.exports.wireParseClose = nativeBinding.wireParseClose
+module.exports.wireParseOpen = nativeBinding.wireParseOpen
+module.exports.wireParseRead = nativeBinding.wireParseRead

@@ -1,6 +1,9 @@
 //! napi glue: the only place that knows about Node.
 use napi_derive::napi;
 
+mod error;
+mod wire;
+
 #[napi]
 pub fn version() -> String {
     env!("CARGO_PKG_VERSION").to_string()
