@@ -30,6 +30,17 @@ pub(crate) fn guard<T>(f: impl FnOnce() -> Result<T, WireError>) -> JsResult<T> 
     }
 }
 
+/// An error with an explicit code, for failures that are not wire errors
+/// (configuration, storage): JS sees `err.code === code`.
+pub(crate) fn coded(code: &str, message: impl Into<String>) -> napi::Error<String> {
+    napi::Error::new(code.to_string(), message.into())
+}
+
+/// A bad argument from the JS layer.
+pub(crate) fn invalid_arg(message: impl Into<String>) -> napi::Error<String> {
+    coded("invalid", message)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use napi::bindgen_prelude::*;
+use napi::bindgen_prelude::Buffer;
 use napi_derive::napi;
 use serde_json::Value;
 
@@ -14,7 +14,13 @@ use crate::session::{CancelToken, Caller, Caps, Provider, ProviderConfig};
 use crate::store::{Change, Context, Outpoint, RemoveReason, SpendInput, Store, StoreConfig};
 use crate::wire::Limits;
 
-use super::error::{core_error, invalid_arg};
+use super::error::{coded, invalid_arg, js_error, JsResult};
+
+type Result<T> = JsResult<T>;
+
+fn store_error(e: crate::store::StoreError) -> napi::Error<String> {
+    coded("unavailable", e.to_string())
+}
 
 #[napi(object)]
 pub struct LiveConfig {
@@ -207,8 +213,8 @@ fn respond(r: crate::session::Response) -> NativeResponse {
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
     tokio::task::spawn_blocking(move || std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)))
         .await
-        .map_err(|e| core_error("internal", format!("native task failed: {e}")))?
-        .map_err(|_| core_error("internal", "native code panicked"))?
+        .map_err(|e| coded("unavailable", format!("native task failed: {e}")))?
+        .map_err(|_| coded("unavailable", "native code panicked"))?
 }
 
 /// Opens (or creates) the store and the provider on top of it.
@@ -221,13 +227,13 @@ pub async fn open_live(config: LiveConfig) -> Result<NativeLive> {
             max_rows: config.max_rows.map(|v| v.max(0) as u64),
             max_retained_bytes: config.max_retained_bytes.map(|v| v.max(0) as u64),
         })
-        .map_err(|e| core_error("store", e.to_string()))?;
+        .map_err(store_error)?;
         let provider_limits = Limits::provider(
             config.max_bytes.unwrap_or(crate::wire::PROFILE_MAX_BYTES),
             config.max_observations.unwrap_or(crate::wire::PROFILE_MAX_OBSERVATIONS),
             config.max_wait_ms.unwrap_or(crate::wire::PROFILE_MAX_WAIT_MS),
         )
-        .map_err(|e| core_error(e.code.as_str(), e.message.clone()))?;
+        .map_err(js_error)?;
         let defaults = Caps::default();
         let caps = Caps {
             max_sessions_per_principal: config.max_sessions_per_principal.map(|v| v as usize).unwrap_or(defaults.max_sessions_per_principal),
@@ -247,7 +253,7 @@ pub async fn open_live(config: LiveConfig) -> Result<NativeLive> {
                 caps,
             },
         )
-        .map_err(|e| core_error(e.code.as_str(), e.message.clone()))?;
+        .map_err(js_error)?;
         Ok(NativeLive { provider })
     })
     .await
@@ -258,13 +264,13 @@ impl NativeLive {
     /// Registers a wrapped service with its rules; returns the rulesDigest.
     #[napi]
     pub fn register_service(&self, name: String, rules: Value) -> Result<String> {
-        self.provider.register_service(&name, &rules).map_err(|e| core_error(e.code.as_str(), e.message.clone()))
+        self.provider.register_service(&name, &rules).map_err(js_error)
     }
 
     /// Whether the store holds any history for this service (backfill decision).
     #[napi]
     pub fn service_has_history(&self, name: String) -> Result<bool> {
-        self.provider.store().service_has_rows(&name).map_err(|e| core_error("store", e.to_string()))
+        self.provider.store().service_has_rows(&name).map_err(store_error)
     }
 
     /// Commits one indivisible group durably. Resolves with its sequence (a decimal
@@ -274,7 +280,7 @@ impl NativeLive {
         let changes = changes.into_iter().map(to_change).collect::<Result<Vec<_>>>()?;
         let p = self.provider.clone();
         blocking(move || {
-            p.store().commit(changes).map(|s| s.map(|v| v.to_string())).map_err(|e| core_error("store", e.to_string()))
+            p.store().commit(changes).map(|s| s.map(|v| v.to_string())).map_err(store_error)
         })
         .await
     }
@@ -285,7 +291,7 @@ impl NativeLive {
         let p = self.provider.clone();
         blocking(move || {
             let now = p.now();
-            p.store().apply_expiries(now).map(|s| s.map(|v| v.to_string())).map_err(|e| core_error("store", e.to_string()))
+            p.store().apply_expiries(now).map(|s| s.map(|v| v.to_string())).map_err(store_error)
         })
         .await
     }
@@ -297,11 +303,21 @@ impl NativeLive {
         blocking(move || Ok(respond(p.open(&body, &caller(who), &access, &selection)))).await
     }
 
-    #[napi]
-    pub async fn read(&self, body: Buffer, who: CallerInfo, access: String, cancel: &NativeCancel) -> Result<NativeResponse> {
+    /// A read; long-polls when the live log has nothing eligible. Tripping
+    /// `cancel` ends a waiting poll with `cancelled` and consumes nothing.
+    #[napi(ts_return_type = "Promise<NativeResponse>")]
+    pub fn read<'env>(
+        &self,
+        env: &'env napi::Env,
+        body: Buffer,
+        who: CallerInfo,
+        access: String,
+        cancel: &NativeCancel,
+    ) -> napi::Result<napi::bindgen_prelude::PromiseRaw<'env, NativeResponse>> {
         let p = self.provider.clone();
         let token = cancel.inner.clone();
-        Ok(respond(p.read(body.to_vec(), caller(who), access, token).await))
+        let body = body.to_vec();
+        env.spawn_future(async move { Ok(respond(p.read(body, caller(who), access, token).await)) })
     }
 
     #[napi]
@@ -321,27 +337,27 @@ impl NativeLive {
     #[napi]
     pub async fn revoke(&self, principal: String) -> Result<u32> {
         let p = self.provider.clone();
-        blocking(move || p.revoke(&principal).map(|n| n as u32).map_err(|e| core_error(e.code.as_str(), e.message.clone()))).await
+        blocking(move || p.revoke(&principal).map(|n| n as u32).map_err(js_error)).await
     }
 
     #[napi]
     pub async fn revoke_session(&self, session: String) -> Result<bool> {
         let p = self.provider.clone();
-        blocking(move || p.revoke_session(&session).map_err(|e| core_error(e.code.as_str(), e.message.clone()))).await
+        blocking(move || p.revoke_session(&session).map_err(js_error)).await
     }
 
     /// One bounded compaction pass; resolves true when more work remains.
     #[napi]
     pub async fn compact(&self, max_items: u32) -> Result<bool> {
         let p = self.provider.clone();
-        blocking(move || p.compact(max_items as usize).map_err(|e| core_error(e.code.as_str(), e.message.clone()))).await
+        blocking(move || p.compact(max_items as usize).map_err(js_error)).await
     }
 
     /// Deliberate reset: a new epoch; every existing cursor gets reset-required.
     #[napi]
     pub async fn reset_epoch(&self) -> Result<String> {
         let p = self.provider.clone();
-        blocking(move || p.store().reset_epoch().map_err(|e| core_error("store", e.to_string()))).await
+        blocking(move || p.store().reset_epoch().map_err(store_error)).await
     }
 
     #[napi]
@@ -387,6 +403,6 @@ impl NativeLive {
     #[napi]
     pub async fn close_store(&self) -> Result<()> {
         let p = self.provider.clone();
-        blocking(move || p.store().close().map_err(|e| core_error("store", e.to_string()))).await
+        blocking(move || p.store().close().map_err(store_error)).await
     }
 }

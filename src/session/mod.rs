@@ -77,7 +77,7 @@ impl Response {
         Response { status: 200, body }
     }
     pub fn error(e: &WireError) -> Response {
-        Response { status: e.status(), body: e.to_body() }
+        Response { status: e.http_status(), body: e.to_body() }
     }
 }
 
@@ -197,7 +197,7 @@ impl Provider {
     /// Registers (or re-registers with new rules) a wrapped service and returns its
     /// `rulesDigest = digest("service-rules", rules)`.
     pub fn register_service(&self, name: &str, rules: &Value) -> Result<String, WireError> {
-        let rules_digest = wire::digest("service-rules", rules)?;
+        let rules_digest = wire::try_digest("service-rules", rules)?;
         self.services
             .write()
             .unwrap()
@@ -311,7 +311,7 @@ impl Provider {
             .rules_digest(&open.service)
             .ok_or_else(|| err(ErrorCode::NotFound, "no such lookup service"))?;
         if let Some(required) = &open.required_rules_digest {
-            if *required != rules_digest {
+            if required.to_hex() != rules_digest {
                 return Err(err(ErrorCode::Conflict, "requiredRulesDigest does not match the service's rules"));
             }
         }
@@ -320,20 +320,14 @@ impl Provider {
         if access.is_empty() || access.len() > 1024 {
             return Err(err(ErrorCode::Unauthorized, "the host returned no usable access scope"));
         }
-        let limits = Limits::effective(&open.limits, &self.cfg.limits);
-        // The retry identity is the normalized Open with limits already clamped
-        // (DESIGN "Decisions"): requests differing only above the maxima are equal.
-        let normalized = json!({
-            "requestId": open.request_id,
-            "service": open.service,
-            "query": open.query,
-            "requiredRulesDigest": open.required_rules_digest,
-            "limits": {"maxBytes": limits.max_bytes, "maxObservations": limits.max_observations, "waitMs": limits.wait_ms},
-            "extensions": open.extensions,
-            "critical": open.critical,
-            "access": access,
-        });
-        let open_digest = wire::digest("lookup-live-open", &normalized)?;
+        let limits = Limits::effective(open.limits, self.cfg.limits);
+        // The retry identity is the normalized Open (limits already clamped to the
+        // profile, DESIGN "Decisions") together with the evaluated access scope.
+        let mut h = Sha256::new();
+        h.update(open.normalized_bytes());
+        h.update(b"\0");
+        h.update(access.as_bytes());
+        let open_digest = hex::encode(h.finalize());
         let fence_digest = self.fence_digest(&open.service, caller, &open.request_id);
         let _slot = self.open_locks[fence_digest[0] as usize % self.open_locks.len()].lock().unwrap();
 
@@ -366,7 +360,7 @@ impl Provider {
             access: access.to_string(),
             query: open.query.clone(),
             selection: selection_json.clone(),
-            query_digest: wire::digest("lookup-query", &json!({"service": open.service, "query": open.query}))?,
+            query_digest: open.query_digest().to_hex(),
             rules_digest,
             epoch: self.store.epoch(),
             t,
@@ -644,7 +638,7 @@ impl Provider {
         let first = tokio::task::spawn_blocking(move || -> Result<_, WireError> {
             let read = wire::parse_read(&body)?;
             let (session, rec, cursor, sel) = this.read_context(&read, &caller, &access)?;
-            let limits = Limits::effective(&read.limits, &this.cfg.limits);
+            let limits = Limits::effective(read.limits, this.cfg.limits);
             let (bytes, empty) = this.build(&rec, &cursor, &sel, limits)?;
             Ok((session, rec, cursor, sel, limits, bytes, empty, caller))
         })

@@ -28,7 +28,7 @@ pub const PROVIDER_MIN_BYTES: u32 = 64 * 1024;
 pub const PROVIDER_MIN_OBSERVATIONS: u32 = 1;
 
 /// `{maxBytes, maxObservations, waitMs}` as in Open, Read and Batch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Limits {
     pub max_bytes: u32,

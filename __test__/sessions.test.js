@@ -1,0 +1,303 @@
+'use strict'
+// Sessions through the JS API (BRC-193 §7 provider cases) on a real sled store.
+
+const h = require('./helpers/live')
+const { ALICE, BOB, admit, remove, openBody, readBody, json, drainSnapshot } = h
+
+let dir, live
+
+async function setup (opts = {}, companion = h.notesCompanion()) {
+  dir = h.tempDir()
+  live = await h.openLive(dir, opts)
+  live.wrap('ls_notes', h.plainService(), companion)
+  return live
+}
+
+afterEach(async () => {
+  if (live) await live.close()
+  live = null
+})
+
+async function openOk (over, caller = ALICE) {
+  const res = await live.open(openBody(over), caller)
+  if (res.status !== 200) throw new Error(`open ${res.status}: ${Buffer.from(res.body)}`)
+  return json(res)
+}
+
+function outpoints (batches) {
+  return batches.flatMap(b => b.groups.flatMap(g => g.observations.map(o => `${o.kind}:${(o.payload.evidence || o.payload.outpoint || o.payload.previous).txid}`)))
+}
+
+test('an empty collection still yields a completed snapshot batch, then live', async () => {
+  await setup()
+  const b = await openOk()
+  expect(b.phase).toBe('snapshot')
+  expect(b.snapshotComplete).toBe(true)
+  expect(b.groups).toEqual([])
+  expect(b.through).toBe(b.highWater)
+  const next = json(await live.read(readBody(b.session, b.cursor), ALICE))
+  expect(next.phase).toBe('live')
+  expect(next.groups).toEqual([])
+})
+
+test('snapshot pages, boundary and live order; mutations before the boundary and during the last page are not lost', async () => {
+  await setup()
+  for (let i = 0; i < 5; i++) await live.commit([admit(i)])
+  const first = await openOk({ limits: { maxBytes: 65536, maxObservations: 2, waitMs: 0 } })
+  const W = first.through
+  expect(first.snapshotComplete).toBe(false)
+  expect(first.groups).toHaveLength(2)
+  // A mutation before the boundary: after W, so not in the snapshot.
+  await live.commit([admit(100)])
+  const second = json(await live.read(readBody(first.session, first.cursor, { maxObservations: 2 }), ALICE))
+  // A mutation during the last snapshot page.
+  await live.commit([remove(0)])
+  const batches = await drainSnapshot(live, second, ALICE, { maxObservations: 2 })
+  const all = [first, ...batches]
+  const snap = all.flatMap(b => b.groups)
+  expect(snap).toHaveLength(5)
+  for (const b of all) {
+    expect(b.phase).toBe('snapshot')
+    expect(b.through).toBe(W)
+    for (const g of b.groups) expect(g.sequence).toBe(W)
+  }
+  expect(all.filter(b => b.snapshotComplete)).toHaveLength(1)
+  const last = all[all.length - 1]
+  const liveBatch = json(await live.read(readBody(last.session, last.cursor), ALICE))
+  expect(liveBatch.phase).toBe('live')
+  expect(outpoints([liveBatch])).toEqual([`output:${h.txid(100)}`, `withdraw:${h.txid(0)}`])
+  const seqs = liveBatch.groups.map(g => BigInt(g.sequence))
+  expect(seqs[0] > BigInt(W)).toBe(true)
+  expect(seqs[1] > seqs[0]).toBe(true)
+  expect(BigInt(liveBatch.through) <= BigInt(liveBatch.highWater)).toBe(true)
+  for (const g of liveBatch.groups) for (const o of g.observations) expect(o.scope).toEqual(liveBatch.scope)
+})
+
+test('an identical open retry returns the stored first batch byte for byte, even after reads advanced', async () => {
+  await setup()
+  await live.commit([admit(1)])
+  const body = openBody()
+  const a = await live.open(body, ALICE)
+  const first = json(a)
+  await live.read(readBody(first.session, first.cursor), ALICE)
+  await live.commit([admit(2)])
+  const b = await live.open(body, ALICE)
+  expect(b.status).toBe(200)
+  expect(Buffer.from(b.body).equals(Buffer.from(a.body))).toBe(true)
+})
+
+test('changed parameters under the same requestId conflict; reopening after close is expired', async () => {
+  await setup()
+  const requestId = h.requestId()
+  const first = await openOk({ requestId })
+  const changed = await live.open(openBody({ requestId, query: { author: 'bob' } }), ALICE)
+  expect(changed.status).toBe(409)
+  expect(json(changed).error.code).toBe('conflict')
+  const closed = await live.closeSession(Buffer.from(JSON.stringify({ version: 1, session: first.session })), ALICE)
+  expect(json(closed)).toEqual({ version: 1, closed: true })
+  const again = await live.open(openBody({ requestId }), ALICE)
+  expect(again.status).toBe(410)
+  expect(json(again).error.code).toBe('expired')
+  const read = await live.read(readBody(first.session, first.cursor), ALICE)
+  expect(json(read).error.code).toBe('expired')
+})
+
+test('duplicate pages: repeating a read returns the same ids and contents', async () => {
+  await setup()
+  for (let i = 0; i < 4; i++) await live.commit([admit(i)])
+  const first = await openOk({ limits: { maxBytes: 65536, maxObservations: 1, waitMs: 0 } })
+  const r1 = await live.read(readBody(first.session, first.cursor, { maxObservations: 1 }), ALICE)
+  const r2 = await live.read(readBody(first.session, first.cursor, { maxObservations: 1 }), ALICE)
+  expect(Buffer.from(r1.body).equals(Buffer.from(r2.body))).toBe(true)
+  // With other limits the prefix differs, but ids and contents do not.
+  const r3 = json(await live.read(readBody(first.session, first.cursor, { maxObservations: 3 }), ALICE))
+  expect(r3.groups[0]).toEqual(json(r1).groups[0])
+  // Live groups too.
+  const done = await drainSnapshot(live, first, ALICE)
+  const end = done[done.length - 1]
+  await live.commit([admit(50)])
+  const l1 = json(await live.read(readBody(end.session, end.cursor), ALICE))
+  const l2 = json(await live.read(readBody(end.session, end.cursor), ALICE))
+  expect(l1.groups).toEqual(l2.groups)
+  expect(l1.groups[0].id).toBe(`l-${l1.groups[0].sequence}`)
+})
+
+test('sparse sequences: groups of other services are skipped while through advances', async () => {
+  await setup()
+  live.wrap('ls_other', h.plainService(), h.notesCompanion())
+  const first = await openOk()
+  await live.commit([admit(1, { service: 'ls_other' })])
+  await live.commit([admit(2)])
+  await live.commit([admit(3, { service: 'ls_other' })])
+  const b = json(await live.read(readBody(first.session, first.cursor), ALICE))
+  expect(b.groups).toHaveLength(1)
+  expect(BigInt(b.groups[0].sequence)).toBe(BigInt(first.through) + 2n)
+  expect(b.through).toBe(b.highWater)
+  expect(BigInt(b.through)).toBe(BigInt(first.through) + 3n)
+})
+
+test('a waiting poll wakes on a commit, including one made between waiter registration and sleep', async () => {
+  await setup()
+  const first = await openOk()
+  const poll = live.read(readBody(first.session, first.cursor, { waitMs: 20000 }), ALICE)
+  await new Promise(resolve => setTimeout(resolve, 100))
+  await live.commit([admit(7)])
+  const b = json(await poll)
+  expect(outpoints([b])).toEqual([`output:${h.txid(7)}`])
+
+  // The injected commit happens after the waiter subscribed and rescanned, right
+  // before it sleeps: it must still wake the poll.
+  live.core.injectAfterWaiterRegistered([require('../js/live').toNativeChange(admit(8))])
+  const b2 = json(await live.read(readBody(b.session, b.cursor, { waitMs: 20000 }), ALICE))
+  expect(outpoints([b2])).toEqual([`output:${h.txid(8)}`])
+})
+
+test('a poll times out with an empty live batch and coherent watermarks', async () => {
+  await setup()
+  const first = await openOk()
+  const b = json(await live.read(readBody(first.session, first.cursor, { waitMs: 200 }), ALICE))
+  expect(b.phase).toBe('live')
+  expect(b.groups).toEqual([])
+  expect(b.through).toBe(b.highWater)
+})
+
+test('cancellation releases the waiter and consumes nothing', async () => {
+  await setup()
+  const first = await openOk()
+  const ac = new AbortController()
+  const poll = live.read(readBody(first.session, first.cursor, { waitMs: 20000 }), ALICE, { signal: ac.signal })
+  await new Promise(resolve => setTimeout(resolve, 100))
+  expect(live.stats().waiters).toBe(1)
+  ac.abort()
+  const res = await poll
+  expect(json(res).error.code).toBe('cancelled')
+  expect(live.stats().waiters).toBe(0)
+  await live.commit([admit(9)])
+  const b = json(await live.read(readBody(first.session, first.cursor), ALICE))
+  expect(outpoints([b])).toEqual([`output:${h.txid(9)}`])
+})
+
+test('expiry during the snapshot: the row stays in S and is withdrawn after W in order', async () => {
+  await setup()
+  const now = Math.floor(Date.now() / 1000)
+  await live.commit([admit(1, { expiresAt: now + 30 })])
+  await live.commit([admit(2, { expiresAt: now + 20 })])
+  await live.commit([admit(3)])
+  const first = await openOk({ limits: { maxBytes: 65536, maxObservations: 1, waitMs: 0 } })
+  live.core.advanceClockMs(60_000)
+  const batches = await drainSnapshot(live, first, ALICE, { maxObservations: 1 })
+  expect([first, ...batches].flatMap(b => b.groups)).toHaveLength(3)
+  const end = batches[batches.length - 1]
+  const b = json(await live.read(readBody(end.session, end.cursor), ALICE))
+  expect(b.groups).toHaveLength(1)
+  const ws = b.groups[0].observations
+  expect(ws.map(o => [o.kind, o.payload.outpoint.txid, o.payload.reason])).toEqual([
+    ['withdraw', h.txid(2), 'expired'],
+    ['withdraw', h.txid(1), 'expired']
+  ])
+})
+
+test('a large atomic group against small limits is limited, never split, and consumable with a larger limit', async () => {
+  await setup()
+  const first = await openOk()
+  const big = []
+  for (let i = 0; i < 20; i++) big.push(admit(200 + i))
+  await live.commit(big)
+  const small = await live.read(readBody(first.session, first.cursor, { maxObservations: 5 }), ALICE)
+  expect(small.status).toBe(413)
+  const err = json(small).error
+  expect(err.code).toBe('limited')
+  expect(err.limit.kind).toBe('group')
+  expect(err.limit.minimumObservations).toBe(20)
+  expect(Buffer.from(small.body).length).toBeLessThanOrEqual(4096)
+  const tinyBytes = await live.read(readBody(first.session, first.cursor, { maxBytes: 3000 }), ALICE)
+  expect(json(tinyBytes).error.limit.kind).toBe('group')
+  const need = json(tinyBytes).error.limit.minimumBytes
+  const ok = await live.read(readBody(first.session, first.cursor, { maxBytes: need }), ALICE)
+  expect(ok.status).toBe(200)
+  expect(Buffer.from(ok.body).length).toBeLessThanOrEqual(need)
+  expect(json(ok).groups[0].observations).toHaveLength(20)
+})
+
+test('restart: the store reopens with its epoch and cursors resume', async () => {
+  await setup()
+  await live.commit([admit(1)])
+  const first = await openOk()
+  const epoch = live.epoch
+  await live.close()
+  live = await h.openLive(dir, { create: false })
+  live.wrap('ls_notes', h.plainService(), h.notesCompanion())
+  expect(live.epoch).toBe(epoch)
+  await live.commit([admit(2)])
+  const b = json(await live.read(readBody(first.session, first.cursor), ALICE))
+  expect(outpoints([b])).toEqual([`output:${h.txid(2)}`])
+})
+
+test('a missing store is not silently created', async () => {
+  const missing = h.tempDir() + '/nothing-here'
+  await expect(h.openLive(missing, { create: false })).rejects.toThrow(/create/)
+})
+
+test('provider reset and rule change give reset-required', async () => {
+  await setup()
+  const first = await openOk()
+  live.wrap('ls_notes', h.plainService(), h.notesCompanion(2))
+  const changed = await live.read(readBody(first.session, first.cursor), ALICE)
+  expect(json(changed).error.code).toBe('reset-required')
+  live.wrap('ls_notes', h.plainService(), h.notesCompanion(1))
+  const epoch = live.epoch
+  await live.resetEpoch()
+  expect(live.epoch).not.toBe(epoch)
+  const reset = await live.read(readBody(first.session, first.cursor), ALICE)
+  expect(reset.status).toBe(409)
+  expect(json(reset).error.code).toBe('reset-required')
+})
+
+test('revocation during a waiting poll ends it with unauthorized', async () => {
+  await setup()
+  const first = await openOk()
+  const poll = live.read(readBody(first.session, first.cursor, { waitMs: 20000 }), ALICE)
+  await new Promise(resolve => setTimeout(resolve, 100))
+  expect(await live.revoke(ALICE.principal)).toBe(1)
+  const res = await poll
+  expect(res.status).toBe(401)
+  expect(json(res).error.code).toBe('unauthorized')
+})
+
+test('another principal cannot read or close the session and learns nothing', async () => {
+  await setup()
+  const first = await openOk()
+  const theirs = await live.read(readBody(first.session, first.cursor), BOB)
+  const unknown = await live.read(readBody('ab'.repeat(16), first.cursor), BOB)
+  expect(theirs.status).toBe(409)
+  expect(json(theirs)).toEqual(json(unknown))
+  const closed = await live.closeSession(Buffer.from(JSON.stringify({ version: 1, session: first.session })), BOB)
+  expect(json(closed)).toEqual({ version: 1, closed: true })
+  const mine = await live.read(readBody(first.session, first.cursor), ALICE)
+  expect(mine.status).toBe(200)
+})
+
+test('tampered cursors give reset-required; unknown services not-found; rejected queries invalid; rules digest conflict', async () => {
+  await setup()
+  const first = await openOk()
+  const c = first.cursor
+  const tampered = c.slice(0, -2) + (c.endsWith('AA') ? 'BB' : 'AA')
+  expect(json(await live.read(readBody(first.session, tampered), ALICE)).error.code).toBe('reset-required')
+  expect((await live.open(openBody({ service: 'nope' }), ALICE)).status).toBe(404)
+  expect(json(await live.open(openBody({ query: { bad: true } }), ALICE)).error.code).toBe('invalid')
+  const wrong = await live.open(openBody({ requiredRulesDigest: 'ab'.repeat(32) }), ALICE)
+  expect(json(wrong).error.code).toBe('conflict')
+})
+
+test('a changed access scope ends the session with unauthorized', async () => {
+  let access = 'group-a'
+  await setup({ authorize: () => ({ access }) })
+  const first = await openOk()
+  expect(first.scope.access).toBe('group-a')
+  access = 'group-b'
+  const res = await live.read(readBody(first.session, first.cursor), ALICE)
+  expect(res.status).toBe(401)
+  access = 'group-a'
+  const after = await live.read(readBody(first.session, first.cursor), ALICE)
+  expect(after.status).toBe(401)
+})
