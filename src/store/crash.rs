@@ -1,5 +1,5 @@
 //! Fail points for crash tests. `OLL_CRASH_POINT=<name>:<n>` makes the process abort the n-th
-//! time (1-based) execution reaches `crash_point(name)`. Always compiled in; when the variable
+//! time (1-based) execution reaches `crash_point(name)` (killed with SIGKILL). Always compiled in; when the variable
 //! is unset the cost is one initialized `OnceLock` read. Names used by the store:
 //! `before-write`, `after-write` (applied, not flushed), `after-flush` (durable, not published),
 //! `compaction` (a compaction batch applied, not flushed), `open` (after creation/recovery).
@@ -28,7 +28,10 @@ fn target() -> &'static Option<Target> {
 pub fn crash_point(name: &str) {
     if let Some(t) = target() {
         if t.name == name && t.hits.fetch_add(1, Ordering::SeqCst) + 1 == t.nth {
-            // abort() is as abrupt as SIGKILL for our purposes: no destructors, no flush.
+            // SIGKILL ourselves (as an operator's kill -9 would); abort() if that is unavailable.
+            // Either way no destructor or flush runs.
+            let pid = std::process::id().to_string();
+            let _ = std::process::Command::new("kill").args(["-KILL", &pid]).status();
             std::process::abort();
         }
     }
