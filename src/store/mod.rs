@@ -290,6 +290,39 @@ fn read_meta(db: &sled::Db, path: &Path) -> Result<Meta, StoreError> {
     Ok(Meta { epoch, secret, high_water, compacted, stats })
 }
 
+fn is_lock_error(e: &sled::Error) -> bool {
+    matches!(e, sled::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock
+        || io.to_string().contains("could not acquire lock"))
+}
+
+/// How long `open` waits for the file lock. sled finishes background I/O of a dropped database
+/// on its thread pool, so a path closed a moment ago in this process can stay locked briefly.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+fn open_sled(path: &Path) -> Result<sled::Db, StoreError> {
+    let started = std::time::Instant::now();
+    loop {
+        match sled::Config::new().path(path).open() {
+            Ok(db) => return Ok(db),
+            Err(e) if is_lock_error(&e) && started.elapsed() < LOCK_WAIT => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) if is_lock_error(&e) => {
+                return Err(StoreError::Io {
+                    context: format!("store at {} is open in another process or handle", path.display()),
+                    source: e,
+                })
+            }
+            Err(e @ (sled::Error::Corruption { .. } | sled::Error::Unsupported(_))) => {
+                return Err(corrupt(path, e.to_string()))
+            }
+            Err(e) => {
+                return Err(StoreError::Io { context: format!("opening store at {}", path.display()), source: e })
+            }
+        }
+    }
+}
+
 fn init_meta(db: &sled::Db) -> Result<(), StoreError> {
     let mut b = sled::Batch::default();
     b.insert(keys::meta("schema"), SCHEMA_VERSION.to_be_bytes().to_vec());
@@ -315,14 +348,7 @@ impl Store {
         if path.exists() && !path.is_dir() {
             return Err(corrupt(&path, "path is not a directory"));
         }
-        let db = sled::Config::new().path(&path).open().map_err(|e| match e {
-            sled::Error::Io(ref io) if io.kind() == std::io::ErrorKind::WouldBlock => StoreError::Io {
-                context: format!("store at {} is already open (locked by a process)", path.display()),
-                source: e,
-            },
-            sled::Error::Corruption { .. } | sled::Error::Unsupported(_) => corrupt(&path, e.to_string()),
-            other => StoreError::Io { context: format!("opening store at {}", path.display()), source: other },
-        })?;
+        let db = open_sled(&path)?;
         let has_schema = db.contains_key(keys::meta("schema")).map_err(StoreError::io("reading store metadata"))?;
         if !has_schema {
             // sled files without our metadata: a creation that never completed, or foreign data.
