@@ -479,6 +479,10 @@ impl Store {
         if w > self.high_water() {
             return Err(StoreError::Invalid(format!("snapshot at {w} is above highWater")));
         }
+        // Versions removed at or below compactedThrough are gone: older snapshots are incomplete.
+        if w < self.compacted_through() {
+            return Err(StoreError::Gone(format!("snapshot at {w} is below compactedThrough")));
+        }
         scan::SnapshotIter::new(self.db()?, service, sel, w, after_key)
     }
 

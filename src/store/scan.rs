@@ -6,6 +6,9 @@
 //!   such): merge the matching index prefixes by (created, outpoint); each prefix is already in
 //!   admission order, so the merge streams and stops at W. Rows are re-checked against the full
 //!   selection.
+//! - admission order with a `range`/`prefix` (top level or in an `and`): collect that index
+//!   range, sort by (created, outpoint), fetch; if the range holds more than 10,000 entries it is
+//!   not selective and the plan falls back to:
 //! - admission order otherwise: walk the row table in admission order, stop at W.
 //! - attribute order: walk that attribute's index (narrowed by an `eq`/`prefix`/`range` on the same
 //!   attribute), forwards or backwards. A list attribute has one entry per element; only the entry
@@ -99,7 +102,10 @@ impl<'a> SnapshotIter<'a> {
             }
             Order::Admission => match index_prefixes(&sel.filter) {
                 Some(p) => Box::new(index_merge(db, service, sel, p, w, after)),
-                None => Box::new(admission_scan(db, service, sel, w, after)),
+                None => match collect_range(&db, service, &sel.filter, w, after)? {
+                    Some(suffixes) => Box::new(fetch_each(db, service, sel, w, suffixes)),
+                    None => Box::new(admission_scan(db, service, sel, w, after)),
+                },
             },
         };
         Ok(SnapshotIter { inner, done: false })
@@ -253,6 +259,67 @@ fn index_merge(
             Err(e) => return Some(Err(e)),
         }
     })
+}
+
+/// Most index entries an admission-order `range`/`prefix` plan collects and sorts before it
+/// falls back to walking the rows (the range is then not selective enough to be worth it).
+const MAX_COLLECT: usize = 10_000;
+
+/// The first `range`/`prefix` on an attribute (top level or an `and` conjunct).
+fn range_attribute(f: &Filter) -> Option<&str> {
+    match f {
+        Filter::Range(a, _) | Filter::Prefix(a, _) => Some(a),
+        Filter::And(fs) => fs.iter().find_map(range_attribute),
+        _ => None,
+    }
+}
+
+/// For admission order with a `range`/`prefix`: the sorted row-version suffixes (created <= W,
+/// after the resume key) from that attribute's index range, or `None` if there is no such
+/// filter or the range holds more than [`MAX_COLLECT`] entries.
+fn collect_range(
+    db: &sled::Db,
+    service: &str,
+    f: &Filter,
+    w: u64,
+    after: Option<&[u8]>,
+) -> Result<Option<Vec<[u8; VERSION_KEY_LEN]>>, StoreError> {
+    let Some(name) = range_attribute(f) else { return Ok(None) };
+    let base = keys::index_attr_prefix(service, name);
+    let (lo, hi) = attribute_range(f, name, &base);
+    let end = match hi {
+        Some(h) => Bound::Excluded(h),
+        None => Bound::Unbounded,
+    };
+    let mut out = Vec::new();
+    for (seen, kv) in db.range::<Vec<u8>, _>((Bound::Included(lo), end)).enumerate() {
+        if seen >= MAX_COLLECT {
+            return Ok(None);
+        }
+        let (k, _) = kv.map_err(StoreError::io("scanning an index"))?;
+        let rest = &k[base.len()..];
+        let (_, used) = decode_scalar(rest).ok_or_else(|| corrupt("malformed index key"))?;
+        let suffix: [u8; VERSION_KEY_LEN] = rest[used..].try_into().map_err(|_| corrupt("malformed index key"))?;
+        let created = u64::from_be_bytes(suffix[..8].try_into().unwrap());
+        if created <= w && after.map_or(true, |a| suffix.as_slice() > a) {
+            out.push(suffix);
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(Some(out))
+}
+
+/// Fetch and re-check each row version in the given (already ordered) list.
+fn fetch_each(
+    db: sled::Db,
+    service: &str,
+    sel: Selection,
+    w: u64,
+    suffixes: Vec<[u8; VERSION_KEY_LEN]>,
+) -> impl Iterator<Item = Item> + Send {
+    let service = service.to_string();
+    suffixes.into_iter().filter_map(move |sfx| fetch_visible(&db, &service, &sfx, w, &sel).map(|r| r.map(|(row, _)| row)).transpose())
 }
 
 /// Read a row version by its suffix; `Some` if visible at W and selected.
