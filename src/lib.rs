@@ -1,4 +1,7 @@
 //! Rust core of `overlay-lookup-live`.
+pub mod select;
+pub mod session;
+pub mod store;
 pub mod wire;
 
 mod node;

@@ -2,6 +2,7 @@
 use napi_derive::napi;
 
 mod error;
+mod live;
 mod wire;
 
 #[napi]

@@ -1,0 +1,185 @@
+//! Store benchmarks (real sled on disk in a temp directory). Run:
+//!   cargo bench --profile ci --bench store
+//! Optional: OLL_BENCH_QUICK=1 (smaller sizes), OLL_BENCH_DIR=<dir> (where stores are created).
+//! Prints min/median/max over repeated runs for:
+//! - durable commit groups/s, 1 and 8 concurrent writers, 1-output and 10-output groups;
+//! - snapshot scan rows/s at 100k and 1M rows (unfiltered, admission order);
+//! - bytes on disk per row before/after compaction (after replacing half of the rows);
+//! - time to the first row of a selective indexed `eq` query at 1M rows.
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use overlay_lookup_live::select::{AttrValue, Attributes, Selection};
+use overlay_lookup_live::store::{Change, Outpoint, Store, StoreConfig};
+
+fn quick() -> bool {
+    std::env::var("OLL_BENCH_QUICK").is_ok()
+}
+
+fn tempdir() -> tempfile::TempDir {
+    match std::env::var("OLL_BENCH_DIR") {
+        Ok(d) => tempfile::tempdir_in(d).unwrap(),
+        Err(_) => tempfile::tempdir().unwrap(),
+    }
+}
+
+fn open(dir: &std::path::Path) -> Arc<Store> {
+    let mut cfg = StoreConfig::new(dir.join("store"));
+    cfg.create = true;
+    Store::open(cfg).unwrap()
+}
+
+fn op(n: u64) -> Outpoint {
+    let mut txid = [0u8; 32];
+    txid[..8].copy_from_slice(&n.wrapping_mul(0x9E37_79B9_7F4A_7C15).to_be_bytes());
+    txid[24..].copy_from_slice(&n.to_be_bytes());
+    Outpoint { txid, output_index: (n % 4) as u32 }
+}
+
+/// A realistic-ish row: owner (1 of 1000), kind (1 of 4), a numeric score; 200-byte BEEF.
+fn row(n: u64, version: u64) -> Change {
+    let mut a = Attributes::new();
+    a.insert("owner".into(), AttrValue::Str(format!("owner-{:04}", n % 1000)));
+    a.insert("kind".into(), AttrValue::Str(["note", "post", "like", "tag"][(n % 4) as usize].into()));
+    a.insert("score".into(), AttrValue::Int((n * 7919 % 100_000) as i64 + version as i64));
+    let mut beef = vec![0u8; 200];
+    beef[..8].copy_from_slice(&n.to_be_bytes());
+    beef[8..16].copy_from_slice(&version.to_be_bytes());
+    Change::Admit {
+        service: "ls_bench".into(),
+        outpoint: op(n),
+        topic: "tm_bench".into(),
+        attributes: a,
+        beef,
+        context: None,
+        expires_at: None,
+    }
+}
+
+fn stats(mut v: Vec<f64>) -> String {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    format!("min {:>12.1}  median {:>12.1}  max {:>12.1}  (n={})", v[0], v[v.len() / 2], v[v.len() - 1], v.len())
+}
+
+/// Durable groups/s with `writers` threads each committing `per_writer` groups of `outputs`.
+fn commit_rate(writers: u64, outputs: u64, per_writer: u64) -> f64 {
+    let dir = tempdir();
+    let s = open(dir.path());
+    let start = Instant::now();
+    let hs: Vec<_> = (0..writers)
+        .map(|w| {
+            let s = Arc::clone(&s);
+            std::thread::spawn(move || {
+                for g in 0..per_writer {
+                    let base = (w * per_writer + g) * outputs;
+                    let changes = (0..outputs).map(|i| row(base + i, 0)).collect();
+                    s.commit(changes).unwrap().unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    let el = start.elapsed();
+    assert_eq!(s.high_water(), writers * per_writer);
+    s.close().unwrap();
+    (writers * per_writer) as f64 / el.as_secs_f64()
+}
+
+fn load(s: &Store, rows: u64) {
+    let chunk = 5000;
+    let mut n = 0;
+    while n < rows {
+        let end = (n + chunk).min(rows);
+        s.commit((n..end).map(|i| row(i, 0)).collect()).unwrap();
+        n = end;
+    }
+}
+
+fn scan_rate(s: &Store, rows: u64) -> f64 {
+    let w = s.high_water();
+    let start = Instant::now();
+    let mut count = 0u64;
+    for r in s.snapshot("ls_bench", &Selection::all(), w, None).unwrap() {
+        r.unwrap();
+        count += 1;
+    }
+    let el = start.elapsed();
+    assert_eq!(count, rows);
+    count as f64 / el.as_secs_f64()
+}
+
+fn first_selective_row(s: &Store, q: u64) -> Duration {
+    let sel = Selection::from_json(&serde_json::json!({"where": {"eq": ["owner", format!("owner-{:04}", q % 1000)]}})).unwrap();
+    let w = s.high_water();
+    let start = Instant::now();
+    let first = s.snapshot("ls_bench", &sel, w, None).unwrap().next().unwrap().unwrap();
+    let el = start.elapsed();
+    assert!(!first.key.is_empty());
+    el
+}
+
+fn main() {
+    // `cargo bench` passes --bench; ignore arguments.
+    let runs = 5;
+    let scale = if quick() { 10 } else { 1 };
+    println!("store bench ({} mode); durable = applied as one sled batch and flushed before ack", if quick() { "quick" } else { "full" });
+
+    for (writers, outputs, per) in [(1u64, 1u64, 2000u64), (8, 1, 1000), (1, 10, 1000), (8, 10, 500)] {
+        let per = (per / scale).max(10);
+        let v: Vec<f64> = (0..runs).map(|_| commit_rate(writers, outputs, per)).collect();
+        println!("commit groups/s  writers={writers} outputs/group={outputs:<2} groups={:<6} {}", writers * per, stats(v));
+    }
+
+    for rows in [100_000u64, 1_000_000] {
+        let rows = rows / scale;
+        let dir = tempdir();
+        let s = open(dir.path());
+        let t = Instant::now();
+        load(&s, rows);
+        println!("loaded {rows} rows in {:.1}s", t.elapsed().as_secs_f64());
+        let v: Vec<f64> = (0..runs).map(|_| scan_rate(&s, rows)).collect();
+        println!("snapshot scan rows/s at {rows:>8} rows: {}", stats(v));
+        if rows == 1_000_000 / scale {
+            let v: Vec<f64> = (0..50).map(|q| first_selective_row(&s, q * 37).as_secs_f64() * 1e6).collect();
+            println!("first row of selective eq (owner = 1 of 1000, ~{} matches) at {rows} rows, µs: {}", rows / 1000, stats(v));
+        }
+        if rows == 100_000 / scale {
+            let st = s.stats().unwrap();
+            println!(
+                "bytes/row after load:            disk {:>8.0}  retained(log+rows+index+blobs) {:>6.0}",
+                st.disk_bytes as f64 / rows as f64,
+                (st.log_bytes + st.row_bytes + st.blob_bytes) as f64 / rows as f64
+            );
+            // Replace every other row (new version, new evidence), then compact everything.
+            let mut n = 0;
+            while n < rows {
+                let end = (n + 5000).min(rows);
+                s.commit((n..end).step_by(2).map(|i| row(i, 1)).collect()).unwrap();
+                n = end;
+            }
+            let st = s.stats().unwrap();
+            println!(
+                "bytes/row after 50% replaced:    disk {:>8.0}  retained {:>6.0}",
+                st.disk_bytes as f64 / rows as f64,
+                (st.log_bytes + st.row_bytes + st.blob_bytes) as f64 / rows as f64
+            );
+            let t = Instant::now();
+            while s.compact_step(s.high_water(), 20_000).unwrap() {}
+            let ct = t.elapsed();
+            s.close().unwrap(); // let sled settle its segments
+            let s2 = Store::open(StoreConfig::new(dir.path().join("store"))).unwrap();
+            let st = s2.stats().unwrap();
+            println!(
+                "bytes/row after compaction:      disk {:>8.0}  retained {:>6.0}  (compaction took {:.2}s)",
+                st.disk_bytes as f64 / rows as f64,
+                (st.log_bytes + st.row_bytes + st.blob_bytes) as f64 / rows as f64,
+                ct.as_secs_f64()
+            );
+            s2.close().unwrap();
+        } else {
+            s.close().unwrap();
+        }
+    }
+}

@@ -1,0 +1,561 @@
+//! The committer: one thread owns every write to the live index and log. Writers enqueue groups;
+//! the committer drains whatever is queued, assigns consecutive sequences, stages all effective
+//! changes in memory, writes them as ONE sled batch, flushes once, and only then publishes
+//! (highWater, watch) and replies. This is group commit: concurrent writers share a flush.
+//!
+//! Why a single writer thread: blob reference counts, the current-version pointers and the
+//! sequence counter are read-modify-write state; serializing them here needs no locks and lets
+//! each drain read its own staged writes through [`Txn`].
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crate::select::{index_values, validate_attributes};
+
+use super::codec::{LogChange, LogGroup, NewVersion, OldVersion, RowVersion};
+use super::crash::crash_point;
+use super::{compact, keys, sha256, Change, Outpoint, RemoveReason, Shared, StoreError};
+use super::{MAX_BEEF_BYTES, MAX_CONTEXT_BYTES, MAX_SERVICE_BYTES, MAX_TOPIC_BYTES};
+
+type Reply<T> = SyncSender<Result<T, StoreError>>;
+
+pub(crate) enum Req {
+    Commit { changes: Vec<Change>, reply: Reply<Option<u64>> },
+    Expire { now: u64, reply: Reply<Option<u64>> },
+    Compact { horizon: u64, max_items: usize, reply: Reply<bool> },
+    Reset { reply: Reply<String> },
+    Shutdown,
+}
+
+/// Exact counters kept in `meta/stats`, updated in the same batch as the data they count.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Stats {
+    pub live_rows: u64,
+    pub log_groups: u64,
+    pub log_bytes: u64,
+    pub row_bytes: u64,
+    pub blob_bytes: u64,
+}
+
+impl Stats {
+    pub fn encode(&self) -> Vec<u8> {
+        [self.live_rows, self.log_groups, self.log_bytes, self.row_bytes, self.blob_bytes]
+            .iter()
+            .flat_map(|v| v.to_be_bytes())
+            .collect()
+    }
+    pub fn decode(b: &[u8]) -> Option<Stats> {
+        if b.len() != 40 {
+            return None;
+        }
+        let f = |i: usize| u64::from_be_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
+        Some(Stats { live_rows: f(0), log_groups: f(1), log_bytes: f(2), row_bytes: f(3), blob_bytes: f(4) })
+    }
+    pub fn retained(&self) -> u64 {
+        self.log_bytes.saturating_add(self.row_bytes).saturating_add(self.blob_bytes)
+    }
+}
+
+fn check_name(what: &str, s: &str, max: usize) -> Result<(), StoreError> {
+    if s.is_empty() || s.len() > max || s.contains('\0') {
+        return Err(StoreError::Invalid(format!("{what} must be 1..={max} bytes without NUL")));
+    }
+    Ok(())
+}
+
+/// Reject malformed changes before they reach the committer (runs on the caller's thread).
+pub(crate) fn validate(changes: &[Change]) -> Result<(), StoreError> {
+    for c in changes {
+        match c {
+            Change::Admit { service, topic, attributes, beef, context, .. } => {
+                check_name("service", service, MAX_SERVICE_BYTES)?;
+                check_name("topic", topic, MAX_TOPIC_BYTES)?;
+                validate_attributes(attributes).map_err(|e| StoreError::Invalid(e.message))?;
+                if beef.is_empty() || beef.len() > MAX_BEEF_BYTES {
+                    return Err(StoreError::Invalid(format!("beef must be 1..={MAX_BEEF_BYTES} bytes")));
+                }
+                if let Some(ctx) = context {
+                    check_name("context schema", &ctx.schema, MAX_TOPIC_BYTES)?;
+                    if ctx.bytes.len() > MAX_CONTEXT_BYTES {
+                        return Err(StoreError::Invalid(format!("context over {MAX_CONTEXT_BYTES} bytes")));
+                    }
+                }
+            }
+            Change::Remove { service, reason, spend, .. } => {
+                check_name("service", service, MAX_SERVICE_BYTES)?;
+                if let Some(s) = spend {
+                    if *reason != RemoveReason::Spent {
+                        return Err(StoreError::Invalid("spend evidence needs reason Spent".into()));
+                    }
+                    if s.beef.is_empty() || s.beef.len() > MAX_BEEF_BYTES {
+                        return Err(StoreError::Invalid(format!("spend beef must be 1..={MAX_BEEF_BYTES} bytes")));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+type Writes = HashMap<Vec<u8>, Option<Vec<u8>>>;
+
+/// Staged writes of one group, layered over the drain's staged writes and the database.
+pub(crate) struct Txn<'a> {
+    db: &'a sled::Db,
+    base: &'a Writes,
+    pub writes: Writes,
+    pub stats: Stats,
+}
+
+impl<'a> Txn<'a> {
+    pub fn new(db: &'a sled::Db, base: &'a Writes, stats: Stats) -> Self {
+        Txn { db, base, writes: Writes::new(), stats }
+    }
+    pub fn get(&self, k: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        if let Some(v) = self.writes.get(k) {
+            return Ok(v.clone());
+        }
+        if let Some(v) = self.base.get(k) {
+            return Ok(v.clone());
+        }
+        Ok(self.db.get(k).map_err(StoreError::io("reading the index"))?.map(|v| v.to_vec()))
+    }
+    pub fn put(&mut self, k: Vec<u8>, v: Vec<u8>) {
+        self.writes.insert(k, Some(v));
+    }
+    pub fn del(&mut self, k: Vec<u8>) {
+        self.writes.insert(k, None);
+    }
+
+    /// Reference a blob, storing it on first reference. Refs value: count u64 | length u64.
+    pub fn add_ref(&mut self, h: &[u8; 32], beef: &[u8]) -> Result<(), StoreError> {
+        let (n, len) = self.refs(h)?;
+        if n == 0 {
+            self.put(keys::blob(h).to_vec(), beef.to_vec());
+            self.stats.blob_bytes += 33 + beef.len() as u64;
+        }
+        self.put_refs(h, n + 1, if n == 0 { beef.len() as u64 } else { len });
+        Ok(())
+    }
+
+    /// Drop one reference; the blob is deleted with its last reference.
+    pub fn drop_ref(&mut self, h: &[u8; 32]) -> Result<(), StoreError> {
+        let (n, len) = self.refs(h)?;
+        if n <= 1 {
+            self.del(keys::blob(h).to_vec());
+            self.del(keys::refs(h).to_vec());
+            self.stats.blob_bytes = self.stats.blob_bytes.saturating_sub(33 + len);
+        } else {
+            self.put_refs(h, n - 1, len);
+        }
+        Ok(())
+    }
+
+    fn refs(&self, h: &[u8; 32]) -> Result<(u64, u64), StoreError> {
+        Ok(match self.get(&keys::refs(h))? {
+            None => (0, 0),
+            Some(v) if v.len() == 16 => (
+                u64::from_be_bytes(v[..8].try_into().unwrap()),
+                u64::from_be_bytes(v[8..].try_into().unwrap()),
+            ),
+            Some(_) => return Err(StoreError::Invalid("malformed blob reference record".into())),
+        })
+    }
+
+    fn put_refs(&mut self, h: &[u8; 32], n: u64, len: u64) {
+        let mut v = n.to_be_bytes().to_vec();
+        v.extend_from_slice(&len.to_be_bytes());
+        self.put(keys::refs(h).to_vec(), v);
+    }
+
+    fn current(&self, service: &str, o: &Outpoint) -> Result<Option<(u64, RowVersion)>, StoreError> {
+        let Some(c) = self.get(&keys::current(service, o))? else { return Ok(None) };
+        let created = u64::from_be_bytes(
+            c.as_slice().try_into().map_err(|_| StoreError::Invalid("malformed current-row pointer".into()))?,
+        );
+        let row = self
+            .get(&keys::row(service, created, o))?
+            .and_then(|b| RowVersion::decode(&b))
+            .ok_or_else(|| StoreError::Invalid(format!("row version {created} of a current row is unreadable")))?;
+        Ok(Some((created, row)))
+    }
+
+    fn create_version(&mut self, service: &str, created: u64, o: &Outpoint, row: &RowVersion) -> Result<(), StoreError> {
+        let enc = row.encode();
+        let k = keys::row(service, created, o);
+        let mut size = (k.len() + enc.len()) as u64;
+        self.put(k, enc);
+        for (name, v) in &row.attributes {
+            for s in index_values(v) {
+                let ik = keys::index(service, name, &s, created, o);
+                size += ik.len() as u64;
+                self.put(ik, Vec::new());
+            }
+        }
+        self.put(keys::current(service, o), created.to_be_bytes().to_vec());
+        if let Some(at) = row.expires_at {
+            self.put(keys::timer(at, service, o), created.to_be_bytes().to_vec());
+        }
+        let marker = keys::service_prefix(keys::SERVICE, service);
+        if self.get(&marker)?.is_none() {
+            self.put(marker, created.to_be_bytes().to_vec());
+        }
+        self.stats.row_bytes += size;
+        self.stats.live_rows += 1;
+        Ok(())
+    }
+
+    /// Mark the current version removed at `seq`. A version created by this same group is never
+    /// visible to any snapshot, so it is deleted outright (its key would collide otherwise).
+    fn remove_version(&mut self, service: &str, o: &Outpoint, created: u64, row: &RowVersion, seq: u64) -> Result<(), StoreError> {
+        self.del(keys::current(service, o));
+        if let Some(at) = row.expires_at {
+            self.del(keys::timer(at, service, o));
+        }
+        self.stats.live_rows = self.stats.live_rows.saturating_sub(1);
+        if created == seq {
+            return self.delete_version(service, o, created, row);
+        }
+        let mut enc = row.encode();
+        super::codec::set_row_removed(&mut enc, seq);
+        self.put(keys::row(service, created, o), enc);
+        Ok(())
+    }
+
+    /// Delete a row version's storage (row, index entries, its blob reference).
+    pub fn delete_version(&mut self, service: &str, o: &Outpoint, created: u64, row: &RowVersion) -> Result<(), StoreError> {
+        let k = keys::row(service, created, o);
+        let mut size = (k.len() + row.encode().len()) as u64;
+        self.del(k);
+        for (name, v) in &row.attributes {
+            for s in index_values(v) {
+                let ik = keys::index(service, name, &s, created, o);
+                size += ik.len() as u64;
+                self.del(ik);
+            }
+        }
+        self.stats.row_bytes = self.stats.row_bytes.saturating_sub(size);
+        self.drop_ref(&row.beef_hash)
+    }
+
+    pub fn read_row(&self, service: &str, created: u64, o: &Outpoint) -> Result<Option<RowVersion>, StoreError> {
+        match self.get(&keys::row(service, created, o))? {
+            None => Ok(None),
+            Some(b) => RowVersion::decode(&b)
+                .map(Some)
+                .ok_or_else(|| StoreError::Invalid(format!("row version {created} is unreadable"))),
+        }
+    }
+}
+
+/// Apply one group's changes at `seq`; returns the effective changes (empty = no change).
+fn apply_changes(txn: &mut Txn, seq: u64, changes: Vec<Change>) -> Result<Vec<LogChange>, StoreError> {
+    let mut log = Vec::new();
+    for c in changes {
+        match c {
+            Change::Admit { service, outpoint, topic, attributes, beef, context, expires_at } => {
+                let beef_hash = sha256(&beef);
+                let new_row = RowVersion { removed: 0, expires_at, beef_hash, topic, context, attributes };
+                let cur = txn.current(&service, &outpoint)?;
+                if let Some((_, old)) = &cur {
+                    if *old == new_row {
+                        continue; // identical re-admission: no change
+                    }
+                }
+                let old = match cur {
+                    Some((created, old)) => {
+                        txn.remove_version(&service, &outpoint, created, &old, seq)?;
+                        Some((created, old))
+                    }
+                    None => None,
+                };
+                txn.add_ref(&beef_hash, &beef)?; // the row version's reference
+                txn.add_ref(&beef_hash, &beef)?; // the log record's reference
+                txn.create_version(&service, seq, &outpoint, &new_row)?;
+                let evidence_changed = old.as_ref().is_some_and(|(_, o)| {
+                    o.topic != new_row.topic || o.beef_hash != new_row.beef_hash || o.context != new_row.context
+                });
+                log.push(LogChange {
+                    service,
+                    outpoint,
+                    old: old.map(|(created, o)| OldVersion { created, topic: o.topic, attributes: o.attributes }),
+                    new: Some(NewVersion {
+                        topic: new_row.topic,
+                        attributes: new_row.attributes,
+                        beef_hash,
+                        context: new_row.context,
+                        expires_at,
+                    }),
+                    reason: None,
+                    spend: None,
+                    evidence_changed,
+                });
+            }
+            Change::Remove { service, outpoint, reason, spend } => {
+                let Some((created, old)) = txn.current(&service, &outpoint)? else { continue };
+                txn.remove_version(&service, &outpoint, created, &old, seq)?;
+                let spend = match spend {
+                    Some(s) => {
+                        let h = sha256(&s.beef);
+                        txn.add_ref(&h, &s.beef)?;
+                        Some((s.spending_txid, h))
+                    }
+                    None => None,
+                };
+                log.push(LogChange {
+                    service,
+                    outpoint,
+                    old: Some(OldVersion { created, topic: old.topic, attributes: old.attributes }),
+                    new: None,
+                    reason: Some(reason),
+                    spend,
+                    evidence_changed: false,
+                });
+            }
+        }
+    }
+    Ok(log)
+}
+
+/// Changes withdrawing every row due at `now`, ordered by (expiresAt, service, outpoint).
+fn due_expiries(db: &sled::Db, now: u64) -> Result<Vec<Change>, StoreError> {
+    let mut out = Vec::new();
+    for kv in db.scan_prefix([keys::TIMER]) {
+        let (k, _) = kv.map_err(StoreError::io("scanning timers"))?;
+        let (at, service, outpoint) =
+            keys::parse_timer(&k).ok_or_else(|| StoreError::Invalid("malformed timer key".into()))?;
+        if at > now {
+            break; // expiry is exclusive: due when now >= expiresAt
+        }
+        out.push(Change::Remove { service, outpoint, reason: RemoveReason::Expired, spend: None });
+    }
+    Ok(out)
+}
+
+/// The committer's private state.
+pub(crate) struct Committer {
+    pub db: sled::Db,
+    pub shared: Arc<Shared>,
+    pub high_water: u64,
+    pub stats: Stats,
+    failed: bool,
+}
+
+/// Staged groups of one drain: written in one batch, flushed once.
+struct Drain {
+    writes: Writes,
+    stats: Stats,
+    last_seq: u64,
+    replies: Vec<(Reply<Option<u64>>, Result<Option<u64>, StoreError>)>,
+}
+
+pub(crate) fn spawn(db: sled::Db, shared: Arc<Shared>, stats: Stats, rx: Receiver<Req>) -> std::io::Result<JoinHandle<()>> {
+    let high_water = shared.high_water.load(Ordering::Acquire);
+    let mut c = Committer { db, shared, high_water, stats, failed: false };
+    std::thread::Builder::new().name("oll-committer".into()).spawn(move || c.run(rx))
+}
+
+/// Most requests taken into one drain; bounds batch size and reply latency.
+const MAX_DRAIN: usize = 4096;
+
+impl Committer {
+    fn run(&mut self, rx: Receiver<Req>) {
+        while let Ok(first) = rx.recv() {
+            let mut reqs = vec![first];
+            while reqs.len() < MAX_DRAIN {
+                match rx.try_recv() {
+                    Ok(r) => reqs.push(r),
+                    Err(_) => break,
+                }
+            }
+            if !self.handle(reqs) {
+                return;
+            }
+        }
+    }
+
+    fn new_drain(&self) -> Drain {
+        Drain { writes: Writes::new(), stats: self.stats, last_seq: self.high_water, replies: Vec::new() }
+    }
+
+    /// Handle a burst of requests; returns false on shutdown.
+    fn handle(&mut self, reqs: Vec<Req>) -> bool {
+        let mut drain = self.new_drain();
+        for req in reqs {
+            match req {
+                Req::Commit { changes, reply } => self.stage(&mut drain, changes, reply),
+                Req::Expire { now, reply } => {
+                    // Timers are read from the database, so earlier staged groups go first.
+                    self.finish(std::mem::replace(&mut drain, self.new_drain()));
+                    drain = self.new_drain();
+                    match self.failed_check().and_then(|_| due_expiries(&self.db, now)) {
+                        Ok(changes) => self.stage(&mut drain, changes, reply),
+                        Err(e) => {
+                            let _ = reply.send(Err(e));
+                        }
+                    }
+                }
+                Req::Compact { horizon, max_items, reply } => {
+                    self.finish(std::mem::replace(&mut drain, self.new_drain()));
+                    let r = self.failed_check().and_then(|_| compact::step(self, horizon, max_items));
+                    self.note_failure(&r);
+                    drain = self.new_drain();
+                    let _ = reply.send(r);
+                }
+                Req::Reset { reply } => {
+                    self.finish(std::mem::replace(&mut drain, self.new_drain()));
+                    let r = self.failed_check().and_then(|_| self.reset());
+                    self.note_failure(&r);
+                    drain = self.new_drain();
+                    let _ = reply.send(r);
+                }
+                Req::Shutdown => {
+                    self.finish(drain);
+                    return false;
+                }
+            }
+        }
+        self.finish(drain);
+        true
+    }
+
+    fn failed_check(&self) -> Result<(), StoreError> {
+        if self.failed {
+            let msg = self.shared.failed.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            return Err(StoreError::Failed(msg.unwrap_or_default()));
+        }
+        Ok(())
+    }
+
+    fn note_failure<T>(&mut self, r: &Result<T, StoreError>) {
+        if let Err(e @ StoreError::Io { .. }) = r {
+            self.failed = true;
+            *self.shared.failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+        }
+    }
+
+    /// Stage one group into the drain, or reply with its error (nothing of it is staged).
+    fn stage(&mut self, drain: &mut Drain, changes: Vec<Change>, reply: Reply<Option<u64>>) {
+        if let Err(e) = self.failed_check() {
+            let _ = reply.send(Err(e));
+            return;
+        }
+        let seq = drain.last_seq + 1;
+        let mut txn = Txn::new(&self.db, &drain.writes, drain.stats);
+        let result = apply_changes(&mut txn, seq, changes).and_then(|log| {
+            if log.is_empty() {
+                return Ok(None);
+            }
+            let enc = LogGroup { changes: log }.encode();
+            txn.stats.log_groups += 1;
+            txn.stats.log_bytes += 9 + enc.len() as u64;
+            txn.put(keys::log(seq).to_vec(), enc);
+            self.check_caps(&drain.stats, &txn.stats)?;
+            Ok(Some(seq))
+        });
+        if let Ok(Some(seq)) = result {
+            let Txn { writes, stats, .. } = txn;
+            drain.writes.extend(writes);
+            drain.stats = stats;
+            drain.last_seq = seq;
+        }
+        drain.replies.push((reply, result));
+    }
+
+    /// Caps apply only to growth: a group that shrinks the store always commits.
+    fn check_caps(&self, before: &Stats, after: &Stats) -> Result<(), StoreError> {
+        if let Some(limit) = self.shared.max_rows {
+            if after.live_rows > limit && after.live_rows > before.live_rows {
+                return Err(StoreError::Limit { what: "rows", limit });
+            }
+        }
+        if let Some(limit) = self.shared.max_retained_bytes {
+            if after.retained() > limit && after.retained() > before.retained() {
+                return Err(StoreError::Limit { what: "retained bytes", limit });
+            }
+        }
+        Ok(())
+    }
+
+    /// Write the drain as one batch, flush, then publish and reply.
+    fn finish(&mut self, drain: Drain) {
+        let Drain { mut writes, stats, last_seq, replies } = drain;
+        if writes.is_empty() {
+            for (reply, r) in replies {
+                let _ = reply.send(r);
+            }
+            return;
+        }
+        writes.insert(keys::meta("hw"), Some(last_seq.to_be_bytes().to_vec()));
+        writes.insert(keys::meta("stats"), Some(stats.encode()));
+        let outcome = self.write_durably(writes, "committing a group");
+        self.note_failure(&outcome);
+        match outcome {
+            Ok(()) => {
+                self.high_water = last_seq;
+                self.stats = stats;
+                self.publish(last_seq);
+                for (reply, r) in replies {
+                    let _ = reply.send(r);
+                }
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                for (reply, r) in replies {
+                    let _ = reply.send(match r {
+                        Ok(Some(_)) => Err(StoreError::Failed(msg.clone())),
+                        other => other,
+                    });
+                }
+            }
+        }
+    }
+
+    /// One atomic batch, then a flush. Fail points bracket each step for the crash tests.
+    pub fn write_durably(&self, writes: Writes, what: &str) -> Result<(), StoreError> {
+        let mut batch = sled::Batch::default();
+        for (k, v) in writes {
+            match v {
+                Some(v) => batch.insert(k, v),
+                None => batch.remove(k),
+            }
+        }
+        crash_point("before-write");
+        self.db.apply_batch(batch).map_err(StoreError::io(what))?;
+        crash_point("after-write");
+        self.db.flush().map_err(StoreError::io(format!("flushing after {what}")))?;
+        crash_point("after-flush");
+        Ok(())
+    }
+
+    /// Readers only learn of a sequence after it is durable (BRC-193 §4).
+    pub fn publish(&self, hw: u64) {
+        self.shared.high_water.store(hw, Ordering::Release);
+        self.shared.watch.send_replace(hw);
+    }
+
+    /// New epoch, empty log and index; session records (`x`) and the secret survive.
+    fn reset(&mut self) -> Result<String, StoreError> {
+        let mut writes = Writes::new();
+        for table in [keys::LOG, keys::ROW, keys::CURRENT, keys::INDEX, keys::TIMER, keys::BLOB, keys::REFS, keys::SERVICE] {
+            for kv in self.db.scan_prefix([table]) {
+                let (k, _) = kv.map_err(StoreError::io("scanning for reset"))?;
+                writes.insert(k.to_vec(), None);
+            }
+        }
+        let epoch = super::new_epoch()?;
+        writes.insert(keys::meta("epoch"), Some(epoch.clone().into_bytes()));
+        writes.insert(keys::meta("hw"), Some(0u64.to_be_bytes().to_vec()));
+        writes.insert(keys::meta("compacted"), Some(0u64.to_be_bytes().to_vec()));
+        writes.insert(keys::meta("stats"), Some(Stats::default().encode()));
+        self.write_durably(writes, "resetting the epoch")?;
+        *self.shared.epoch.write().unwrap_or_else(|p| p.into_inner()) = epoch.clone();
+        self.shared.compacted.store(0, Ordering::Release);
+        self.high_water = 0;
+        self.stats = Stats::default();
+        self.publish(0);
+        Ok(epoch)
+    }
+}

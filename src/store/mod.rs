@@ -1,0 +1,596 @@
+//! The durable store: one sled database per data directory holding the live index (versioned
+//! rows, attribute indexes, timers, evidence blobs), the retained change log, and the session
+//! layer's own records (DESIGN "Storage"; BRC-193 §3, §4, §8).
+//!
+//! Invariants (enforced in `commit.rs`):
+//! - Every commit is one atomic sled batch, flushed before its sequence is published: `high_water`
+//!   and `subscribe()` only ever report durable groups (BRC-193 §4 "Readers never see a sequence
+//!   that is not durable").
+//! - Sequences are consecutive from 1 within an epoch; a group with no effective change takes no
+//!   sequence. Concurrent commits share one batch and one flush (group commit).
+//! - A row version is visible in the snapshot at W iff `created <= W < removed` (removed = 0 means
+//!   present); versions are never edited except to set `removed`, so a snapshot at W is immutable.
+//! - Compaction never removes anything a reader positioned after the horizon could need.
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+
+use sha2::{Digest, Sha256};
+
+pub use crate::select::{AttrValue, Attributes};
+use crate::select::Selection;
+
+mod codec;
+mod commit;
+mod compact;
+pub mod crash;
+mod keys;
+mod project;
+mod scan;
+
+pub use codec::{LogChange, LogGroup, NewVersion, OldVersion};
+pub use keys::VERSION_KEY_LEN;
+pub use project::Projected;
+pub use scan::{LogIter, SnapshotIter, SnapshotRow};
+
+use commit::{Req, Stats};
+
+pub type Txid = [u8; 32];
+
+/// The schema version written into `meta`; a store with another version is refused.
+pub const SCHEMA_VERSION: u32 = 1;
+/// Bounds on names and payloads accepted by `commit` (nothing grows without bound).
+pub const MAX_SERVICE_BYTES: usize = 256;
+pub const MAX_TOPIC_BYTES: usize = 1024;
+pub const MAX_CONTEXT_BYTES: usize = 64 * 1024;
+pub const MAX_BEEF_BYTES: usize = 64 * 1024 * 1024;
+
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub struct Outpoint {
+    pub txid: Txid,
+    pub output_index: u32,
+}
+
+/// BRC-192 output context: an application schema IRI and opaque bytes.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct Context {
+    pub schema: String,
+    pub bytes: Vec<u8>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum RemoveReason {
+    /// The output was spent (Engine `outputSpent`); may carry spend evidence.
+    Spent,
+    /// The host evicted it (Engine `outputEvicted`).
+    Evicted,
+    /// The Engine no longer retains it (`outputNoLongerRetainedInHistory`).
+    NotRetained,
+    /// Its `expiresAt` passed (only produced by `apply_expiries`, but accepted from callers).
+    Expired,
+}
+
+impl RemoveReason {
+    /// The `withdraw` reason string for this removal (BRC-192 withdraw payload).
+    pub fn as_withdraw_reason(self) -> &'static str {
+        match self {
+            RemoveReason::Spent => "spent",
+            RemoveReason::Evicted => "evicted",
+            RemoveReason::NotRetained => "removed",
+            RemoveReason::Expired => "expired",
+        }
+    }
+}
+
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct SpendInput {
+    pub spending_txid: Txid,
+    /// BEEF of the spending transaction (spend evidence).
+    pub beef: Vec<u8>,
+}
+
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum Change {
+    /// Admit or replace the row (service, outpoint). Re-admitting an identical row is no change;
+    /// any difference (topic, attributes, evidence, context, expiry) replaces the version.
+    Admit {
+        service: String,
+        outpoint: Outpoint,
+        topic: String,
+        attributes: Attributes,
+        beef: Vec<u8>,
+        context: Option<Context>,
+        expires_at: Option<u64>,
+    },
+    /// Remove the row if present (absent rows: no change). `spend` only with `Spent`.
+    Remove { service: String, outpoint: Outpoint, reason: RemoveReason, spend: Option<SpendInput> },
+}
+
+#[derive(Clone, Debug)]
+pub struct StoreConfig {
+    pub path: PathBuf,
+    pub create: bool,
+    /// Maximum present rows (all services); commits that would exceed it fail with `Limit`.
+    pub max_rows: Option<u64>,
+    /// Maximum retained bytes (log + row versions + index entries + blobs, as encoded).
+    pub max_retained_bytes: Option<u64>,
+}
+
+impl StoreConfig {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        StoreConfig { path: path.into(), create: false, max_rows: None, max_retained_bytes: None }
+    }
+}
+
+#[derive(Debug)]
+pub enum StoreError {
+    /// No store at the path and `create` was not set.
+    Missing { path: PathBuf },
+    /// The data directory exists but is not a readable store of this schema.
+    Corrupt { path: PathBuf, detail: String },
+    /// sled or file-system failure.
+    Io { context: String, source: sled::Error },
+    /// A configured cap would be exceeded; nothing was written.
+    Limit { what: &'static str, limit: u64 },
+    /// A change or argument is malformed; nothing was written.
+    Invalid(String),
+    /// Something a reader asked for was compacted (session layer: reset-required).
+    Gone(String),
+    /// The store was closed.
+    Closed,
+    /// An earlier write failed; the store must be reopened before writing again.
+    Failed(String),
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::Missing { path } => write!(
+                f,
+                "no store at {}: open it with `create: true` to create a new one",
+                path.display()
+            ),
+            StoreError::Corrupt { path, detail } => {
+                write!(f, "store at {} is unreadable: {detail}", path.display())
+            }
+            StoreError::Io { context, source } => write!(f, "{context}: {source}"),
+            StoreError::Limit { what, limit } => write!(f, "store limit reached: {what} (limit {limit})"),
+            StoreError::Invalid(m) => write!(f, "invalid change: {m}"),
+            StoreError::Gone(m) => write!(f, "no longer retained: {m}"),
+            StoreError::Closed => write!(f, "store is closed"),
+            StoreError::Failed(m) => write!(f, "store failed earlier and must be reopened: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StoreError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl StoreError {
+    pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(sled::Error) -> StoreError {
+        let context = context.into();
+        move |source| StoreError::Io { context, source }
+    }
+}
+
+/// Counters reported by [`Store::stats`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreStats {
+    pub high_water: u64,
+    pub compacted_through: u64,
+    pub epoch: String,
+    /// Present rows, all services.
+    pub rows: u64,
+    /// Retained log groups and their encoded bytes.
+    pub log_groups: u64,
+    pub log_bytes: u64,
+    /// Retained row versions and index entries, encoded bytes.
+    pub row_bytes: u64,
+    /// Retained evidence blobs, bytes.
+    pub blob_bytes: u64,
+    /// What sled reports on disk.
+    pub disk_bytes: u64,
+}
+
+/// State shared with the committer thread.
+pub(crate) struct Shared {
+    pub path: PathBuf,
+    pub high_water: AtomicU64,
+    pub compacted: AtomicU64,
+    pub epoch: RwLock<String>,
+    pub watch: tokio::sync::watch::Sender<u64>,
+    pub failed: Mutex<Option<String>>,
+    pub max_rows: Option<u64>,
+    pub max_retained_bytes: Option<u64>,
+}
+
+pub struct Store {
+    shared: Arc<Shared>,
+    secret: [u8; 32],
+    db: RwLock<Option<sled::Db>>,
+    tx: Mutex<Option<mpsc::Sender<Req>>>,
+    committer: Mutex<Option<JoinHandle<()>>>,
+}
+
+pub(crate) fn sha256(b: &[u8]) -> [u8; 32] {
+    Sha256::digest(b).into()
+}
+
+fn corrupt(path: &Path, detail: impl Into<String>) -> StoreError {
+    StoreError::Corrupt { path: path.to_path_buf(), detail: detail.into() }
+}
+
+/// sled leaves `conf` and `db` files in a directory it manages.
+fn looks_like_sled(path: &Path) -> bool {
+    path.join("conf").exists() || path.join("db").exists()
+}
+
+fn random<const N: usize>() -> Result<[u8; N], StoreError> {
+    let mut b = [0u8; N];
+    getrandom::fill(&mut b).map_err(|e| StoreError::Invalid(format!("no system randomness: {e}")))?;
+    Ok(b)
+}
+
+fn new_epoch() -> Result<String, StoreError> {
+    Ok(hex::encode(random::<16>()?))
+}
+
+struct Meta {
+    epoch: String,
+    secret: [u8; 32],
+    high_water: u64,
+    compacted: u64,
+    stats: Stats,
+}
+
+fn read_u64(db: &sled::Db, path: &Path, name: &str) -> Result<u64, StoreError> {
+    let v = db.get(keys::meta(name)).map_err(StoreError::io("reading store metadata"))?;
+    let v = v.ok_or_else(|| corrupt(path, format!("metadata `{name}` is missing")))?;
+    Ok(u64::from_be_bytes(
+        v.as_ref().try_into().map_err(|_| corrupt(path, format!("metadata `{name}` is malformed")))?,
+    ))
+}
+
+fn read_meta(db: &sled::Db, path: &Path) -> Result<Meta, StoreError> {
+    let get = |n: &str| {
+        db.get(keys::meta(n))
+            .map_err(StoreError::io("reading store metadata"))?
+            .ok_or_else(|| corrupt(path, format!("metadata `{n}` is missing")))
+    };
+    let schema = get("schema")?;
+    if schema.as_ref() != SCHEMA_VERSION.to_be_bytes() {
+        return Err(corrupt(path, format!("unsupported schema {:?} (expected {SCHEMA_VERSION})", schema.as_ref())));
+    }
+    let epoch = String::from_utf8(get("epoch")?.to_vec()).map_err(|_| corrupt(path, "epoch is not text"))?;
+    if epoch.len() != 32 || !epoch.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)) {
+        return Err(corrupt(path, "epoch is malformed"));
+    }
+    let secret: [u8; 32] = get("secret")?.as_ref().try_into().map_err(|_| corrupt(path, "secret is malformed"))?;
+    let stats = Stats::decode(&get("stats")?).ok_or_else(|| corrupt(path, "stats are malformed"))?;
+    let high_water = read_u64(db, path, "hw")?;
+    let compacted = read_u64(db, path, "compacted")?;
+    if compacted > high_water {
+        return Err(corrupt(path, "compactedThrough is above highWater"));
+    }
+    // The newest group must be present unless compacted: a cheap check against a torn store.
+    if high_water > compacted
+        && !db.contains_key(keys::log(high_water)).map_err(StoreError::io("reading the log"))?
+    {
+        return Err(corrupt(path, format!("log group {high_water} is missing")));
+    }
+    Ok(Meta { epoch, secret, high_water, compacted, stats })
+}
+
+fn is_lock_error(e: &sled::Error) -> bool {
+    matches!(e, sled::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock
+        || io.to_string().contains("could not acquire lock"))
+}
+
+/// How long `open` waits for the file lock. sled finishes background I/O of a dropped database
+/// on its thread pool, so a path closed a moment ago in this process can stay locked briefly.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+fn open_sled(path: &Path) -> Result<sled::Db, StoreError> {
+    let started = std::time::Instant::now();
+    loop {
+        match sled::Config::new().path(path).open() {
+            Ok(db) => return Ok(db),
+            Err(e) if is_lock_error(&e) && started.elapsed() < LOCK_WAIT => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) if is_lock_error(&e) => {
+                return Err(StoreError::Io {
+                    context: format!("store at {} is open in another process or handle", path.display()),
+                    source: e,
+                })
+            }
+            Err(e @ (sled::Error::Corruption { .. } | sled::Error::Unsupported(_))) => {
+                return Err(corrupt(path, e.to_string()))
+            }
+            Err(e) => {
+                return Err(StoreError::Io { context: format!("opening store at {}", path.display()), source: e })
+            }
+        }
+    }
+}
+
+fn init_meta(db: &sled::Db) -> Result<(), StoreError> {
+    let mut b = sled::Batch::default();
+    b.insert(keys::meta("schema"), SCHEMA_VERSION.to_be_bytes().to_vec());
+    b.insert(keys::meta("epoch"), new_epoch()?.into_bytes());
+    b.insert(keys::meta("secret"), random::<32>()?.to_vec());
+    b.insert(keys::meta("hw"), 0u64.to_be_bytes().to_vec());
+    b.insert(keys::meta("compacted"), 0u64.to_be_bytes().to_vec());
+    b.insert(keys::meta("stats"), Stats::default().encode());
+    db.apply_batch(b).map_err(StoreError::io("initializing the store"))?;
+    db.flush().map_err(StoreError::io("flushing the new store"))?;
+    Ok(())
+}
+
+impl Store {
+    /// Open (or with `create`, create) the store at `cfg.path`. A missing store without
+    /// `create` is `Missing`; an unreadable one is `Corrupt` and is never replaced.
+    pub fn open(cfg: StoreConfig) -> Result<Arc<Store>, StoreError> {
+        let path = cfg.path.clone();
+        let existed = looks_like_sled(&path);
+        if !existed && !cfg.create {
+            return Err(StoreError::Missing { path });
+        }
+        if path.exists() && !path.is_dir() {
+            return Err(corrupt(&path, "path is not a directory"));
+        }
+        let db = open_sled(&path)?;
+        let has_schema = db.contains_key(keys::meta("schema")).map_err(StoreError::io("reading store metadata"))?;
+        if !has_schema {
+            // sled files without our metadata: a creation that never completed, or foreign data.
+            let empty = db.iter().next().is_none();
+            if !empty {
+                return Err(corrupt(&path, "not an overlay-lookup-live store (no schema record)"));
+            }
+            if !cfg.create {
+                return Err(StoreError::Missing { path });
+            }
+            init_meta(&db)?;
+        }
+        crash::crash_point("open");
+        let meta = read_meta(&db, &path)?;
+        let (watch, _) = tokio::sync::watch::channel(meta.high_water);
+        let shared = Arc::new(Shared {
+            path: path.clone(),
+            high_water: AtomicU64::new(meta.high_water),
+            compacted: AtomicU64::new(meta.compacted),
+            epoch: RwLock::new(meta.epoch),
+            watch,
+            failed: Mutex::new(None),
+            max_rows: cfg.max_rows,
+            max_retained_bytes: cfg.max_retained_bytes,
+        });
+        let (tx, rx) = mpsc::channel();
+        let committer = commit::spawn(db.clone(), shared.clone(), meta.stats, rx)
+            .map_err(|e| StoreError::Invalid(format!("cannot start the committer thread: {e}")))?;
+        Ok(Arc::new(Store {
+            shared,
+            secret: meta.secret,
+            db: RwLock::new(Some(db)),
+            tx: Mutex::new(Some(tx)),
+            committer: Mutex::new(Some(committer)),
+        }))
+    }
+
+    /// Stop the committer (pending commits finish first), flush, and release the database so
+    /// the path can be reopened in this process. Idempotent. Iterators still alive keep sled
+    /// open until they are dropped.
+    pub fn close(&self) -> Result<(), StoreError> {
+        let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(tx) = tx {
+            let _ = tx.send(Req::Shutdown);
+        }
+        let handle = self.committer.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
+        let db = self.db.write().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(db) = db {
+            db.flush().map_err(StoreError::io("flushing on close"))?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn db(&self) -> Result<sled::Db, StoreError> {
+        self.db.read().unwrap_or_else(|p| p.into_inner()).clone().ok_or(StoreError::Closed)
+    }
+
+    fn request<T>(&self, make: impl FnOnce(mpsc::SyncSender<Result<T, StoreError>>) -> Req) -> Result<T, StoreError> {
+        if let Some(f) = self.shared.failed.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            return Err(StoreError::Failed(f));
+        }
+        let (reply, wait) = mpsc::sync_channel(1);
+        {
+            let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
+            let tx = tx.as_ref().ok_or(StoreError::Closed)?;
+            tx.send(make(reply)).map_err(|_| StoreError::Closed)?;
+        }
+        wait.recv().map_err(|_| StoreError::Closed)?
+    }
+
+    /// The store's epoch: 32 lowercase hex digits, kept across restarts.
+    pub fn epoch(&self) -> String {
+        self.shared.epoch.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// A random 32-byte secret created with the store (for cursor MACs).
+    pub fn secret(&self) -> [u8; 32] {
+        self.secret
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    /// The highest durable, published sequence (0 = empty log).
+    pub fn high_water(&self) -> u64 {
+        self.shared.high_water.load(Ordering::Acquire)
+    }
+
+    /// A receiver that changes after each publish (its value is the new highWater). Subscribe
+    /// first, then re-read, then wait: no lost wakeups (BRC-193 §4).
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.shared.watch.subscribe()
+    }
+
+    /// Commit one indivisible group. Blocks until the group is durable and published. Returns
+    /// its sequence, or `None` when nothing changed (no sequence is used).
+    pub fn commit(&self, changes: Vec<Change>) -> Result<Option<u64>, StoreError> {
+        commit::validate(&changes)?;
+        self.request(|reply| Req::Commit { changes, reply })
+    }
+
+    /// Commit ONE group withdrawing every row with `expires_at <= now`, ordered by
+    /// (expiresAt, service, outpoint), reason `expired` (BRC-193 §8). `None` if none were due.
+    pub fn apply_expiries(&self, now: u64) -> Result<Option<u64>, StoreError> {
+        self.request(|reply| Req::Expire { now, reply })
+    }
+
+    /// Whether the service ever had a row in this epoch (backfill decision).
+    pub fn service_has_rows(&self, service: &str) -> Result<bool, StoreError> {
+        let k = keys::service_prefix(keys::SERVICE, service);
+        self.db()?.contains_key(k).map_err(StoreError::io("reading service marker"))
+    }
+
+    /// Rows of `service` selected by `sel` in the immutable snapshot at `w`, in the selection's
+    /// order, strictly after `after_key` (a [`SnapshotRow::key`] from an earlier scan with the
+    /// same service, selection and `w`).
+    pub fn snapshot<'a>(
+        &'a self,
+        service: &str,
+        sel: &Selection,
+        w: u64,
+        after_key: Option<&[u8]>,
+    ) -> Result<scan::SnapshotIter<'a>, StoreError> {
+        if w > self.high_water() {
+            return Err(StoreError::Invalid(format!("snapshot at {w} is above highWater")));
+        }
+        // Versions removed at or below compactedThrough are gone: older snapshots are incomplete.
+        if w < self.compacted_through() {
+            return Err(StoreError::Gone(format!("snapshot at {w} is below compactedThrough")));
+        }
+        scan::SnapshotIter::new(self.db()?, service, sel, w, after_key)
+    }
+
+    /// Log groups with `after < seq <= upto`, ascending. `Gone` if part of that range was
+    /// compacted.
+    pub fn log_after(&self, after: u64, upto: u64) -> scan::LogIter {
+        let upto = upto.min(self.high_water());
+        if after < self.compacted_through() {
+            return scan::LogIter::failed(StoreError::Gone(format!(
+                "log through {} was compacted (asked from {after})",
+                self.compacted_through()
+            )));
+        }
+        match self.db() {
+            Ok(db) => scan::LogIter::new(db, after, upto),
+            Err(e) => scan::LogIter::failed(e),
+        }
+    }
+
+    /// The observations `group` produces for a session on (service, selection).
+    pub fn project(&self, group: &LogGroup, service: &str, sel: &Selection) -> Vec<Projected> {
+        project::project(group, service, sel)
+    }
+
+    /// Evidence bytes by sha256.
+    pub fn blob(&self, hash: &[u8; 32]) -> Result<Option<sled::IVec>, StoreError> {
+        self.db()?.get(keys::blob(hash)).map_err(StoreError::io("reading a blob"))
+    }
+
+    pub fn compacted_through(&self) -> u64 {
+        self.shared.compacted.load(Ordering::Acquire)
+    }
+
+    /// Delete log groups with seq <= horizon, the row versions they removed, and blobs nobody
+    /// references any more; at most about `max_items` deletions per call. Returns whether more
+    /// remains below the horizon. The horizon is clamped to highWater.
+    pub fn compact_step(&self, horizon: u64, max_items: usize) -> Result<bool, StoreError> {
+        self.request(|reply| Req::Compact { horizon, max_items: max_items.max(1), reply })
+    }
+
+    /// The session layer's records; keys are namespaced internally (any bytes are fine).
+    pub fn aux_get(&self, key: &[u8]) -> Result<Option<sled::IVec>, StoreError> {
+        self.db()?.get(keys::aux(key)).map_err(StoreError::io("reading a session record"))
+    }
+
+    /// Atomically put (Some) or delete (None) session records; durable before returning.
+    pub fn aux_write(&self, puts: Vec<(Vec<u8>, Option<Vec<u8>>)>) -> Result<(), StoreError> {
+        let db = self.db()?;
+        let mut b = sled::Batch::default();
+        for (k, v) in puts {
+            match v {
+                Some(v) => b.insert(keys::aux(&k), v),
+                None => b.remove(keys::aux(&k)),
+            }
+        }
+        db.apply_batch(b).map_err(StoreError::io("writing session records"))?;
+        db.flush().map_err(StoreError::io("flushing session records"))?;
+        Ok(())
+    }
+
+    /// Session records whose key starts with `prefix`, ascending; keys without the namespace.
+    pub fn aux_scan_prefix(
+        &self,
+        prefix: &[u8],
+    ) -> impl Iterator<Item = Result<(Vec<u8>, sled::IVec), StoreError>> + 'static {
+        let it = match self.db() {
+            Ok(db) => Ok(db.scan_prefix(keys::aux(prefix))),
+            Err(e) => Err(e),
+        };
+        let (ok, err) = match it {
+            Ok(i) => (Some(i), None),
+            Err(e) => (None, Some(e)),
+        };
+        err.map(Err).into_iter().chain(ok.into_iter().flatten().map(|r| {
+            r.map(|(k, v)| (k[1..].to_vec(), v)).map_err(StoreError::io("scanning session records"))
+        }))
+    }
+
+    /// Deliberate reset: a new epoch with an empty log and no rows (session records are kept;
+    /// the secret is kept). Returns the new epoch.
+    pub fn reset_epoch(&self) -> Result<String, StoreError> {
+        self.request(|reply| Req::Reset { reply })
+    }
+
+    pub fn stats(&self) -> Result<StoreStats, StoreError> {
+        let db = self.db()?;
+        let s = Stats::decode(
+            &db.get(keys::meta("stats"))
+                .map_err(StoreError::io("reading stats"))?
+                .ok_or_else(|| corrupt(self.path(), "stats missing"))?,
+        )
+        .ok_or_else(|| corrupt(self.path(), "stats malformed"))?;
+        Ok(StoreStats {
+            high_water: self.high_water(),
+            compacted_through: self.compacted_through(),
+            epoch: self.epoch(),
+            rows: s.live_rows,
+            log_groups: s.log_groups,
+            log_bytes: s.log_bytes,
+            row_bytes: s.row_bytes,
+            blob_bytes: s.blob_bytes,
+            disk_bytes: db.size_on_disk().map_err(StoreError::io("measuring disk use"))?,
+        })
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}

@@ -1,0 +1,53 @@
+//! Projection of a log group onto one session's (service, selection) — BRC-193 §3 "Membership
+//! transitions are query-specific"; DESIGN "The live companion".
+//!
+//! Per change, in the group's change order: membership before = old version exists and matches;
+//! after = new version exists and matches.
+//! - enter -> `Output`;
+//! - leave with the row gone -> `Withdraw` with the removal's reason (`spent`, `evicted`,
+//!   `expired`, or `removed` when the Engine stopped retaining it), and for an actual spend with
+//!   evidence also `Spend` right after the withdraw;
+//! - leave with the row still present (attributes changed) -> `Withdraw{not-selected}`;
+//! - stay a member with changed topic, evidence or context -> a new `Output`;
+//! - otherwise nothing. An empty result means the group is irrelevant to the session.
+use crate::select::Selection;
+
+use super::codec::LogGroup;
+use super::{Context, Outpoint, Txid};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Projected {
+    Output { outpoint: Outpoint, topic: String, beef_hash: [u8; 32], context: Option<Context> },
+    Spend { previous: Outpoint, spending_txid: Txid, beef_hash: [u8; 32] },
+    Withdraw { outpoint: Outpoint, reason: &'static str },
+}
+
+pub(crate) fn project(group: &LogGroup, service: &str, sel: &Selection) -> Vec<Projected> {
+    let mut out = Vec::new();
+    for ch in group.changes.iter().filter(|c| c.service == service) {
+        let before = ch.old.as_ref().is_some_and(|o| sel.matches(&o.topic, &o.attributes));
+        let after = ch.new.as_ref().filter(|n| sel.matches(&n.topic, &n.attributes));
+        match (before, after) {
+            (false, None) => {}
+            (_, Some(n)) if !before || ch.evidence_changed => out.push(Projected::Output {
+                outpoint: ch.outpoint.clone(),
+                topic: n.topic.clone(),
+                beef_hash: n.beef_hash,
+                context: n.context.clone(),
+            }),
+            (_, Some(_)) => {}
+            (true, None) => {
+                let reason = match (&ch.new, ch.reason) {
+                    (Some(_), _) => "not-selected",
+                    (None, Some(r)) => r.as_withdraw_reason(),
+                    (None, None) => "removed",
+                };
+                out.push(Projected::Withdraw { outpoint: ch.outpoint.clone(), reason });
+                if let Some((spending_txid, beef_hash)) = ch.spend {
+                    out.push(Projected::Spend { previous: ch.outpoint.clone(), spending_txid, beef_hash });
+                }
+            }
+        }
+    }
+    out
+}
