@@ -9,6 +9,123 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/** A cancellation handle: JS trips it when the HTTP response closes early. */
+export declare class NativeCancel {
+  constructor()
+  cancel(): void
+}
+
+export declare class NativeLive {
+  /** Registers a wrapped service with its rules; returns the rulesDigest. */
+  registerService(name: string, rules: any): string
+  /** Whether the store holds any history for this service (backfill decision). */
+  serviceHasHistory(name: string): boolean
+  /**
+   * Commits one indivisible group durably. Resolves with its sequence (a decimal
+   * string) once it is flushed and published, or null when nothing changed.
+   */
+  commit(changes: Array<NativeChange>): Promise<string | null>
+  /** Applies expiry timers due now (normally done by opens and reads). */
+  applyExpiries(): Promise<string | null>
+  open(body: Buffer, who: CallerInfo, access: string, selection: any): Promise<NativeResponse>
+  /**
+   * A read; long-polls when the live log has nothing eligible. Tripping
+   * `cancel` ends a waiting poll with `cancelled` and consumes nothing.
+   */
+  read(body: Buffer, who: CallerInfo, access: string, cancel: NativeCancel): Promise<NativeResponse>
+  close(body: Buffer, who: CallerInfo): Promise<NativeResponse>
+  /**
+   * The service and query of a session the caller owns (for the host's
+   * authorization callback), or null.
+   */
+  describeSession(session: string, who: CallerInfo): SessionInfo | null
+  revoke(principal: string): Promise<number>
+  revokeSession(session: string): Promise<boolean>
+  /** One bounded compaction pass; resolves true when more work remains. */
+  compact(maxItems: number): Promise<boolean>
+  /** Deliberate reset: a new epoch; every existing cursor gets reset-required. */
+  resetEpoch(): Promise<string>
+  epoch(): string
+  highWater(): string
+  stats(): LiveStats
+  /** Test support: moves this provider's clock forward (expiry tests). */
+  advanceClockMs(ms: number): void
+  /**
+   * Test support: commits `changes` at the exact point where the next long poll
+   * has registered its waiter and is about to sleep (BRC-193 §7).
+   */
+  injectAfterWaiterRegistered(changes: Array<NativeChange>): void
+  /** Flushes and releases the data directory so it can be reopened. */
+  closeStore(): Promise<void>
+}
+
+export interface CallerInfo {
+  principal: string
+  authenticated: boolean
+}
+
+export interface LiveConfig {
+  dataDir: string
+  /** Create the store when it does not exist yet. Without it a missing store is an error. */
+  create?: boolean
+  provider: string
+  network: string
+  genesisHash: string
+  sessionSeconds: number
+  replaySeconds: number
+  maxBytes?: number
+  maxObservations?: number
+  maxWaitMs?: number
+  maxRows?: number
+  maxRetainedBytes?: number
+  maxSessionsPerPrincipal?: number
+  maxWaiters?: number
+  maxWaitersPerPrincipal?: number
+  maxConcurrentWork?: number
+}
+
+export interface LiveStats {
+  sessions: number
+  waiters: number
+  highWater: string
+  epoch: string
+  logBytes: number
+  rows: number
+  diskBytes: number
+}
+
+/** One membership change handed over by the JS ingest layer. */
+export interface NativeChange {
+  /** `admit` or `remove`. */
+  op: string
+  service: string
+  txid: string
+  outputIndex: number
+  topic?: string
+  attributes?: any
+  beef?: Buffer
+  contextSchema?: string
+  contextBytes?: Buffer
+  expiresAt?: number
+  /** For `remove`: `spent`, `evicted`, `not-retained` or `expired`. */
+  reason?: string
+  spendingTxid?: string
+  spendBeef?: Buffer
+}
+
+export interface NativeResponse {
+  status: number
+  body: Buffer
+}
+
+/** Opens (or creates) the store and the provider on top of it. */
+export declare function openLive(config: LiveConfig): Promise<NativeLive>
+
+export interface SessionInfo {
+  service: string
+  query: any
+}
+
 export declare function version(): string
 
 /** RFC 8785 canonical form of a JSON text. */

@@ -835,6 +835,9 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.NativeCancel = nativeBinding.NativeCancel
+module.exports.NativeLive = nativeBinding.NativeLive
+module.exports.openLive = nativeBinding.openLive
 module.exports.version = nativeBinding.version
 module.exports.wireCanonicalizeJson = nativeBinding.wireCanonicalizeJson
 module.exports.wireDigestJson = nativeBinding.wireDigestJson

@@ -39,6 +39,28 @@ function toNativeChange (c) {
   }
 }
 
+/**
+ * Async native calls reject with a `[code] message` text (napi promises carry
+ * no custom code); this restores `err.code` and `err.status`.
+ */
+function nativeError (err) {
+  const m = /^\[([a-z-]+)\] ([\s\S]*)$/.exec(err && err.message)
+  if (m) {
+    err.message = m[2]
+    err.code = m[1]
+    err.status = wire.statusOf(m[1])
+  }
+  return err
+}
+
+async function call (promise) {
+  try {
+    return await promise
+  } catch (err) {
+    throw nativeError(err)
+  }
+}
+
 function errorResponse (code, message, extra) {
   return { status: wire.statusOf(code), body: wire.errorBody(code, message, extra) }
 }
@@ -55,7 +77,7 @@ class LiveLookup {
       throw new TypeError('LiveLookup.open needs chain: { network, genesisHash }')
     }
     if (!o.provider) throw new TypeError('LiveLookup.open needs provider (identity key or HTTPS origin)')
-    const core = await native.openLive({
+    const core = await call(native.openLive({
       dataDir: o.dataDir,
       create: !!o.create,
       provider: o.provider,
@@ -72,7 +94,7 @@ class LiveLookup {
       maxWaiters: o.maxWaiters,
       maxWaitersPerPrincipal: o.maxWaitersPerPrincipal,
       maxConcurrentWork: o.maxConcurrentWork
-    })
+    }))
     return new LiveLookup(core, o)
   }
 
@@ -88,7 +110,7 @@ class LiveLookup {
   /** Commits one indivisible group; resolves with its sequence or null. */
   async commit (changes) {
     if (!changes || changes.length === 0) return null
-    return this.core.commit(changes.map(toNativeChange))
+    return call(this.core.commit(changes.map(toNativeChange)))
   }
 
   /**
@@ -255,4 +277,4 @@ function topicsServedBy (engine, serviceName) {
   return Object.keys(engine.managers || {})
 }
 
-module.exports = { LiveLookup, toNativeChange }
+module.exports = { LiveLookup, toNativeChange, nativeError }

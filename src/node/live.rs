@@ -16,7 +16,7 @@ use crate::wire::Limits;
 
 use super::error::{coded, invalid_arg, js_error, JsResult};
 
-type Result<T> = JsResult<T>;
+type Res<T> = JsResult<T>;
 
 fn store_error(e: crate::store::StoreError) -> napi::Error<String> {
     coded("unavailable", e.to_string())
@@ -122,12 +122,12 @@ pub struct NativeLive {
     provider: Arc<Provider>,
 }
 
-fn hex32(s: &str, what: &str) -> Result<[u8; 32]> {
+fn hex32(s: &str, what: &str) -> napi::Result<[u8; 32], String> {
     let v = hex::decode(s).map_err(|_| invalid_arg(format!("{what} must be 64 hex characters")))?;
     v.try_into().map_err(|_| invalid_arg(format!("{what} must be 64 hex characters")))
 }
 
-fn attr_value(v: &Value) -> Result<AttrValue> {
+fn attr_value(v: &Value) -> napi::Result<AttrValue, String> {
     Ok(match v {
         Value::String(s) => AttrValue::Str(s.clone()),
         Value::Bool(b) => AttrValue::Bool(*b),
@@ -142,13 +142,13 @@ fn attr_value(v: &Value) -> Result<AttrValue> {
                     Value::Array(_) => Err(invalid_arg("attribute lists cannot nest")),
                     other => attr_value(other),
                 })
-                .collect::<Result<_>>()?,
+                .collect::<Res<_>>()?,
         ),
         _ => return Err(invalid_arg("attribute values are strings, safe integers, booleans or lists of those")),
     })
 }
 
-fn attributes(v: Option<&Value>) -> Result<BTreeMap<String, AttrValue>> {
+fn attributes(v: Option<&Value>) -> napi::Result<BTreeMap<String, AttrValue>, String> {
     let mut out = BTreeMap::new();
     match v {
         None | Some(Value::Null) => {}
@@ -162,7 +162,7 @@ fn attributes(v: Option<&Value>) -> Result<BTreeMap<String, AttrValue>> {
     Ok(out)
 }
 
-fn to_change(c: NativeChange) -> Result<Change> {
+fn to_change(c: NativeChange) -> napi::Result<Change, String> {
     let outpoint = Outpoint { txid: hex32(&c.txid, "txid")?, output_index: c.output_index };
     match c.op.as_str() {
         "admit" => Ok(Change::Admit {
@@ -210,16 +210,25 @@ fn respond(r: crate::session::Response) -> NativeResponse {
     NativeResponse { status: r.status as u32, body: r.body.into() }
 }
 
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+/// Runs store work on a blocking thread, with panics caught. Promises of async
+/// napi functions can only reject with a plain `napi::Error`, so the wire code is
+/// carried as a `[code] ` message prefix that js/live.js turns back into `.code`.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Res<T> + Send + 'static) -> napi::Result<T> {
     tokio::task::spawn_blocking(move || std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)))
         .await
-        .map_err(|e| coded("unavailable", format!("native task failed: {e}")))?
-        .map_err(|_| coded("unavailable", "native code panicked"))?
+        .map_err(|e| coded("unavailable", format!("native task failed: {e}")))
+        .and_then(|r| r.map_err(|_| coded("unavailable", "native code panicked")))
+        .and_then(|r| r)
+        .map_err(to_async)
+}
+
+fn to_async(e: napi::Error<String>) -> napi::Error {
+    napi::Error::new(napi::Status::GenericFailure, format!("[{}] {}", e.status, e.reason))
 }
 
 /// Opens (or creates) the store and the provider on top of it.
 #[napi]
-pub async fn open_live(config: LiveConfig) -> Result<NativeLive> {
+pub async fn open_live(config: LiveConfig) -> napi::Result<NativeLive> {
     blocking(move || {
         let store = Store::open(StoreConfig {
             path: PathBuf::from(&config.data_dir),
@@ -229,11 +238,11 @@ pub async fn open_live(config: LiveConfig) -> Result<NativeLive> {
         })
         .map_err(store_error)?;
         let provider_limits = Limits::provider(
-            config.max_bytes.unwrap_or(crate::wire::PROFILE_MAX_BYTES),
-            config.max_observations.unwrap_or(crate::wire::PROFILE_MAX_OBSERVATIONS),
-            config.max_wait_ms.unwrap_or(crate::wire::PROFILE_MAX_WAIT_MS),
+            config.max_bytes.unwrap_or(crate::wire::limits::PROFILE_MAX_BYTES),
+            config.max_observations.unwrap_or(crate::wire::limits::PROFILE_MAX_OBSERVATIONS),
+            config.max_wait_ms.unwrap_or(crate::wire::limits::PROFILE_MAX_WAIT_MS),
         )
-        .map_err(js_error)?;
+        .map_err(|e| coded("invalid", e))?;
         let defaults = Caps::default();
         let caps = Caps {
             max_sessions_per_principal: config.max_sessions_per_principal.map(|v| v as usize).unwrap_or(defaults.max_sessions_per_principal),
@@ -263,21 +272,21 @@ pub async fn open_live(config: LiveConfig) -> Result<NativeLive> {
 impl NativeLive {
     /// Registers a wrapped service with its rules; returns the rulesDigest.
     #[napi]
-    pub fn register_service(&self, name: String, rules: Value) -> Result<String> {
+    pub fn register_service(&self, name: String, rules: Value) -> napi::Result<String, String> {
         self.provider.register_service(&name, &rules).map_err(js_error)
     }
 
     /// Whether the store holds any history for this service (backfill decision).
     #[napi]
-    pub fn service_has_history(&self, name: String) -> Result<bool> {
+    pub fn service_has_history(&self, name: String) -> napi::Result<bool, String> {
         self.provider.store().service_has_rows(&name).map_err(store_error)
     }
 
     /// Commits one indivisible group durably. Resolves with its sequence (a decimal
     /// string) once it is flushed and published, or null when nothing changed.
     #[napi]
-    pub async fn commit(&self, changes: Vec<NativeChange>) -> Result<Option<String>> {
-        let changes = changes.into_iter().map(to_change).collect::<Result<Vec<_>>>()?;
+    pub async fn commit(&self, changes: Vec<NativeChange>) -> napi::Result<Option<String>> {
+        let changes = changes.into_iter().map(to_change).collect::<Res<Vec<_>>>().map_err(to_async)?;
         let p = self.provider.clone();
         blocking(move || {
             p.store().commit(changes).map(|s| s.map(|v| v.to_string())).map_err(store_error)
@@ -287,7 +296,7 @@ impl NativeLive {
 
     /// Applies expiry timers due now (normally done by opens and reads).
     #[napi]
-    pub async fn apply_expiries(&self) -> Result<Option<String>> {
+    pub async fn apply_expiries(&self) -> napi::Result<Option<String>> {
         let p = self.provider.clone();
         blocking(move || {
             let now = p.now();
@@ -297,7 +306,7 @@ impl NativeLive {
     }
 
     #[napi]
-    pub async fn open(&self, body: Buffer, who: CallerInfo, access: String, selection: Value) -> Result<NativeResponse> {
+    pub async fn open(&self, body: Buffer, who: CallerInfo, access: String, selection: Value) -> napi::Result<NativeResponse> {
         let p = self.provider.clone();
         let body = body.to_vec();
         blocking(move || Ok(respond(p.open(&body, &caller(who), &access, &selection)))).await
@@ -321,7 +330,7 @@ impl NativeLive {
     }
 
     #[napi]
-    pub async fn close(&self, body: Buffer, who: CallerInfo) -> Result<NativeResponse> {
+    pub async fn close(&self, body: Buffer, who: CallerInfo) -> napi::Result<NativeResponse> {
         let p = self.provider.clone();
         let body = body.to_vec();
         blocking(move || Ok(respond(p.close(&body, &caller(who))))).await
@@ -335,27 +344,27 @@ impl NativeLive {
     }
 
     #[napi]
-    pub async fn revoke(&self, principal: String) -> Result<u32> {
+    pub async fn revoke(&self, principal: String) -> napi::Result<u32> {
         let p = self.provider.clone();
         blocking(move || p.revoke(&principal).map(|n| n as u32).map_err(js_error)).await
     }
 
     #[napi]
-    pub async fn revoke_session(&self, session: String) -> Result<bool> {
+    pub async fn revoke_session(&self, session: String) -> napi::Result<bool> {
         let p = self.provider.clone();
         blocking(move || p.revoke_session(&session).map_err(js_error)).await
     }
 
     /// One bounded compaction pass; resolves true when more work remains.
     #[napi]
-    pub async fn compact(&self, max_items: u32) -> Result<bool> {
+    pub async fn compact(&self, max_items: u32) -> napi::Result<bool> {
         let p = self.provider.clone();
         blocking(move || p.compact(max_items as usize).map_err(js_error)).await
     }
 
     /// Deliberate reset: a new epoch; every existing cursor gets reset-required.
     #[napi]
-    pub async fn reset_epoch(&self) -> Result<String> {
+    pub async fn reset_epoch(&self) -> napi::Result<String> {
         let p = self.provider.clone();
         blocking(move || p.store().reset_epoch().map_err(store_error)).await
     }
@@ -371,9 +380,9 @@ impl NativeLive {
     }
 
     #[napi]
-    pub fn stats(&self) -> LiveStats {
-        let s = self.provider.store().stats();
-        LiveStats {
+    pub fn stats(&self) -> napi::Result<LiveStats, String> {
+        let s = self.provider.store().stats().map_err(store_error)?;
+        Ok(LiveStats {
             sessions: self.provider.session_count() as u32,
             waiters: self.provider.waiters.total() as u32,
             high_water: s.high_water.to_string(),
@@ -381,7 +390,7 @@ impl NativeLive {
             log_bytes: s.log_bytes as i64,
             rows: s.rows as i64,
             disk_bytes: s.disk_bytes as i64,
-        }
+        })
     }
 
     /// Test support: moves this provider's clock forward (expiry tests).
@@ -393,15 +402,15 @@ impl NativeLive {
     /// Test support: commits `changes` at the exact point where the next long poll
     /// has registered its waiter and is about to sleep (BRC-193 §7).
     #[napi]
-    pub fn inject_after_waiter_registered(&self, changes: Vec<NativeChange>) -> Result<()> {
-        let changes = changes.into_iter().map(to_change).collect::<Result<Vec<_>>>()?;
+    pub fn inject_after_waiter_registered(&self, changes: Vec<NativeChange>) -> napi::Result<(), String> {
+        let changes = changes.into_iter().map(to_change).collect::<Res<Vec<_>>>()?;
         self.provider.hooks.after_waiter_registered.lock().unwrap().push(changes);
         Ok(())
     }
 
     /// Flushes and releases the data directory so it can be reopened.
     #[napi]
-    pub async fn close_store(&self) -> Result<()> {
+    pub async fn close_store(&self) -> napi::Result<()> {
         let p = self.provider.clone();
         blocking(move || p.store().close().map_err(store_error)).await
     }

@@ -6,7 +6,8 @@
 
 use serde_json::Value;
 
-use crate::wire::{ErrorCode, Limit, LimitKind, Limits, WireError, PROFILE_MAX_BYTES, PROFILE_MAX_OBSERVATIONS};
+use crate::wire::limits::{PROFILE_MAX_BYTES, PROFILE_MAX_OBSERVATIONS};
+use crate::wire::{ErrorCode, Limit, LimitKind, Limits, WireError};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
@@ -137,6 +138,7 @@ pub fn group(id: &str, sequence: u64, observations: &[Vec<u8>]) -> RenderedGroup
 
 /// Accumulates whole groups under the effective limits.
 pub struct Packer {
+    limits: Limits,
     max_bytes: usize,
     max_observations: usize,
     groups: Vec<Vec<u8>>,
@@ -156,6 +158,7 @@ pub enum Offer {
 impl Packer {
     pub fn new(limits: &Limits) -> Packer {
         Packer {
+            limits: *limits,
             max_bytes: limits.max_bytes as usize,
             max_observations: limits.max_observations as usize,
             groups: Vec::new(),
@@ -193,7 +196,7 @@ impl Packer {
         if !self.groups.is_empty() {
             return Offer::Full;
         }
-        Offer::Limited(limited_for(envelope, g.bytes.len(), g.observations, self.max_bytes))
+        Offer::Limited(limited_for(envelope, g.bytes.len(), g.observations, &self.limits))
     }
 
     /// Checks that an envelope with no groups fits at all.
@@ -203,7 +206,7 @@ impl Packer {
         } else {
             Err(limited_error(
                 LimitKind::Envelope,
-                Some(envelope as u64),
+                Some(minimum_body(envelope, 0, &self.limits) as u64),
                 None,
                 "the byte limit cannot hold the batch envelope",
             ))
@@ -225,9 +228,28 @@ fn limited_error(kind: LimitKind, bytes: Option<u64>, observations: Option<u64>,
     e
 }
 
+fn digits(n: u64) -> usize {
+    n.to_string().len()
+}
+
+/// The smallest `maxBytes` that holds a body of `envelope + group_len` bytes
+/// rendered under `limits`. The body echoes the limits, so their digits count:
+/// `maxBytes` is taken as the answer itself (a fixed point), the other two at
+/// their widest profile values, so the advertised minimum always suffices.
+fn minimum_body(envelope: usize, group_len: usize, limits: &Limits) -> usize {
+    let echoed = digits(limits.max_bytes as u64) + digits(limits.max_observations as u64) + digits(limits.wait_ms as u64);
+    let widest_others = digits(PROFILE_MAX_OBSERVATIONS as u64) + digits(crate::wire::limits::PROFILE_MAX_WAIT_MS as u64);
+    let base = envelope + group_len + widest_others - echoed;
+    let mut need = base + digits(base as u64);
+    while base + digits(need as u64) != need {
+        need = base + digits(need as u64);
+    }
+    need
+}
+
 /// The `limited` answer for a first group that does not fit (BRC-193 §8).
-fn limited_for(envelope: usize, group_len: usize, group_obs: usize, max_bytes: usize) -> WireError {
-    let need = envelope + group_len;
+fn limited_for(envelope: usize, group_len: usize, group_obs: usize, limits: &Limits) -> WireError {
+    let need = minimum_body(envelope, group_len, limits);
     if need > PROFILE_MAX_BYTES as usize || group_obs > PROFILE_MAX_OBSERVATIONS as usize {
         return limited_error(
             LimitKind::PermanentGroup,
@@ -236,8 +258,13 @@ fn limited_for(envelope: usize, group_len: usize, group_obs: usize, max_bytes: u
             "the next group is larger than this profile can ever deliver",
         );
     }
-    if envelope > max_bytes {
-        return limited_error(LimitKind::Envelope, Some(envelope as u64), None, "the byte limit cannot hold the batch envelope");
+    if envelope > limits.max_bytes as usize {
+        return limited_error(
+            LimitKind::Envelope,
+            Some(minimum_body(envelope, 0, limits) as u64),
+            None,
+            "the byte limit cannot hold the batch envelope",
+        );
     }
     limited_error(
         LimitKind::Group,
@@ -301,18 +328,25 @@ mod tests {
 
     #[test]
     fn first_group_too_big_is_limited_with_its_minimum() {
-        let f = frame(200, 10);
+        let f = frame(400, 10);
         let t = tail("CUR");
         let env = f.envelope_len(&t);
+        assert!(env < 400);
         let mut p = Packer::new(&f.limits);
         let big = observation("x", b"{}", "withdraw", &serde_json::json!({"reason": "r".repeat(500)}));
         let g = group("g", 1, &[big]);
         let need = env + g.bytes.len();
+        let rendered = g.bytes.clone();
         match p.offer(env, g) {
             Offer::Limited(e) => {
                 let l = e.limit.unwrap();
                 assert_eq!(l.kind, LimitKind::Group);
-                assert_eq!(l.minimum_bytes, Some(need as u32));
+                let min = l.minimum_bytes.unwrap() as usize;
+                assert!(min >= need && min <= need + 8, "{min} vs {need}");
+                // The advertised minimum really holds the body once it is echoed.
+                let f2 = Frame { limits: Limits { max_bytes: min as u32, max_observations: 1024, wait_ms: 25000 }, ..f };
+                let body = f2.render(&t, &[rendered]);
+                assert!(body.len() <= min, "{} > {min}", body.len());
             }
             _ => panic!("expected limited"),
         }

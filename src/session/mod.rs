@@ -496,7 +496,7 @@ impl Provider {
         for (i, p) in projected.iter().enumerate() {
             let oid = format!("{gid}.{i}");
             let (kind, payload) = match p {
-                Projected::Output { outpoint, beef_hash, context } => ("output", self.output_payload(outpoint, beef_hash, context)?),
+                Projected::Output { outpoint, beef_hash, context, .. } => ("output", self.output_payload(outpoint, beef_hash, context)?),
                 Projected::Spend { previous, spending_txid, beef_hash } => (
                     "spend",
                     json!({"previous": self.outpoint_json(previous), "spendingTxid": hex::encode(spending_txid), "beef": self.blob_b64(beef_hash)?}),

@@ -65,6 +65,7 @@ pub struct Waiters {
 }
 
 /// Holds one waiter slot; released on drop (completion, error or cancellation).
+#[derive(Debug)]
 pub struct WaitGuard {
     counts: Arc<Mutex<(usize, HashMap<String, usize>)>>,
     principal: String,
