@@ -1,0 +1,64 @@
+'use strict'
+// The benchmark harness in quick mode: it must run every section to completion and write the
+// report, the raw JSON and the plots. Nothing here looks at speed.
+
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { spawnSync } = require('node:child_process')
+
+const SECTIONS = ['catalogue', 'commits', 'waiters', 'disk', 'caps']
+
+test('npm run bench -- --quick runs every section and writes RESULTS.md, results.json and the plots', () => {
+  const out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-quick-'))
+  try {
+    const run = spawnSync(process.execPath, [path.join(__dirname, '..', 'bench', 'run.js'), '--quick', '--out', out], {
+      encoding: 'utf8',
+      timeout: 170000
+    })
+    if (run.status !== 0) throw new Error(`bench exited ${run.status} ${run.signal || ''}\n${run.stderr.slice(-3000)}`)
+
+    const results = JSON.parse(fs.readFileSync(path.join(out, 'results.json'), 'utf8'))
+    expect(results.quick).toBe(true)
+    expect(Object.keys(results.sections).sort()).toEqual([...SECTIONS].sort())
+    expect(results.machine.node).toBe(process.version)
+
+    // Every catalogue size has both sides of each comparison, each from the same rounds.
+    const cat = results.sections.catalogue
+    expect(cat.sizes.map(s => s.size)).toEqual(results.plans.catalogue.sizes)
+    for (const s of cat.sizes) {
+      for (const key of ['firstBatchMs', 'engineLookupMs', 'engineOverFirstBatch', 'drainInProcessObsPerSec', 'drainHttpObsPerSec']) {
+        expect(s[key].n).toBe(results.plans.catalogue.runs)
+        expect(s[key].min).toBeLessThanOrEqual(s[key].median)
+        expect(s[key].median).toBeLessThanOrEqual(s[key].max)
+      }
+    }
+    expect(results.sections.waiters.sizes.map(s => s.waiters)).toEqual(results.plans.waiters.sizes)
+    expect(results.sections.commits.eightOverOne.n).toBe(results.plans.commits.runs)
+    expect(results.sections.disk.afterCompactionBytesPerRow.n).toBe(results.plans.disk.runs)
+
+    // Past every cap: an explicit status, and the process still served afterwards.
+    const caps = results.sections.caps.cases
+    expect(caps.length).toBeGreaterThanOrEqual(10)
+    for (const c of caps) {
+      expect(typeof c.status).toBe('number')
+      expect(c.alive).toBe(true)
+    }
+    const refused = caps.filter(c => c.status >= 400)
+    for (const c of refused.filter(c => c.status !== 431)) expect(typeof c.code).toBe('string')
+
+    const md = fs.readFileSync(path.join(out, 'RESULTS.md'), 'utf8')
+    for (const heading of ['## Machine', '## 1. Catalogue size', '## 2. Snapshot drain', '## 3. Durable commit', '## 4. Commit-to-delivery', '## 5. Memory', '## 6. Bytes on disk', '## 7. Behaviour past each cap', '## 8. Native benchmarks']) {
+      expect(md).toContain(heading)
+    }
+    expect(md).toContain('npm run bench -- --quick --out ' + out)
+    for (const svg of ['latency-vs-catalogue.svg', 'latency-vs-waiters.svg']) {
+      const text = fs.readFileSync(path.join(out, svg), 'utf8')
+      expect(text.startsWith('<svg')).toBe(true)
+      expect(text).toContain('<polyline')
+      expect(md).toContain(`(${svg})`)
+    }
+  } finally {
+    fs.rmSync(out, { recursive: true, force: true })
+  }
+}, 180000)

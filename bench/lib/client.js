@@ -1,0 +1,102 @@
+'use strict'
+// A minimal lookup-live client for the benchmarks: request bodies, a snapshot drain in process
+// (LiveLookup.open/read) and the same drain over HTTP (the router over loopback). Both parse every
+// page, as a client must to find the cursor and the observations.
+
+const crypto = require('node:crypto')
+const { PROFILE } = require('../../js')
+const { SERVICE } = require('./rows')
+const { now } = require('./common')
+
+/** Page limits of every benchmark read: the profile maxima (BRC-193 §2). */
+const PAGE = { maxBytes: 4 * 1024 * 1024, maxObservations: 1024, waitMs: 0 }
+const PUBLIC = { principal: '', authenticated: false }
+
+function openBody (query = {}, limits = PAGE, requestId = crypto.randomBytes(16).toString('hex')) {
+  return Buffer.from(JSON.stringify({ version: 1, requestId, service: SERVICE, query, limits }))
+}
+
+function readBody (session, cursor, limits = PAGE) {
+  return Buffer.from(JSON.stringify({ version: 1, session, cursor, limits }))
+}
+
+function closeBody (session) {
+  return Buffer.from(JSON.stringify({ version: 1, session }))
+}
+
+function parse (res, what) {
+  const text = Buffer.from(res.body).toString('utf8')
+  if (res.status !== 200) throw new Error(`${what} answered ${res.status}: ${text.slice(0, 300)}`)
+  return JSON.parse(text)
+}
+
+function countObservations (batch) {
+  let n = 0
+  for (const g of batch.groups) n += g.observations.length
+  return n
+}
+
+/** Outpoints ("txid.index") of the output observations of a batch, in order. */
+function outpointsOf (batch) {
+  const out = []
+  for (const g of batch.groups) {
+    for (const o of g.observations) {
+      if (o.kind === 'output') out.push(`${o.payload.evidence.txid}.${o.payload.evidence.outputIndex}`)
+    }
+  }
+  return out
+}
+
+/** Opens a session in process; resolves the parsed first batch and the latency in ms. */
+async function openInProcess (live, query = {}, caller = PUBLIC, limits = PAGE) {
+  const t0 = now()
+  const res = await live.open(openBody(query, limits), caller)
+  const batch = parse(res, 'open')
+  return { batch, ms: now() - t0 }
+}
+
+/** Opens and reads until the snapshot is complete; the session is closed afterwards. */
+async function drainInProcess (live, query = {}, caller = PUBLIC) {
+  const t0 = now()
+  let b = parse(await live.open(openBody(query), caller), 'open')
+  let observations = countObservations(b)
+  let pages = 1
+  while (!b.snapshotComplete) {
+    b = parse(await live.read(readBody(b.session, b.cursor), caller), 'read')
+    observations += countObservations(b)
+    pages++
+  }
+  const ms = now() - t0
+  await live.closeSession(closeBody(b.session), caller)
+  return { ms, observations, pages }
+}
+
+const HTTP_HEADERS = {
+  'content-type': 'application/json',
+  'cache-control': 'no-store',
+  'x-bsv-overlay-profile': PROFILE
+}
+
+async function post (base, op, body) {
+  const res = await fetch(`${base}/overlay/v1/lookup/${op}`, { method: 'POST', headers: HTTP_HEADERS, body })
+  const buf = Buffer.from(await res.arrayBuffer())
+  return { status: res.status, body: buf, headers: res.headers }
+}
+
+/** The same drain as drainInProcess, over HTTP (unauthenticated public mode). */
+async function drainHttp (base, query = {}) {
+  const t0 = now()
+  let b = parse(await post(base, 'open', openBody(query)), 'HTTP open')
+  let observations = countObservations(b)
+  let pages = 1
+  while (!b.snapshotComplete) {
+    b = parse(await post(base, 'read', readBody(b.session, b.cursor)), 'HTTP read')
+    observations += countObservations(b)
+    pages++
+  }
+  const ms = now() - t0
+  await post(base, 'close', closeBody(b.session))
+  return { ms, observations, pages }
+}
+
+module.exports = { PAGE, PUBLIC, HTTP_HEADERS, openBody, readBody, closeBody, parse, countObservations, outpointsOf, openInProcess, drainInProcess, drainHttp, post }

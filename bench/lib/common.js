@@ -1,0 +1,97 @@
+'use strict'
+// Small helpers shared by the benchmark sections: timing, summaries, memory readings.
+
+const fs = require('node:fs')
+const path = require('node:path')
+
+/** Milliseconds from a monotonic clock. */
+function now () {
+  return performance.now()
+}
+
+/** Sorted copy. */
+function sorted (values) {
+  return [...values].sort((a, b) => a - b)
+}
+
+/** Nearest-rank percentile (p in 0..100) of a list of numbers. */
+function percentile (values, p) {
+  if (values.length === 0) return NaN
+  const s = sorted(values)
+  const rank = Math.ceil((p / 100) * s.length)
+  return s[Math.min(s.length - 1, Math.max(0, rank - 1))]
+}
+
+/**
+ * min/median/max of repeated runs, keeping the raw values for results.json.
+ * The median of an even count is the lower middle value (a value that was measured).
+ */
+function summary (values, unit) {
+  if (values.length === 0) return { n: 0, unit, min: null, median: null, max: null, runs: [] }
+  const s = sorted(values)
+  return { n: s.length, unit, min: s[0], median: s[Math.floor((s.length - 1) / 2)], max: s[s.length - 1], runs: values }
+}
+
+/** Resident set size in bytes, from /proc (process.memoryUsage().rss reads the same number). */
+function rssBytes () {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync('/proc/self/status', 'utf8'))
+    if (m) return Number(m[1]) * 1024
+  } catch {}
+  return process.memoryUsage().rss
+}
+
+/** Peak resident set size in bytes (VmHWM) of this process. */
+function peakRssBytes () {
+  try {
+    const m = /VmHWM:\s+(\d+) kB/.exec(fs.readFileSync('/proc/self/status', 'utf8'))
+    if (m) return Number(m[1]) * 1024
+  } catch {}
+  return null
+}
+
+/** Runs a full GC when the process was started with --expose-gc (twice: weak callbacks). */
+function gc () {
+  if (typeof global.gc === 'function') {
+    global.gc()
+    global.gc()
+  }
+}
+
+/** A memory reading after a GC. */
+function memory () {
+  gc()
+  const m = process.memoryUsage()
+  return { rss: rssBytes(), heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers }
+}
+
+/** Total bytes of the regular files under dir. */
+function dirBytes (dir) {
+  let total = 0
+  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name)
+    if (e.isDirectory()) total += dirBytes(p)
+    else if (e.isFile()) total += fs.statSync(p).size
+  }
+  return total
+}
+
+function sleep (ms) {
+  return new Promise(resolve => setTimeout(resolve, ms))
+}
+
+/** Waits until predicate() is true, polling every few ms; throws after timeoutMs. */
+async function until (predicate, timeoutMs, what) {
+  const end = Date.now() + timeoutMs
+  while (!predicate()) {
+    if (Date.now() > end) throw new Error('timed out waiting for ' + what)
+    await sleep(5)
+  }
+}
+
+/** Logs progress to stderr so stdout stays clean for tools. */
+function progress (...args) {
+  process.stderr.write('[bench] ' + args.join(' ') + '\n')
+}
+
+module.exports = { now, percentile, summary, rssBytes, peakRssBytes, gc, memory, dirBytes, sleep, until, progress }

@@ -1,0 +1,286 @@
+'use strict'
+// Renders results.json as bench/RESULTS.md. Every number printed here comes from the results
+// object; text that is not a measurement says so.
+
+function num (v) {
+  if (v === null || v === undefined || !Number.isFinite(v)) return '—'
+  const a = Math.abs(v)
+  if (a >= 100) return Math.round(v).toLocaleString('en-US')
+  if (a >= 10) return v.toFixed(1)
+  if (a >= 1) return v.toFixed(2)
+  return v.toPrecision(2)
+}
+
+function bytes (v) {
+  if (v === null || v === undefined || !Number.isFinite(v)) return '—'
+  const a = Math.abs(v)
+  if (a >= 1024 * 1024 * 1024) return (v / (1024 * 1024 * 1024)).toFixed(2) + ' GiB'
+  if (a >= 1024 * 1024) return (v / (1024 * 1024)).toFixed(1) + ' MiB'
+  if (a >= 10 * 1024) return (v / 1024).toFixed(1) + ' KiB'
+  return Math.round(v).toLocaleString('en-US') + ' B'
+}
+
+/** "median (min–max)" of a summary; "—" when nothing was measured. */
+function cell (s, fmt = num) {
+  if (!s || s.n === 0) return '—'
+  if (s.n === 1) return `${fmt(s.median)} (1 run)`
+  return `${fmt(s.median)} (${fmt(s.min)}–${fmt(s.max)})`
+}
+
+function table (head, rows) {
+  return [
+    '| ' + head.join(' | ') + ' |',
+    '|' + head.map(() => '---').join('|') + '|',
+    ...rows.map(r => '| ' + r.join(' | ') + ' |')
+  ].join('\n')
+}
+
+function machineSection (r) {
+  const m = r.machine
+  return `## Machine
+
+${table(['', ''], [
+    ['CPU', `${m.cpuModel}, ${m.cpuCount} logical CPUs (os.cpus())` + (m.cpuMHz ? `, ${m.cpuMHz} MHz reported` : ', clock not reported by the VM')],
+    ['Memory', bytes(m.memoryBytes) + ` (free at start: ${bytes(m.freeMemoryBytesAtStart)})`],
+    ['OS', m.os],
+    ['Node', m.node],
+    ['rustc', m.rustc || 'not found'],
+    ['Git commit', (m.gitCommit || 'unknown') + (m.gitDirty ? ' (with uncommitted changes to tracked files)' : '')],
+    ['Load average (1/5/15 min) at start', m.loadAverageAtStart.map(v => v.toFixed(2)).join(' / ')],
+    ['Load average at end', m.loadAverageAtEnd ? m.loadAverageAtEnd.map(v => v.toFixed(2)).join(' / ') : '—']
+  ])}
+
+The machine is a shared 2-core VM: other work may have run at the same time (see the load
+averages), which widens the min–max ranges. The native addon was built with
+\`npx napi build --platform --profile ci\` (optimized, no LTO).
+`
+}
+
+function catalogueSection (c) {
+  const sizes = c.sizes
+  const runsNote = sizes.map(s => `${s.size.toLocaleString('en-US')} rows: first batch ${s.plan.first}, Engine.lookup ${s.plan.engine}, drain ${s.plan.drain}, HTTP drain ${s.plan.http}`).join('; ')
+  const missingEngine = sizes.filter(s => s.engineLookupMs.n === 0)
+  let engineNote = ''
+  if (missingEngine.length > 0) {
+    const measured = sizes.filter(s => s.engineLookupMs.n > 0)
+    const biggest = measured[measured.length - 1]
+    const perRowUs = biggest ? biggest.engineLookupMs.median * 1000 / biggest.size : null
+    engineNote = `
+**Engine.lookup was not measured at ${missingEngine.map(s => s.size.toLocaleString('en-US')).join(', ')} rows.**
+It answers with one SQLite query per outpoint and materializes every BEEF as a JS number array, so a
+full answer does not fit this run's time budget.` + (biggest
+      ? ` For scale only (an extrapolation, not a measurement): at the ${biggest.size.toLocaleString('en-US')}-row
+median of ${num(perRowUs)} µs per output, ${missingEngine.map(s => `${s.size.toLocaleString('en-US')} rows would take about ${num(perRowUs * s.size / 1e6)} s`).join(', ')}
+per answer. \`npm run bench -- --engine-at-1m\` measures it once.`
+      : '') + '\n'
+  }
+  return `## 1. Catalogue size: live first batch against the full BRC-24 answer
+
+What is compared, on the same rows in the same process and the same round:
+- **live open: first batch**: \`LiveLookup.open\` of query \`{}\` (every note) with the profile's maximum
+  page (1024 observations, 4 MiB), until its first batch is in hand (parsed);
+- **Engine.lookup: full answer**: \`engine.lookup({service: 'ls_notes', query: {}})\` on a real
+  \`@bsv/overlay\` Engine (knex + better-sqlite3) whose lookup service is the demo \`NotesLookupService\`
+  wrapped by \`live.wrap\`: the complete BRC-24 output list with every BEEF;
+- **live: full snapshot drain**: open plus reads until \`snapshotComplete\`, every page parsed, the
+  same complete answer as Engine.lookup's (the count is checked on both sides).
+
+Rows: ${c.authors} real signed note transactions (NoteFactory) serve as templates; row *n* has its own
+txid, the template's locking script, and the template's ${c.beefBytes}-byte BEEF with *n* stamped into its
+last 8 bytes (distinct evidence per row). The live store was loaded with \`live.commit\` in groups of
+1,000 admits (the change a live companion would produce); the Engine's \`outputs\`, \`transactions\`,
+\`applied_transactions\` and the notes table were filled with the same rows in bulk through prepared
+statements on knex's own better-sqlite3 connection (transactions of 20,000 rows, \`synchronous=OFF\`
+during the load, a 256 MiB SQLite page cache kept for the queries). Before measuring, the live first
+page is checked to name the same outpoints, in the same order, as the lookup service's answer.
+The catalogue grows in place (each size adds rows to the previous one).
+
+Runs per figure: ${runsNote}. Each cell is median (min–max).
+
+${table(['rows', 'live first batch, ms', 'Engine.lookup full answer, ms', 'Engine.lookup / first batch', 'live full drain, ms', 'Engine.lookup / full drain'], sizes.map(s => [
+    s.size.toLocaleString('en-US'), cell(s.firstBatchMs), cell(s.engineLookupMs), cell(s.engineOverFirstBatch), cell(s.drainInProcessMs), cell(s.engineOverDrain)
+  ]))}
+${engineNote}
+![latency against catalogue size](latency-vs-catalogue.svg)
+
+Loading (one pass each, for orientation): ${sizes.map(s => `${s.size.toLocaleString('en-US')}: +${s.load.addedRows.toLocaleString('en-US')} rows at ${num(s.load.liveCommitRowsPerSec)} rows/s into the live store, ${num(s.load.sqliteBulkRowsPerSec)} rows/s into SQLite`).join('; ')}.
+`
+}
+
+function drainSection (c) {
+  const http = c.sizes.some(s => s.drainHttpObsPerSec.n > 0)
+  return `## 2. Snapshot drain, observations per second
+
+The full drain of section 1, counted in observations per second: in process (\`live.open\`/\`live.read\`)
+and over HTTP (\`createRouter(live, {authentication: 'none'})\` on Express over loopback, Node's
+\`fetch\` as the client). Every page is parsed in both cases. HTTP here is the unauthenticated public mode;
+BRC-103 authentication would add its own per-request cost, not measured here.
+
+${table(['rows', 'in process, obs/s', 'over HTTP, obs/s', 'HTTP / in process'], c.sizes.map(s => [
+    s.size.toLocaleString('en-US'), cell(s.drainInProcessObsPerSec), cell(s.drainHttpObsPerSec), cell(s.httpOverInProcess)
+  ]))}
+${http ? '' : '\nTODO: the HTTP drain was not measured in this run.\n'}`
+}
+
+function commitsSection (c) {
+  return `## 3. Durable commit groups per second
+
+\`live.commit\` of one-output groups (one admitted note each); a commit resolves only once its group is
+flushed to disk and published. 1 writer: ${c.groups1} sequential commits; 8 writers: 8 concurrent loops,
+${c.groups8} commits in all (concurrent commits share a flush). A fresh store per run; the ratio pairs
+the two figures of one run.
+
+${table(['', 'groups/s', 'median commit latency, ms'], [
+    ['1 writer', cell(c.oneWriterGroupsPerSec), cell(c.oneWriterCommitP50Ms)],
+    ['8 writers', cell(c.eightWritersGroupsPerSec), cell(c.eightWritersCommitP50Ms)],
+    ['8 writers / 1 writer', cell(c.eightOverOne), '']
+  ])}
+`
+}
+
+function waitersSection (w) {
+  return `## 4. Commit-to-delivery latency with waiting sessions
+
+For N sessions (one principal each) on a 10-row collection: drain each snapshot, park one long poll
+per session (\`waitMs\` 25 s), commit one group, and time each poll's resolution in JS. Every poll is
+checked to have received exactly that group. "From the commit call" starts just before
+\`live.commit\` (so it includes the durable flush); "from the ack" starts when \`live.commit\` resolved,
+and can be negative because a poll may be delivered before the commit's own promise resolves.
+Percentiles are over the N polls of one run; cells are median (min–max) over runs (a warm-up run
+is discarded).
+
+${table(['waiting sessions', 'p50 from commit call, ms', 'p99 from commit call, ms', 'max, ms', 'p50 from ack, ms', 'p99 from ack, ms', 'commit ack, ms', 'opening N sessions, s'], w.sizes.map(s => [
+    s.waiters.toLocaleString('en-US'), cell(s.deliveryFromCommitCallP50Ms), cell(s.deliveryFromCommitCallP99Ms), cell(s.deliveryFromCommitCallMaxMs),
+    cell(s.deliveryFromCommitAckP50Ms), cell(s.deliveryFromCommitAckP99Ms), cell(s.commitAckMs), num(s.openSessionsMs / 1000)
+  ]))}
+
+![latency against waiting sessions](latency-vs-waiters.svg)
+`
+}
+
+function memorySection (w, c) {
+  const rows = w
+    ? w.sizes.map(s => [
+      s.waiters.toLocaleString('en-US'), cell(s.parkedPollRssBytes, bytes), cell(s.parkedPollNativeEstimateBytes, bytes), cell(s.parkedPollHeapUsedBytes, bytes),
+      bytes(s.sessionRssBytes), bytes(s.sessionHeapUsedBytes), cell(s.processRssParkedBytes, bytes)
+    ])
+    : []
+  return `## 5. Memory per waiting session, and process RSS
+
+Estimates from RSS deltas after a full GC (\`--expose-gc\`), divided by N: "parked poll" is the growth
+from parking N long polls on N open sessions; "native" subtracts the growth of the V8 heap's
+reserved size (heapTotal) from the RSS growth; "open session" is the growth from opening and
+draining the N sessions (one measurement per N; it includes the session records sled keeps in its
+page cache). Small N gives noisy per-item values; the largest N is the meaningful one.
+
+${w ? table(['N', 'RSS per parked poll', 'native estimate per parked poll', 'JS heap used per parked poll', 'RSS per open session', 'JS heap used per open session', 'process RSS with N parked'], rows) : 'Not run.'}
+${c ? `
+Process RSS of the catalogue process (live store, SQLite Engine storage and HTTP server in one process):
+${c.sizes.map(s => `${s.size.toLocaleString('en-US')} rows: ${bytes(s.rssBytes)}`).join('; ')}; peak ${bytes(c.peakRssBytes)}.
+` : ''}`
+}
+
+function diskSection (d, c) {
+  let out = `## 6. Bytes on disk per row
+
+`
+  if (c) {
+    out += `Same rows in both stores (section 1), right after loading, no churn. Live: \`live.stats().diskBytes\`
+(sled's own size on disk; the directory size is within a few bytes); SQLite: the Engine's database file
+(Engine tables and the notes table).
+
+${table(['rows', 'live store, bytes/row', 'SQLite (Engine + notes), bytes/row', 'live / SQLite'], c.sizes.map(s => [
+      s.size.toLocaleString('en-US'), num(s.disk.liveBytesPerRow), num(s.disk.sqliteBytesPerRow), num(s.disk.liveBytesPerRow / s.disk.sqliteBytesPerRow)
+    ]))}
+
+`
+  }
+  if (d) {
+    out += `Compaction: a fresh store of ${d.rows.toLocaleString('en-US')} rows (${d.beefBytes}-byte BEEFs); churn spends half of
+them (each spend carries its spending transaction's BEEF as evidence) and admits as many new rows, so
+the present row count stays ${d.rows.toLocaleString('en-US')}; compaction runs \`live.compact(20000)\` until it reports
+no more work (no session open, so every superseded version and log group is collectable), then the store is
+closed and reopened. A second churn of the same size follows. Bytes per present row, median (min–max):
+
+${table(['', 'disk bytes/row', 'log bytes/row (live.stats().logBytes)'], [
+      ['after load', cell(d.afterLoadBytesPerRow), cell(d.logBytesPerRowAfterLoad)],
+      ['after churn', cell(d.afterChurnBytesPerRow), cell(d.logBytesPerRowAfterChurn)],
+      ['after compaction and reopen', cell(d.afterCompactionBytesPerRow), cell(d.logBytesPerRowAfterCompaction)],
+      ['after a second churn', cell(d.afterSecondChurnBytesPerRow), '']
+    ])}
+
+Growth of the first churn (before any compaction): ${cell(d.firstChurnGrowthBytesPerRow)} bytes/row; growth of
+the second churn (after compaction): ${cell(d.secondChurnGrowthBytesPerRow)} bytes/row. Compaction took
+${cell(d.compactionMs)} ms. Compaction empties the log and drops superseded row versions and unreferenced
+BEEFs; ${d.afterCompactionBytesPerRow.median < d.afterChurnBytesPerRow.median
+    ? `the size on disk fell by ${num(100 * (1 - d.afterCompactionBytesPerRow.median / d.afterChurnBytesPerRow.median))}% (medians)`
+    : 'sled did not return the freed file space: the size on disk did not fall (medians)'}, and the second churn grew the
+store by ${num(100 * d.secondChurnGrowthBytesPerRow.median / d.firstChurnGrowthBytesPerRow.median)}% of what the first one did (freed space reused).
+`
+  }
+  return out
+}
+
+function capsSection (k) {
+  return `## 7. Behaviour past each cap
+
+Each case drives a small real store (or the real router over loopback) past one cap, records what came
+back, then checks that the same process still serves normal requests ("still serving"). Store caps
+(\`maxRows\`, \`maxRetainedBytes\`) refuse the commit: \`live.commit\` rejects with \`err.code\` and \`err.status\`
+and nothing of the group is written.
+
+${table(['cap', 'setting', 'action', 'status', 'code', 'details', 'still serving'], k.cases.map(c => [
+    c.cap, c.setting, c.action, String(c.status), c.code === null ? '(none)' : '`' + c.code + '`',
+    [c.retryAfterMs !== null && c.retryAfterMs !== undefined ? `retryAfterMs ${c.retryAfterMs}` : null, c.limit ? '`' + JSON.stringify(c.limit) + '`' : null, c.message ? '"' + c.message + '"' : null, c.note || null].filter(Boolean).join('; ') || '',
+    c.alive ? 'yes' : '**no**'
+  ]))}
+
+A 431 with no body comes from Node's HTTP parser, before the router runs (allowed by the design notes).
+`
+}
+
+function cargoSection (cargo) {
+  if (!cargo) {
+    return `## 8. Native benchmarks (\`cargo bench\`)
+
+Not run in this invocation. The native-only figures (store commit rate with 1/8 writers and 1/10-output
+groups, raw snapshot scan rows/s at 100k and 1M rows, bytes/row before and after compaction, first row of a
+selective indexed query; JSON parse and digest rates) come from
+\`cargo bench --profile ci --bench store\` and \`cargo bench --profile ci --bench wire\`, or
+\`npm run bench -- --cargo\`, which includes their output here.
+`
+  }
+  return `## 8. Native benchmarks (\`cargo bench\`)
+
+Output of the native-only benchmarks, run by this invocation after the JS sections (min/median/max over
+their own repeated runs):
+
+` + cargo.map(c => `\`cargo bench --profile ci --bench ${c.target}\` (${c.ok ? 'ok' : 'FAILED'}, ${num(c.seconds)} s including any build):
+
+\`\`\`
+${c.output.trim()}
+\`\`\`
+`).join('\n')
+}
+
+function renderReport (r) {
+  const s = r.sections
+  const parts = [`# Benchmark results
+
+Produced by \`${r.command}\` (started ${r.startedAt}, ${num(r.durationSeconds)} s in all; per section: ${Object.entries(r.sectionSeconds).map(([k, v]) => `${k} ${num(v)} s`).join(', ')}).
+The raw numbers, every run included, are in [results.json](results.json).
+${r.quick ? '\n**Quick mode**: tiny sizes and 2 runs per figure. This checks the harness; the numbers mean nothing.\n' : ''}
+Every figure is the median of repeated runs with the minimum and maximum in brackets; every ratio is
+computed per run from two values measured in the same run, then summarized the same way.
+`, machineSection(r)]
+  if (s.catalogue) parts.push(catalogueSection(s.catalogue), drainSection(s.catalogue))
+  if (s.commits) parts.push(commitsSection(s.commits))
+  if (s.waiters) parts.push(waitersSection(s.waiters))
+  if (s.waiters || s.catalogue) parts.push(memorySection(s.waiters, s.catalogue))
+  if (s.disk || s.catalogue) parts.push(diskSection(s.disk, s.catalogue))
+  if (s.caps) parts.push(capsSection(s.caps))
+  parts.push(cargoSection(r.cargo))
+  return parts.join('\n') + '\n'
+}
+
+module.exports = { renderReport }

@@ -1,0 +1,210 @@
+#!/usr/bin/env node
+'use strict'
+// `npm run bench`: runs every benchmark section, each in its own child process, and writes
+// RESULTS.md, results.json and the SVG plots into the output directory (bench/ by default).
+//
+//   npm run bench                      full run (see bench/README.md for what is measured)
+//   npm run bench -- --quick           tiny sizes, 2 runs: checks the harness in under a minute
+//   npm run bench -- --out DIR         write the results elsewhere (the Jest test does this)
+//   npm run bench -- --cargo           also run the native `cargo bench` targets and include them
+//   npm run bench -- --only a,b        only these sections (catalogue, commits, waiters, disk, caps)
+//   npm run bench -- --engine-at-1m    also measure Engine.lookup at 1M rows (slow, several GB of heap)
+// Figures are min/median/max of repeated runs; ratios pair values of the same run.
+
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { fork, execFileSync, spawn } = require('node:child_process')
+const { linePlot } = require('./lib/svg')
+const { renderReport } = require('./lib/report')
+
+const SECTIONS = ['catalogue', 'commits', 'waiters', 'disk', 'caps']
+
+function parseArgs (argv) {
+  const a = { quick: false, out: __dirname, cargo: false, only: null, engineAt1m: false, tmp: os.tmpdir() }
+  for (let i = 0; i < argv.length; i++) {
+    const k = argv[i]
+    if (k === '--quick') a.quick = true
+    else if (k === '--out') a.out = path.resolve(argv[++i])
+    else if (k === '--cargo') a.cargo = true
+    else if (k === '--only') a.only = argv[++i].split(',')
+    else if (k === '--engine-at-1m') a.engineAt1m = true
+    else if (k === '--tmp') a.tmp = path.resolve(argv[++i])
+    else throw new Error(`unknown argument ${k} (see the header of bench/run.js)`)
+  }
+  for (const s of a.only || []) if (!SECTIONS.includes(s)) throw new Error(`unknown section ${s}`)
+  return a
+}
+
+/** Section configurations. Full: sized to fit about 10 minutes on 2 cores. */
+function plans (args) {
+  if (args.quick) {
+    return {
+      catalogue: { sizes: [200, 2000], runs: 2, http: true },
+      commits: { runs: 2, groups1: 50, groups8PerWriter: 10 },
+      waiters: { runs: 2, sizes: [10, 100] },
+      disk: { runs: 2, rows: 2000 },
+      caps: {}
+    }
+  }
+  return {
+    catalogue: {
+      sizes: [1000, 10000, 100000, 1000000],
+      runs: 5,
+      http: true,
+      // Engine.lookup answers one outpoint per SQLite query: about a minute per 100k rows here,
+      // and a million-output answer would not fit the time budget (nor the default heap).
+      plan: {
+        100000: { engine: 3 },
+        1000000: { engine: args.engineAt1m ? 1 : 0, drain: 3, http: 2 }
+      }
+    },
+    commits: { runs: 5, groups1: 1000, groups8PerWriter: 250 },
+    waiters: { runs: 5, sizes: [100, 1000, 10000] },
+    disk: { runs: 3, rows: 100000 },
+    caps: {}
+  }
+}
+
+function runSection (name, cfg, heapMb) {
+  return new Promise((resolve, reject) => {
+    const child = fork(path.join(__dirname, 'lib', 'child.js'), [name, JSON.stringify(cfg)], {
+      execArgv: ['--expose-gc', `--max-old-space-size=${heapMb}`],
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc']
+    })
+    let message = null
+    child.on('message', (m) => { message = m })
+    child.on('error', reject)
+    child.on('exit', (code, signal) => {
+      if (message && message.ok) return resolve(message.result)
+      reject(new Error(`section ${name} failed (exit ${code}${signal ? ', ' + signal : ''}): ${message ? message.error : 'no result'}`))
+    })
+  })
+}
+
+function tryExec (cmd, args) {
+  try {
+    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
+  } catch {
+    return null
+  }
+}
+
+function machine () {
+  const cpus = os.cpus()
+  const root = path.join(__dirname, '..')
+  const status = tryExec('git', ['-C', root, 'status', '--porcelain', '--untracked-files=no'])
+  return {
+    cpuModel: cpus.length ? cpus[0].model : 'unknown',
+    cpuCount: cpus.length,
+    cpuMHz: cpus.length ? cpus[0].speed : null,
+    availableParallelism: os.availableParallelism ? os.availableParallelism() : cpus.length,
+    memoryBytes: os.totalmem(),
+    freeMemoryBytesAtStart: os.freemem(),
+    os: `${os.type()} ${os.release()} ${os.arch()}`,
+    node: process.version,
+    rustc: tryExec('rustc', ['-V']),
+    gitCommit: tryExec('git', ['-C', root, 'rev-parse', 'HEAD']),
+    gitDirty: status === null ? null : status.length > 0,
+    loadAverageAtStart: os.loadavg()
+  }
+}
+
+/** Runs a cargo bench target, streaming its stderr, and returns its stdout. */
+function cargoBench (target, env) {
+  return new Promise((resolve) => {
+    const t0 = Date.now()
+    const child = spawn('cargo', ['bench', '--profile', 'ci', '--bench', target], { cwd: path.join(__dirname, '..'), env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] })
+    let out = ''
+    child.stdout.on('data', (d) => { out += d; process.stderr.write(d) })
+    child.on('error', (e) => resolve({ target, ok: false, output: String(e), seconds: 0 }))
+    child.on('exit', (code) => resolve({ target, ok: code === 0, output: out, seconds: (Date.now() - t0) / 1000 }))
+  })
+}
+
+function writePlots (results, out) {
+  const files = []
+  const cat = results.sections.catalogue
+  if (cat) {
+    const pt = (s, key) => ({ x: s.size, y: s[key].median, min: s[key].min, max: s[key].max })
+    const svg = linePlot({
+      title: 'Latency against catalogue size',
+      xLabel: 'rows in the catalogue (log)',
+      yLabel: 'milliseconds (log)',
+      logX: true,
+      logY: true,
+      series: [
+        { name: 'live open: first batch', points: cat.sizes.map(s => pt(s, 'firstBatchMs')) },
+        { name: 'Engine.lookup: full answer', points: cat.sizes.filter(s => s.engineLookupMs.n > 0).map(s => pt(s, 'engineLookupMs')) },
+        { name: 'live: full snapshot drain', points: cat.sizes.filter(s => s.drainInProcessMs.n > 0).map(s => pt(s, 'drainInProcessMs')) },
+        { name: 'live: drain over HTTP', points: cat.sizes.filter(s => s.drainHttpMs.n > 0).map(s => pt(s, 'drainHttpMs')) }
+      ]
+    })
+    fs.writeFileSync(path.join(out, 'latency-vs-catalogue.svg'), svg)
+    files.push('latency-vs-catalogue.svg')
+  }
+  const w = results.sections.waiters
+  if (w) {
+    const pt = (s, key) => ({ x: s.waiters, y: s[key].median, min: s[key].min, max: s[key].max })
+    const svg = linePlot({
+      title: 'Commit-to-delivery latency against waiting sessions',
+      xLabel: 'waiting sessions (log)',
+      yLabel: 'milliseconds from the commit call (log)',
+      logX: true,
+      logY: true,
+      series: [
+        { name: 'p50 delivery', points: w.sizes.map(s => pt(s, 'deliveryFromCommitCallP50Ms')) },
+        { name: 'p99 delivery', points: w.sizes.map(s => pt(s, 'deliveryFromCommitCallP99Ms')) },
+        { name: 'durable commit ack', points: w.sizes.map(s => pt(s, 'commitAckMs')) }
+      ]
+    })
+    fs.writeFileSync(path.join(out, 'latency-vs-waiters.svg'), svg)
+    files.push('latency-vs-waiters.svg')
+  }
+  return files
+}
+
+async function main () {
+  const args = parseArgs(process.argv.slice(2))
+  const started = Date.now()
+  fs.mkdirSync(args.out, { recursive: true })
+  const tmp = fs.mkdtempSync(path.join(args.tmp, 'overlay-live-bench-'))
+  const results = {
+    command: 'npm run bench' + (process.argv.length > 2 ? ' -- ' + process.argv.slice(2).join(' ') : ''),
+    quick: args.quick,
+    startedAt: new Date(started).toISOString(),
+    machine: machine(),
+    sections: {},
+    sectionSeconds: {},
+    cargo: null
+  }
+  const cfgs = plans(args)
+  results.plans = cfgs
+  const heapMb = Math.max(2048, Math.floor(os.totalmem() / (1024 * 1024) / 2))
+  try {
+    for (const name of SECTIONS) {
+      if (args.only && !args.only.includes(name)) continue
+      const t0 = Date.now()
+      process.stderr.write(`[bench] section ${name}\n`)
+      results.sections[name] = await runSection(name, { ...cfgs[name], dir: tmp }, heapMb)
+      results.sectionSeconds[name] = (Date.now() - t0) / 1000
+    }
+    if (args.cargo) {
+      const env = { OLL_BENCH_DIR: tmp, ...(args.quick ? { OLL_BENCH_QUICK: '1' } : {}) }
+      results.cargo = [await cargoBench('wire', env), await cargoBench('store', env)]
+    }
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true })
+  }
+  results.durationSeconds = (Date.now() - started) / 1000
+  results.machine.loadAverageAtEnd = os.loadavg()
+  results.plots = writePlots(results, args.out)
+  fs.writeFileSync(path.join(args.out, 'results.json'), JSON.stringify(results, null, 2) + '\n')
+  fs.writeFileSync(path.join(args.out, 'RESULTS.md'), renderReport(results))
+  process.stderr.write(`[bench] done in ${results.durationSeconds.toFixed(0)} s; wrote ${path.join(args.out, 'RESULTS.md')}\n`)
+}
+
+main().catch((err) => {
+  process.stderr.write((err && err.stack ? err.stack : String(err)) + '\n')
+  process.exit(1)
+})

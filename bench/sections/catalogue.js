@@ -1,0 +1,178 @@
+'use strict'
+// Catalogue sizes: open-to-first-batch of a live session against the full BRC-24 answer of
+// Engine.lookup on the same rows in the same process, plus the full snapshot drain in process and
+// over HTTP. The catalogue grows in place (1k, then +99k, then +900k rows), and every figure for a
+// size is measured while both stores hold exactly that many rows.
+
+const fs = require('node:fs')
+const path = require('node:path')
+const express = require('express')
+const { LiveLookup } = require('../../js')
+const { createRouter } = require('../../js/router')
+const { createTestEngine } = require('../../__test__/helpers/engine')
+const { NotesLookupService } = require('../../demo/notes/NotesLookupService')
+const { createNotesCompanion } = require('../../demo/notes/notesCompanion')
+const { now, summary, rssBytes, peakRssBytes, dirBytes, progress, gc } = require('../lib/common')
+const rows = require('../lib/rows')
+const client = require('../lib/client')
+
+const CHAIN = { network: 'test', genesisHash: '00'.repeat(32) }
+const PROVIDER = '02' + '11'.repeat(32)
+
+async function setup (dir) {
+  const engineDir = path.join(dir, 'engine')
+  fs.mkdirSync(engineDir, { recursive: true })
+  const t = await createTestEngine({ dir: engineDir, managers: {} })
+  const notes = new NotesLookupService(t.knex)
+  await notes.init()
+  const live = await LiveLookup.open({
+    dataDir: path.join(dir, 'live'),
+    create: true,
+    chain: CHAIN,
+    provider: PROVIDER,
+    sessionSeconds: 3600,
+    replaySeconds: 60,
+    maxSessionsPerPrincipal: 100000
+  })
+  // The operator's deployment: the wrapped service answers /lookup and live sessions alike.
+  t.engine.lookupServices[rows.SERVICE] = live.wrap(rows.SERVICE, notes, createNotesCompanion())
+  const app = express()
+  app.use(createRouter(live, { authentication: 'none' }))
+  const server = app.listen(0, '127.0.0.1')
+  await new Promise((resolve, reject) => { server.once('listening', resolve); server.once('error', reject) })
+  const base = `http://127.0.0.1:${server.address().port}`
+  return { t, notes, live, server, base, engineDir, liveDir: path.join(dir, 'live') }
+}
+
+async function engineLookup (engine, size) {
+  const t0 = now()
+  const answer = await engine.lookup({ service: rows.SERVICE, query: {} })
+  const ms = now() - t0
+  if (answer.type !== 'output-list' || answer.outputs.length !== size) {
+    throw new Error(`Engine.lookup answered ${answer.outputs.length} outputs for ${size} rows`)
+  }
+  return ms
+}
+
+/** The live first page and the inner service's answer name the same outpoints in the same order. */
+async function checkSameAnswer (env, size) {
+  const { batch } = await client.openInProcess(env.live)
+  await env.live.closeSession(client.closeBody(batch.session), client.PUBLIC)
+  const live = client.outpointsOf(batch)
+  const inner = (await env.notes.lookup({ service: rows.SERVICE, query: {} })).slice(0, live.length).map(o => `${o.txid}.${o.outputIndex}`)
+  if (live.length !== Math.min(size, client.PAGE.maxObservations) || live.join() !== inner.join()) {
+    const at = live.findIndex((x, i) => x !== inner[i])
+    throw new Error(`the live first page and the lookup service disagree on the rows (${live.length} vs ${inner.length}, first difference at ${at}: ${live[at]} vs ${inner[at]}; live next ${live.slice(at, at + 3)} inner ${inner.slice(at, at + 3)})`)
+  }
+}
+
+/**
+ * Runs of each measurement at a size: cfg.plan[size] = {first, engine, drain, http}; missing
+ * entries default to cfg.runs. Slow points get fewer runs and RESULTS.md says so.
+ */
+function planFor (cfg, size) {
+  const p = (cfg.plan && cfg.plan[size]) || {}
+  const d = cfg.runs
+  return { first: p.first ?? d, engine: p.engine ?? d, drain: p.drain ?? d, http: cfg.http ? (p.http ?? d) : 0 }
+}
+
+async function measureSize (env, size, cfg) {
+  const plan = planFor(cfg, size)
+  const first = []; const engine = []; const ratioFirst = []
+  const drainIn = []; const drainHttp = []; const ratioDrain = []; const ratioHttp = []; const drainInMs = []; const drainHttpMs = []
+  await checkSameAnswer(env, size)
+  if (plan.engine > 0 && size <= 100000) await engineLookup(env.t.engine, size) // warms SQLite's page cache
+  const rounds = Math.max(plan.first, plan.engine, plan.drain, plan.http)
+  for (let r = 0; r < rounds; r++) {
+    // One round measures each figure once, in the same order, so ratios pair values of one round.
+    let o = null
+    if (r < plan.first) {
+      o = await client.openInProcess(env.live)
+      await env.live.closeSession(client.closeBody(o.batch.session), client.PUBLIC)
+      first.push(o.ms)
+    }
+    let e = null
+    if (r < plan.engine) {
+      gc()
+      e = await engineLookup(env.t.engine, size)
+      engine.push(e)
+      if (o) ratioFirst.push(e / o.ms)
+    }
+    let d = null
+    if (r < plan.drain) {
+      gc()
+      d = await client.drainInProcess(env.live)
+      if (d.observations !== size) throw new Error(`drain saw ${d.observations} observations of ${size}`)
+      drainIn.push(d.observations / (d.ms / 1000))
+      drainInMs.push(d.ms)
+      if (e !== null) ratioDrain.push(e / d.ms)
+    }
+    if (r < plan.http) {
+      gc()
+      const dh = await client.drainHttp(env.base)
+      if (dh.observations !== size) throw new Error(`HTTP drain saw ${dh.observations} observations of ${size}`)
+      drainHttp.push(dh.observations / (dh.ms / 1000))
+      drainHttpMs.push(dh.ms)
+      if (d) ratioHttp.push((dh.observations / dh.ms) / (d.observations / d.ms))
+    }
+    progress(`catalogue ${size}: round ${r + 1}/${rounds} first ${o ? o.ms.toFixed(2) + ' ms' : '-'}, engine ${e === null ? '-' : e.toFixed(0) + ' ms'}, drain ${d ? d.ms.toFixed(0) + ' ms' : '-'}`)
+  }
+  return {
+    size,
+    plan,
+    firstBatchMs: summary(first, 'ms'),
+    engineLookupMs: summary(engine, 'ms'),
+    engineOverFirstBatch: summary(ratioFirst, 'x'),
+    drainInProcessObsPerSec: summary(drainIn, 'obs/s'),
+    drainInProcessMs: summary(drainInMs, 'ms'),
+    engineOverDrain: summary(ratioDrain, 'x'),
+    drainHttpObsPerSec: summary(drainHttp, 'obs/s'),
+    drainHttpMs: summary(drainHttpMs, 'ms'),
+    httpOverInProcess: summary(ratioHttp, 'x')
+  }
+}
+
+async function run (cfg) {
+  const env = await setup(cfg.dir)
+  const templates = await rows.makeTemplates(env.t.chainTracker)
+  const beefBytes = templates[0].beef.length
+  const results = []
+  let loaded = 0
+  try {
+    for (const size of cfg.sizes) {
+      const t0 = now()
+      await rows.loadLive(env.live, templates, loaded, size)
+      const liveLoadMs = now() - t0
+      const t1 = now()
+      await rows.loadSqlite(env.t.knex, templates, loaded, size)
+      const sqliteLoadMs = now() - t1
+      gc()
+      const added = size - loaded
+      loaded = size
+      progress(`catalogue: ${size} rows (live +${added} in ${liveLoadMs.toFixed(0)} ms, sqlite in ${sqliteLoadMs.toFixed(0)} ms)`)
+      const stats = env.live.stats()
+      if (stats.rows !== size) throw new Error(`live store holds ${stats.rows} rows, expected ${size}`)
+      const m = await measureSize(env, size, cfg)
+      m.load = {
+        addedRows: added,
+        liveCommitRowsPerSec: added / (liveLoadMs / 1000),
+        sqliteBulkRowsPerSec: added / (sqliteLoadMs / 1000),
+        liveGroupSize: 1000
+      }
+      m.disk = {
+        liveBytesPerRow: env.live.stats().diskBytes / size,
+        liveDirBytesPerRow: dirBytes(env.liveDir) / size,
+        sqliteBytesPerRow: dirBytes(env.engineDir) / size
+      }
+      m.rssBytes = rssBytes()
+      results.push(m)
+    }
+  } finally {
+    await new Promise(resolve => env.server.close(resolve))
+    await env.live.close()
+    await env.t.knex.destroy()
+  }
+  return { beefBytes, authors: templates.length, sizes: results, peakRssBytes: peakRssBytes() }
+}
+
+module.exports = { run }

@@ -1,0 +1,146 @@
+'use strict'
+// Commit-to-delivery latency with N waiting sessions, and the memory a session and a parked long
+// poll cost. For each N: open N sessions (one principal each) on a small collection, drain their
+// snapshots, park one long poll per session, commit one group, and time every poll's resolution.
+// Each run re-parks every session on its new cursor; run 0 is a warm-up and is not reported.
+// Memory is an RSS-delta estimate (after a full GC): whatever the process grew by, native and JS,
+// divided by N; the JS heap part is shown separately.
+
+const fs = require('node:fs')
+const path = require('node:path')
+const crypto = require('node:crypto')
+const { LiveLookup } = require('../../js')
+const { createNotesCompanion } = require('../../demo/notes/notesCompanion')
+const { plainService } = require('../../__test__/helpers/live')
+const { createTestEngine } = require('../../__test__/helpers/engine')
+const { now, summary, percentile, memory, until, progress, rssBytes } = require('../lib/common')
+const rows = require('../lib/rows')
+const client = require('../lib/client')
+
+const CHAIN = { network: 'test', genesisHash: '00'.repeat(32) }
+const PROVIDER = '02' + '11'.repeat(32)
+const WAIT = { maxBytes: 65536, maxObservations: 100, waitMs: 25000 }
+const SEED_ROWS = 10
+
+function principal (i) {
+  return { principal: '02' + crypto.createHash('sha256').update('bench principal ' + i).digest('hex'), authenticated: true }
+}
+
+async function openSessions (live, n) {
+  const sessions = new Array(n)
+  const chunk = 200
+  for (let start = 0; start < n; start += chunk) {
+    await Promise.all(Array.from({ length: Math.min(chunk, n - start) }, async (_, k) => {
+      const i = start + k
+      const caller = principal(i)
+      let b = client.parse(await live.open(client.openBody({}, { ...WAIT, waitMs: 0 }), caller), 'open')
+      while (!b.snapshotComplete) b = client.parse(await live.read(client.readBody(b.session, b.cursor, { ...WAIT, waitMs: 0 }), caller), 'read')
+      sessions[i] = { caller, session: b.session, cursor: b.cursor }
+    }))
+  }
+  return sessions
+}
+
+function delta (a, b, n) {
+  return {
+    rss: (b.rss - a.rss) / n,
+    heapUsed: (b.heapUsed - a.heapUsed) / n,
+    heapTotal: (b.heapTotal - a.heapTotal) / n,
+    external: (b.external - a.external) / n,
+    nativeEstimate: ((b.rss - a.rss) - (b.heapTotal - a.heapTotal)) / n
+  }
+}
+
+/** Parks one poll per session; resolves once all are registered as waiters. */
+async function park (live, sessions) {
+  const polls = sessions.map((s) => {
+    const p = live.read(client.readBody(s.session, s.cursor, WAIT), s.caller)
+    return p.then((res) => ({ at: now(), res }))
+  })
+  await until(() => live.stats().waiters === sessions.length, 60000, `${sessions.length} waiters`)
+  return polls
+}
+
+async function measureN (cfg, templates, n) {
+  const dir = fs.mkdtempSync(path.join(cfg.dir, 'waiters-'))
+  const live = await LiveLookup.open({
+    dataDir: path.join(dir, 'live'),
+    create: true,
+    chain: CHAIN,
+    provider: PROVIDER,
+    sessionSeconds: 3600,
+    replaySeconds: 600,
+    maxWaiters: n + 16,
+    maxWaitersPerPrincipal: 4,
+    maxSessionsPerPrincipal: 4
+  })
+  live.wrap(rows.SERVICE, plainService(), createNotesCompanion())
+  let next = 0
+  await rows.loadLive(live, templates, 0, SEED_ROWS, SEED_ROWS)
+  next = SEED_ROWS
+  const memBefore = memory()
+  const t0 = now()
+  const sessions = await openSessions(live, n)
+  const openMs = now() - t0
+  const memSessions = memory()
+  const p50 = []; const p99 = []; const max = []; const p50Ack = []; const p99Ack = []; const commitMs = []
+  const perWaiter = []; const rssParked = []
+  try {
+    for (let r = 0; r <= cfg.runs; r++) {
+      const memIdle = memory()
+      const polls = await park(live, sessions)
+      const memParked = memory()
+      const tCommit = now()
+      await live.commit([rows.admitChange(rows.row(templates, next++))])
+      const tAck = now()
+      const done = await Promise.all(polls)
+      const fromCommit = []; const fromAck = []
+      done.forEach((d, i) => {
+        const b = client.parse(d.res, 'poll')
+        if (b.groups.length !== 1 || b.groups[0].observations.length !== 1) throw new Error('a poll did not receive exactly the committed group')
+        sessions[i].cursor = b.cursor
+        fromCommit.push(d.at - tCommit)
+        fromAck.push(d.at - tAck)
+      })
+      if (r === 0) continue // warm-up
+      p50.push(percentile(fromCommit, 50)); p99.push(percentile(fromCommit, 99)); max.push(percentile(fromCommit, 100))
+      p50Ack.push(percentile(fromAck, 50)); p99Ack.push(percentile(fromAck, 99))
+      commitMs.push(tAck - tCommit)
+      perWaiter.push(delta(memIdle, memParked, n))
+      rssParked.push(memParked.rss)
+      progress(`waiters ${n}: run ${r}/${cfg.runs} p50 ${percentile(fromCommit, 50).toFixed(2)} ms p99 ${percentile(fromCommit, 99).toFixed(2)} ms`)
+    }
+  } finally {
+    await live.close()
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+  const perSession = delta(memBefore, memSessions, n)
+  return {
+    waiters: n,
+    openSessionsMs: openMs,
+    deliveryFromCommitCallP50Ms: summary(p50, 'ms'),
+    deliveryFromCommitCallP99Ms: summary(p99, 'ms'),
+    deliveryFromCommitCallMaxMs: summary(max, 'ms'),
+    deliveryFromCommitAckP50Ms: summary(p50Ack, 'ms'),
+    deliveryFromCommitAckP99Ms: summary(p99Ack, 'ms'),
+    commitAckMs: summary(commitMs, 'ms'),
+    parkedPollRssBytes: summary(perWaiter.map(d => d.rss), 'bytes'),
+    parkedPollNativeEstimateBytes: summary(perWaiter.map(d => d.nativeEstimate), 'bytes'),
+    parkedPollHeapUsedBytes: summary(perWaiter.map(d => d.heapUsed), 'bytes'),
+    sessionRssBytes: perSession.rss,
+    sessionNativeEstimateBytes: perSession.nativeEstimate,
+    sessionHeapUsedBytes: perSession.heapUsed,
+    processRssParkedBytes: summary(rssParked, 'bytes')
+  }
+}
+
+async function run (cfg) {
+  const engine = await createTestEngine({ managers: {} })
+  const templates = await rows.makeTemplates(engine.chainTracker)
+  await engine.close()
+  const results = []
+  for (const n of cfg.sizes) results.push(await measureN(cfg, templates, n))
+  return { sizes: results, rssAtEndBytes: rssBytes() }
+}
+
+module.exports = { run }
