@@ -56,12 +56,12 @@ function plans (args) {
       // and a million-output answer would not fit the time budget (nor the default heap).
       plan: {
         100000: { engine: 3 },
-        1000000: { engine: args.engineAt1m ? 1 : 0, drain: 3, http: 2 }
+        1000000: { engine: args.engineAt1m ? 1 : 0, drain: 2, http: 1 }
       }
     },
     commits: { runs: 5, groups1: 1000, groups8PerWriter: 250 },
     waiters: { runs: 5, sizes: [100, 1000, 10000] },
-    disk: { runs: 3, rows: 100000 },
+    disk: { runs: 5, rows: 20000 },
     caps: {}
   }
 }

@@ -4,7 +4,6 @@
 // page, as a client must to find the cursor and the observations.
 
 const crypto = require('node:crypto')
-const { PROFILE } = require('../../js')
 const { SERVICE } = require('./rows')
 const { now } = require('./common')
 
@@ -71,32 +70,27 @@ async function drainInProcess (live, query = {}, caller = PUBLIC) {
   return { ms, observations, pages }
 }
 
-const HTTP_HEADERS = {
-  'content-type': 'application/json',
-  'cache-control': 'no-store',
-  'x-bsv-overlay-profile': PROFILE
-}
-
-async function post (base, op, body) {
-  const res = await fetch(`${base}/overlay/v1/lookup/${op}`, { method: 'POST', headers: HTTP_HEADERS, body })
+/** POST to a lookup route of `server` (from lib/http.js startServer). */
+async function post (server, op, body) {
+  const res = await fetch(`${server.base}/overlay/v1/lookup/${op}`, { method: 'POST', headers: server.headers, body })
   const buf = Buffer.from(await res.arrayBuffer())
   return { status: res.status, body: buf, headers: res.headers }
 }
 
 /** The same drain as drainInProcess, over HTTP (unauthenticated public mode). */
-async function drainHttp (base, query = {}) {
+async function drainHttp (server, query = {}) {
   const t0 = now()
-  let b = parse(await post(base, 'open', openBody(query)), 'HTTP open')
+  let b = parse(await post(server, 'open', openBody(query)), 'HTTP open')
   let observations = countObservations(b)
   let pages = 1
   while (!b.snapshotComplete) {
-    b = parse(await post(base, 'read', readBody(b.session, b.cursor)), 'HTTP read')
+    b = parse(await post(server, 'read', readBody(b.session, b.cursor)), 'HTTP read')
     observations += countObservations(b)
     pages++
   }
   const ms = now() - t0
-  await post(base, 'close', closeBody(b.session))
+  await post(server, 'close', closeBody(b.session))
   return { ms, observations, pages }
 }
 
-module.exports = { PAGE, PUBLIC, HTTP_HEADERS, openBody, readBody, closeBody, parse, countObservations, outpointsOf, openInProcess, drainInProcess, drainHttp, post }
+module.exports = { PAGE, PUBLIC, openBody, readBody, closeBody, parse, countObservations, outpointsOf, openInProcess, drainInProcess, drainHttp, post }

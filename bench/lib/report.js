@@ -90,9 +90,11 @@ txid, the template's locking script, and the template's ${c.beefBytes}-byte BEEF
 last 8 bytes (distinct evidence per row). The live store was loaded with \`live.commit\` in groups of
 1,000 admits (the change a live companion would produce); the Engine's \`outputs\`, \`transactions\`,
 \`applied_transactions\` and the notes table were filled with the same rows in bulk through prepared
-statements on knex's own better-sqlite3 connection (transactions of 20,000 rows, \`synchronous=OFF\`
-during the load, a 256 MiB SQLite page cache kept for the queries). Before measuring, the live first
-page is checked to name the same outpoints, in the same order, as the lookup service's answer.
+statements on knex's own better-sqlite3 connection, one SQLite transaction per live group, overlapping
+the native commits (\`synchronous=OFF\` during the load; a 256 MiB SQLite page cache kept for the
+queries). The notes table's \`admittedAt\` is the live group of the row, so both sides order rows the
+same way: by admission, then outpoint. Before measuring, the live first
+page is checked to name the same outpoints, in the same order, as the notes service's query.
 The catalogue grows in place (each size adds rows to the previous one).
 
 Runs per figure: ${runsNote}. Each cell is median (min–max).
@@ -103,7 +105,7 @@ ${table(['rows', 'live first batch, ms', 'Engine.lookup full answer, ms', 'Engin
 ${engineNote}
 ![latency against catalogue size](latency-vs-catalogue.svg)
 
-Loading (one pass each, for orientation): ${sizes.map(s => `${s.size.toLocaleString('en-US')}: +${s.load.addedRows.toLocaleString('en-US')} rows at ${num(s.load.liveCommitRowsPerSec)} rows/s into the live store, ${num(s.load.sqliteBulkRowsPerSec)} rows/s into SQLite`).join('; ')}.
+Loading both stores at once (one pass, for orientation only): ${sizes.map(s => `+${s.load.addedRows.toLocaleString('en-US')} rows at ${num(s.load.bothStoresRowsPerSec)} rows/s`).join('; ')}.
 `
 }
 
@@ -112,8 +114,8 @@ function drainSection (c) {
   return `## 2. Snapshot drain, observations per second
 
 The full drain of section 1, counted in observations per second: in process (\`live.open\`/\`live.read\`)
-and over HTTP (\`createRouter(live, {authentication: 'none'})\` on Express over loopback, Node's
-\`fetch\` as the client). Every page is parsed in both cases. HTTP here is the unauthenticated public mode;
+and over HTTP (\`createRouter(live, {authentication: 'none', baseURL, privateKey})\` on Express over
+loopback, with the profile and capability selection headers; Node's \`fetch\` as the client). Every page is parsed in both cases. HTTP here is the unauthenticated public mode;
 BRC-103 authentication would add its own per-request cost, not measured here.
 
 ${table(['rows', 'in process, obs/s', 'over HTTP, obs/s', 'HTTP / in process'], c.sizes.map(s => [
@@ -271,7 +273,9 @@ Produced by \`${r.command}\` (started ${r.startedAt}, ${num(r.durationSeconds)} 
 The raw numbers, every run included, are in [results.json](results.json).
 ${r.quick ? '\n**Quick mode**: tiny sizes and 2 runs per figure. This checks the harness; the numbers mean nothing.\n' : ''}
 Every figure is the median of repeated runs with the minimum and maximum in brackets; every ratio is
-computed per run from two values measured in the same run, then summarized the same way.
+computed per run from two values measured in the same run, then summarized the same way. Background
+compaction (\`compactionIntervalMs\`) is off in every store so that it cannot land inside a timed figure;
+section 6 runs compaction explicitly.
 `, machineSection(r)]
   if (s.catalogue) parts.push(catalogueSection(s.catalogue), drainSection(s.catalogue))
   if (s.commits) parts.push(commitsSection(s.commits))

@@ -2,7 +2,7 @@
 // The benchmark catalogue: one deterministic row per number n, loaded identically into
 // (a) the live store, through LiveLookup.commit in groups, and
 // (b) the Engine's SQLite storage (outputs, transactions, applied_transactions) and the
-//     NotesLookupService table, in bulk through knex's own better-sqlite3 connection.
+//     NotesLookupService table, in bulk through knex's own better-sqlite3 connection (loadBoth).
 // Signing a million real transactions would take hours, so every row reuses the locking script
 // and the BEEF of one of a few REAL note transactions (built with NoteFactory), with the row
 // number stamped into the last 8 BEEF bytes so each row carries distinct evidence (the live
@@ -90,8 +90,6 @@ function spendChange (r) {
  * admission order is the row order).
  */
 async function loadLive (live, templates, from, to, group = 1000) {
-  // Groups are aligned to multiples of `group` (row n is in group floor(n / group)), as the
-  // SQLite side's admittedAt assumes, whatever `from` is.
   const build = (start, end) => {
     const changes = []
     for (let n = start; n < end; n++) changes.push(admitChange(row(templates, n)))
@@ -107,42 +105,57 @@ async function loadLive (live, templates, from, to, group = 1000) {
   if (inFlight) await inFlight
 }
 
+/** Prepared inserts for the Engine tables and the notes table on better-sqlite3 connection `db`. */
+function sqliteInserter (db, notesTable = 'notes') {
+  const insOutput = db.prepare('INSERT INTO outputs (txid, outputIndex, outputScript, topic, satoshis, outputsConsumed, consumedBy, spent, blockHeight, score) VALUES (?, ?, ?, ?, ?, \'[]\', \'[]\', 0, NULL, ?)')
+  const insTx = db.prepare('INSERT INTO transactions (txid, beef) VALUES (?, ?)')
+  const insApplied = db.prepare('INSERT INTO applied_transactions (txid, topic) VALUES (?, ?)')
+  const insNote = db.prepare(`INSERT INTO ${notesTable} (txid, outputIndex, author, text, admittedAt) VALUES (?, ?, ?, ?, ?)`)
+  // Rows [a, b) in one transaction; admittedAt is the first row of their live group.
+  return db.transaction((templates, a, b, admittedAt) => {
+    for (let n = a; n < b; n++) {
+      const r = row(templates, n)
+      insOutput.run(r.txid, r.outputIndex, r.script, NOTES_TOPIC, 1000, n)
+      insTx.run(r.txid, r.beef)
+      insApplied.run(r.txid, NOTES_TOPIC)
+      insNote.run(r.txid, r.outputIndex, r.author, r.text, admittedAt)
+    }
+  })
+}
+
 /**
- * Inserts rows [from, to) into the Engine tables and the notes table as the Engine and
- * NotesLookupService would have after admitting them, in transactions of `chunk` rows, through
- * prepared statements on knex's better-sqlite3 connection (knex's query builder would spend
- * most of the time building SQL text). score is n; admittedAt is the first row of the live group
- * that admits row n when loadLive is called with the same (from, to, group) (rows of a group are
- * admitted together), so the notes service orders by (group, txid, outputIndex) exactly as the live
- * store orders rows (admission sequence, then outpoint).
+ * Loads rows [from, to) into both stores at once: each group is committed to the live store
+ * (live.commit, one group per `group` rows, in row order) while the same rows are inserted into
+ * the Engine's SQLite tables and the notes table, in one SQLite transaction per group, through
+ * prepared statements on knex's own better-sqlite3 connection (knex's query builder would spend
+ * most of the time building SQL text). The native commit runs on its own thread, so the SQLite
+ * inserts overlap it. In SQLite, score is n and admittedAt is the first row of the live group that
+ * admitted row n (rows of a group are admitted together), so the notes service orders rows by
+ * (group, txid, outputIndex) exactly as the live store does (admission sequence, then outpoint).
+ * Groups are aligned to multiples of `group`, whatever `from` is.
  */
-async function loadSqlite (knex, templates, from, to, group = 1000, notesTable = 'notes', chunk = 20000) {
+async function loadBoth (live, knex, templates, from, to, group = 1000) {
   const db = await knex.client.acquireConnection()
   // A bulk load needs no per-transaction fsync; the cache setting stays for Engine.lookup too.
   db.pragma('cache_size = -262144')
   db.pragma('synchronous = OFF')
+  const insert = sqliteInserter(db)
+  let inFlight = null
   try {
-    const insOutput = db.prepare('INSERT INTO outputs (txid, outputIndex, outputScript, topic, satoshis, outputsConsumed, consumedBy, spent, blockHeight, score) VALUES (?, ?, ?, ?, ?, \'[]\', \'[]\', 0, NULL, ?)')
-    const insTx = db.prepare('INSERT INTO transactions (txid, beef) VALUES (?, ?)')
-    const insApplied = db.prepare('INSERT INTO applied_transactions (txid, topic) VALUES (?, ?)')
-    const insNote = db.prepare(`INSERT INTO ${notesTable} (txid, outputIndex, author, text, admittedAt) VALUES (?, ?, ?, ?, ?)`)
-    const insertChunk = db.transaction((a, b) => {
-      for (let n = a; n < b; n++) {
-        const r = row(templates, n)
-        insOutput.run(r.txid, r.outputIndex, r.script, NOTES_TOPIC, 1000, n)
-        insTx.run(r.txid, r.beef)
-        insApplied.run(r.txid, NOTES_TOPIC)
-        insNote.run(r.txid, r.outputIndex, r.author, r.text, Math.max(from, Math.floor(n / group) * group))
-      }
-    })
-    for (let start = from; start < to; start += chunk) {
-      insertChunk(start, Math.min(to, start + chunk))
-      await new Promise(resolve => setImmediate(resolve))
+    for (let start = from, end; start < to; start = end) {
+      end = Math.min(to, (Math.floor(start / group) + 1) * group)
+      const changes = []
+      for (let n = start; n < end; n++) changes.push(admitChange(row(templates, n)))
+      if (inFlight) await inFlight
+      inFlight = live.commit(changes)
+      insert(templates, start, end, start)
     }
+    if (inFlight) await inFlight
   } finally {
+    if (inFlight) await inFlight.catch(() => {})
     db.pragma('synchronous = FULL')
     await knex.client.releaseConnection(db)
   }
 }
 
-module.exports = { SERVICE, AUTHORS, makeTemplates, txidOf, row, admitChange, spendChange, loadLive, loadSqlite }
+module.exports = { SERVICE, AUTHORS, makeTemplates, txidOf, row, admitChange, spendChange, loadLive, loadBoth }

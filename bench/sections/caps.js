@@ -6,9 +6,8 @@
 const fs = require('node:fs')
 const path = require('node:path')
 const http = require('node:http')
-const express = require('express')
 const { LiveLookup } = require('../../js')
-const { createRouter } = require('../../js/router')
+const { ORIGIN, startServer } = require('../lib/http')
 const { createNotesCompanion } = require('../../demo/notes/notesCompanion')
 const { plainService } = require('../../__test__/helpers/live')
 const { createTestEngine } = require('../../__test__/helpers/engine')
@@ -16,7 +15,7 @@ const { until, sleep, progress } = require('../lib/common')
 const rows = require('../lib/rows')
 const client = require('../lib/client')
 
-const BASE = { chain: { network: 'test', genesisHash: '00'.repeat(32) }, provider: '02' + '11'.repeat(32), sessionSeconds: 600, replaySeconds: 600 }
+const BASE = { chain: { network: 'test', genesisHash: '00'.repeat(32) }, provider: ORIGIN, sessionSeconds: 600, replaySeconds: 600, compactionIntervalMs: 0 }
 const ALICE = { principal: '02' + 'aa'.repeat(32), authenticated: true }
 const BOB = { principal: '03' + 'bb'.repeat(32), authenticated: true }
 const CAROL = { principal: '02' + 'cc'.repeat(32), authenticated: true }
@@ -107,6 +106,17 @@ kase('maxSessionsPerPrincipal', 'maxSessionsPerPrincipal: 2', 'a 3rd open of one
     await liveSession(s.live, ALICE)
     const refused = await s.live.open(client.openBody({}, { ...WAIT, waitMs: 0 }), ALICE)
     return { ...outcome(refused), alive: await stillServes(s.live, BOB) }
+  } finally { await s.done() }
+})
+
+kase('maxConcurrentWork', 'maxConcurrentWork: 1', '32 opens of 32 principals at once', async (cfg) => {
+  const s = await freshStore(cfg, { maxConcurrentWork: 1 }, 50)
+  try {
+    const callers = Array.from({ length: 32 }, (_, i) => ({ principal: '02' + String(i).padStart(64, '0'), authenticated: true }))
+    const all = await Promise.all(callers.map(c => s.live.open(client.openBody({}, { ...WAIT, waitMs: 0 }), c)))
+    const refused = all.filter(r => r.status !== 200)
+    const shown = refused.length > 0 ? outcome(refused[0]) : outcome(all[0])
+    return { ...shown, alive: await stillServes(s.live), note: `${refused.length} of 32 refused` + (refused.length === 0 ? ' (the opens did not overlap)' : '') }
   } finally { await s.done() }
 })
 
@@ -210,40 +220,35 @@ function rawPost (port, pathname, headers, body) {
 
 async function withServer (cfg, fn) {
   const s = await freshStore(cfg, {})
-  const app = express()
-  app.use(createRouter(s.live, { authentication: 'none' }))
-  const server = app.listen(0, '127.0.0.1')
-  await new Promise(resolve => server.once('listening', resolve))
-  const port = server.address().port
+  const server = await startServer(s.live)
   try {
-    return await fn(port, s)
+    return await fn(server, s)
   } finally {
-    server.closeAllConnections()
-    await new Promise(resolve => server.close(resolve))
+    await server.close()
     await s.done()
   }
 }
 
-async function httpStillServes (port) {
-  const res = await client.post(`http://127.0.0.1:${port}`, 'open', client.openBody({}, { ...WAIT, waitMs: 0 }))
+async function httpStillServes (server) {
+  const res = await client.post(server, 'open', client.openBody({}, { ...WAIT, waitMs: 0 }))
   return res.status === 200
 }
 
-kase('HTTP request body > 1 MiB', '1 MiB (BRC-193 §8)', 'POST /lookup/open with a 1.2 MiB body', async (cfg) => withServer(cfg, async (port) => {
+kase('HTTP request body > 1 MiB', '1 MiB (BRC-193 §8)', 'POST /lookup/open with a 1.2 MiB body', async (cfg) => withServer(cfg, async (server) => {
   const big = Buffer.alloc(1200 * 1024, 0x20)
-  const res = await rawPost(port, '/overlay/v1/lookup/open', { ...client.HTTP_HEADERS, 'content-length': big.length }, big)
-  return { ...outcome(res), alive: await httpStillServes(port) }
+  const res = await rawPost(server.port, '/overlay/v1/lookup/open', { ...server.headers, 'content-length': big.length }, big)
+  return { ...outcome(res), alive: await httpStillServes(server) }
 }))
 
-kase('HTTP request body > 1 MiB, chunked', '1 MiB', 'POST /lookup/open streaming 1.2 MiB without Content-Length', async (cfg) => withServer(cfg, async (port) => {
+kase('HTTP request body > 1 MiB, chunked', '1 MiB', 'POST /lookup/open streaming 1.2 MiB without Content-Length', async (cfg) => withServer(cfg, async (server) => {
   const big = Buffer.alloc(1200 * 1024, 0x20)
-  const res = await rawPost(port, '/overlay/v1/lookup/open', { ...client.HTTP_HEADERS, 'transfer-encoding': 'chunked' }, big)
-  return { ...outcome(res), alive: await httpStillServes(port) }
+  const res = await rawPost(server.port, '/overlay/v1/lookup/open', { ...server.headers, 'transfer-encoding': 'chunked' }, big)
+  return { ...outcome(res), alive: await httpStillServes(server) }
 }))
 
-kase('HTTP request headers > 16 KiB', '16 KiB (BRC-193 §8)', 'POST /lookup/open with a 20 KiB header', async (cfg) => withServer(cfg, async (port) => {
-  const res = await rawPost(port, '/overlay/v1/lookup/open', { ...client.HTTP_HEADERS, 'x-padding': 'p'.repeat(20 * 1024) }, client.openBody())
-  return { ...outcome(res), alive: await httpStillServes(port) }
+kase('HTTP request headers > 16 KiB', '16 KiB (BRC-193 §8)', 'POST /lookup/open with a 20 KiB header', async (cfg) => withServer(cfg, async (server) => {
+  const res = await rawPost(server.port, '/overlay/v1/lookup/open', { ...server.headers, 'x-padding': 'p'.repeat(20 * 1024) }, client.openBody())
+  return { ...outcome(res), alive: await httpStillServes(server) }
 }))
 
 async function run (cfg) {

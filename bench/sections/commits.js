@@ -15,7 +15,7 @@ const CHAIN = { network: 'test', genesisHash: '00'.repeat(32) }
 const PROVIDER = '02' + '11'.repeat(32)
 
 async function openStore (dir) {
-  return LiveLookup.open({ dataDir: dir, create: true, chain: CHAIN, provider: PROVIDER, sessionSeconds: 600, replaySeconds: 600 })
+  return LiveLookup.open({ dataDir: dir, create: true, chain: CHAIN, provider: PROVIDER, sessionSeconds: 600, replaySeconds: 600, compactionIntervalMs: 0 })
 }
 
 /** `writers` async loops, each committing `perWriter` one-output groups; returns groups/s and latencies. */

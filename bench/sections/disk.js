@@ -12,7 +12,7 @@ const { createTestEngine } = require('../../__test__/helpers/engine')
 const { now, summary, dirBytes, progress } = require('../lib/common')
 const rows = require('../lib/rows')
 
-const OPTIONS = { chain: { network: 'test', genesisHash: '00'.repeat(32) }, provider: '02' + '11'.repeat(32), sessionSeconds: 600, replaySeconds: 600 }
+const OPTIONS = { chain: { network: 'test', genesisHash: '00'.repeat(32) }, provider: '02' + '11'.repeat(32), sessionSeconds: 600, replaySeconds: 600, compactionIntervalMs: 0 }
 
 function reading (live, dir) {
   const s = live.stats()

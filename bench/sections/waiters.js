@@ -27,8 +27,9 @@ function principal (i) {
 }
 
 async function openSessions (live, n) {
+  // Opens in batches of 32, below the default cap on concurrent store work (maxConcurrentWork).
   const sessions = new Array(n)
-  const chunk = 200
+  const chunk = 32
   for (let start = 0; start < n; start += chunk) {
     await Promise.all(Array.from({ length: Math.min(chunk, n - start) }, async (_, k) => {
       const i = start + k
@@ -70,6 +71,7 @@ async function measureN (cfg, templates, n) {
     provider: PROVIDER,
     sessionSeconds: 3600,
     replaySeconds: 600,
+    compactionIntervalMs: 0,
     maxWaiters: n + 16,
     maxWaitersPerPrincipal: 4,
     maxSessionsPerPrincipal: 4
