@@ -144,18 +144,19 @@ function waitersSection (w) {
   return `## 4. Commit-to-delivery latency with waiting sessions
 
 For N sessions (one principal each) on a 10-row collection: drain each snapshot, park one long poll
-per session (\`waitMs\` 25 s), commit one group, and time each poll's resolution in JS. Every poll is
+per session (\`waitMs\` 25 s; parked 32 at a time, since each poll's first scan is store work bounded by
+\`maxConcurrentWork\`), commit one group, and time each poll's resolution in JS. Every poll is
 checked to have received exactly that group. "From the commit call" starts just before
 \`live.commit\` (so it includes the durable flush); "from the ack" starts when \`live.commit\` resolved,
 and can be negative because a poll may be delivered before the commit's own promise resolves.
 Percentiles are over the N polls of one run; cells are median (min–max) over runs (a warm-up run
 is discarded).
 
-${table(['waiting sessions', 'p50 from commit call, ms', 'p99 from commit call, ms', 'max, ms', 'p50 from ack, ms', 'p99 from ack, ms', 'commit ack, ms', 'opening N sessions, s'], w.sizes.map(s => [
+${table(['waiting sessions', 'p50 from commit call, ms', 'p99 from commit call, ms', 'max, ms', 'p50 from ack, ms', 'p99 from ack, ms', 'commit ack, ms', 'polls refused instead of delivered', 'opening N sessions, s'], w.sizes.map(s => [
     s.waiters.toLocaleString('en-US'), cell(s.deliveryFromCommitCallP50Ms), cell(s.deliveryFromCommitCallP99Ms), cell(s.deliveryFromCommitCallMaxMs),
-    cell(s.deliveryFromCommitAckP50Ms), cell(s.deliveryFromCommitAckP99Ms), cell(s.commitAckMs), num(s.openSessionsMs / 1000)
+    cell(s.deliveryFromCommitAckP50Ms), cell(s.deliveryFromCommitAckP99Ms), cell(s.commitAckMs), s.refusedPolls ? cell(s.refusedPolls) : '—', num(s.openSessionsMs / 1000)
   ]))}
-
+${w.sizes.some(s => s.refusal) ? '\n**Some woken polls were answered with an error instead of the committed group.** First such answer: ' + w.sizes.filter(s => s.refusal).map(s => `N = ${s.waiters}: \`${s.refusal}\``).join('; ') + '. Latencies above cover the delivered polls only; refused sessions were brought up to date with plain reads before the next run.\n' : ''}
 ![latency against waiting sessions](latency-vs-waiters.svg)
 `
 }
@@ -163,19 +164,21 @@ ${table(['waiting sessions', 'p50 from commit call, ms', 'p99 from commit call, 
 function memorySection (w, c) {
   const rows = w
     ? w.sizes.map(s => [
-      s.waiters.toLocaleString('en-US'), cell(s.parkedPollRssBytes, bytes), cell(s.parkedPollNativeEstimateBytes, bytes), cell(s.parkedPollHeapUsedBytes, bytes),
-      bytes(s.sessionRssBytes), bytes(s.sessionHeapUsedBytes), cell(s.processRssParkedBytes, bytes)
+      s.waiters.toLocaleString('en-US'),
+      cell(s.waitingSessionRssBytes, bytes), cell(s.waitingSessionNativeEstimateBytes, bytes), cell(s.waitingSessionHeapUsedBytes, bytes),
+      cell(s.parkedPollRssBytes, bytes), cell(s.parkedPollNativeEstimateBytes, bytes), cell(s.processRssParkedBytes, bytes)
     ])
     : []
   return `## 5. Memory per waiting session, and process RSS
 
-Estimates from RSS deltas after a full GC (\`--expose-gc\`), divided by N: "parked poll" is the growth
-from parking N long polls on N open sessions; "native" subtracts the growth of the V8 heap's
-reserved size (heapTotal) from the RSS growth; "open session" is the growth from opening and
-draining the N sessions (one measurement per N; it includes the session records sled keeps in its
-page cache). Small N gives noisy per-item values; the largest N is the meaningful one.
+RSS-delta estimates (read after a full GC, \`--expose-gc\`), divided by N. A **waiting session** is an open
+session with a parked long poll: growth from before the N sessions were opened to when all N polls are
+parked (it includes the session records that sled keeps in its page cache). The **parked poll** alone is
+the growth from parking the N polls on already open sessions. **Native** is RSS growth less JS heap
+growth (heapUsed). Allocator reuse makes small-N values noisy (even negative); the largest N is the
+meaningful one. Median (min–max) over the runs of section 4.
 
-${w ? table(['N', 'RSS per parked poll', 'native estimate per parked poll', 'JS heap used per parked poll', 'RSS per open session', 'JS heap used per open session', 'process RSS with N parked'], rows) : 'Not run.'}
+${w ? table(['N', 'RSS per waiting session', 'native per waiting session', 'JS heap per waiting session', 'RSS per parked poll', 'native per parked poll', 'process RSS with N parked'], rows) : 'Not run.'}
 ${c ? `
 Process RSS of the catalogue process (live store, SQLite Engine storage and HTTP server in one process):
 ${c.sizes.map(s => `${s.size.toLocaleString('en-US')} rows: ${bytes(s.rssBytes)}`).join('; ')}; peak ${bytes(c.peakRssBytes)}.
@@ -265,6 +268,23 @@ ${c.output.trim()}
 `).join('\n')
 }
 
+function caveats (r) {
+  const c = r.sections.catalogue
+  const items = [
+    'The catalogue rows reuse the scripts and BEEFs of a few real note transactions (row number stamped into the BEEF), loaded directly into both stores rather than submitted through `Engine.submit`; neither side parses BEEF when answering, so this affects loading realism, not the answers compared.',
+    'Both live figures include the client-side work a client must do (parsing every page); the Engine figure is the `Engine.lookup` call alone, without serializing its answer for HTTP.',
+    'HTTP figures use the unauthenticated public mode; BRC-103/104 authentication adds per-request signing and verification that is not measured.',
+    'Memory figures are RSS-delta estimates, not allocator accounting.',
+    'The machine was shared with other work; compare figures within one run (the ratios) rather than across runs.'
+  ]
+  if (c && c.sizes.some(s => s.engineLookupMs.n === 0)) items.push('Engine.lookup is missing at the largest size(s), as section 1 explains; no figure there is estimated except the clearly marked extrapolation.')
+  if (c && c.sizes.some(s => s.plan.drain < 5 || s.plan.http < 5 || s.plan.engine < 5)) items.push('Slow points have fewer than 5 runs; the runs per figure are listed in section 1.')
+  return `## Caveats
+
+${items.map(x => '- ' + x).join('\n')}
+`
+}
+
 function renderReport (r) {
   const s = r.sections
   const parts = [`# Benchmark results
@@ -284,6 +304,7 @@ section 6 runs compaction explicitly.
   if (s.disk || s.catalogue) parts.push(diskSection(s.disk, s.catalogue))
   if (s.caps) parts.push(capsSection(s.caps))
   parts.push(cargoSection(r.cargo))
+  parts.push(caveats(r))
   return parts.join('\n') + '\n'
 }
 

@@ -4,7 +4,8 @@
 // snapshots, park one long poll per session, commit one group, and time every poll's resolution.
 // Each run re-parks every session on its new cursor; run 0 is a warm-up and is not reported.
 // Memory is an RSS-delta estimate (after a full GC): whatever the process grew by, native and JS,
-// divided by N; the JS heap part is shown separately.
+// divided by N; the JS heap part is shown separately. A "waiting session" is an open session with a
+// parked poll, measured from before the sessions were opened to when all N polls are parked.
 
 const fs = require('node:fs')
 const path = require('node:path')
@@ -42,24 +43,41 @@ async function openSessions (live, n) {
   return sessions
 }
 
+/** Growth per item from reading a to reading b; "native" is RSS growth less JS heap growth. */
 function delta (a, b, n) {
   return {
     rss: (b.rss - a.rss) / n,
     heapUsed: (b.heapUsed - a.heapUsed) / n,
-    heapTotal: (b.heapTotal - a.heapTotal) / n,
     external: (b.external - a.external) / n,
-    nativeEstimate: ((b.rss - a.rss) - (b.heapTotal - a.heapTotal)) / n
+    nativeEstimate: ((b.rss - a.rss) - (b.heapUsed - a.heapUsed)) / n
   }
 }
 
-/** Parks one poll per session; resolves once all are registered as waiters. */
-async function park (live, sessions) {
-  const polls = sessions.map((s) => {
-    const p = live.read(client.readBody(s.session, s.cursor, WAIT), s.caller)
-    return p.then((res) => ({ at: now(), res }))
-  })
-  await until(() => live.stats().waiters === sessions.length, 60000, `${sessions.length} waiters`)
+/**
+ * Parks one poll per session, `chunk` polls at a time (each poll's first scan is store work, which
+ * the provider bounds with maxConcurrentWork); resolves once all are registered as waiters.
+ */
+async function park (live, sessions, chunk = 32) {
+  const polls = []
+  for (let start = 0; start < sessions.length; start += chunk) {
+    for (const s of sessions.slice(start, start + chunk)) {
+      polls.push(live.read(client.readBody(s.session, s.cursor, WAIT), s.caller).then((res) => ({ at: now(), res })))
+    }
+    const want = Math.min(sessions.length, start + chunk)
+    await until(() => live.stats().waiters >= want, 60000, `${want} waiters`)
+  }
   return polls
+}
+
+/** Brings the cursor of a session whose poll was refused up to date (a plain read, no wait). */
+async function catchUp (live, s) {
+  for (;;) {
+    const res = await live.read(client.readBody(s.session, s.cursor, { ...WAIT, waitMs: 0 }), s.caller)
+    if (res.status !== 200) { await new Promise(resolve => setTimeout(resolve, 20)); continue }
+    const b = client.parse(res, 'catch-up read')
+    s.cursor = b.cursor
+    if (b.groups.length === 0) return
+  }
 }
 
 async function measureN (cfg, templates, n) {
@@ -86,7 +104,8 @@ async function measureN (cfg, templates, n) {
   const openMs = now() - t0
   const memSessions = memory()
   const p50 = []; const p99 = []; const max = []; const p50Ack = []; const p99Ack = []; const commitMs = []
-  const perWaiter = []; const rssParked = []
+  const perWaiter = []; const perWaiting = []; const rssParked = []; const refused = []
+  let refusal = null
   try {
     for (let r = 0; r <= cfg.runs; r++) {
       const memIdle = memory()
@@ -96,21 +115,29 @@ async function measureN (cfg, templates, n) {
       await live.commit([rows.admitChange(rows.row(templates, next++))])
       const tAck = now()
       const done = await Promise.all(polls)
-      const fromCommit = []; const fromAck = []
+      const fromCommit = []; const fromAck = []; const refusedNow = []
       done.forEach((d, i) => {
+        if (d.res.status !== 200) { refusedNow.push(sessions[i]); return }
         const b = client.parse(d.res, 'poll')
         if (b.groups.length !== 1 || b.groups[0].observations.length !== 1) throw new Error('a poll did not receive exactly the committed group')
         sessions[i].cursor = b.cursor
         fromCommit.push(d.at - tCommit)
         fromAck.push(d.at - tAck)
       })
+      if (refusedNow.length > 0) {
+        const first = done.find(d => d.res.status !== 200).res
+        refusal = `${first.status} ${Buffer.from(first.body).toString('utf8').slice(0, 200)}`
+        for (const s of refusedNow) await catchUp(live, s)
+      }
       if (r === 0) continue // warm-up
+      refused.push(refusedNow.length)
       p50.push(percentile(fromCommit, 50)); p99.push(percentile(fromCommit, 99)); max.push(percentile(fromCommit, 100))
       p50Ack.push(percentile(fromAck, 50)); p99Ack.push(percentile(fromAck, 99))
       commitMs.push(tAck - tCommit)
       perWaiter.push(delta(memIdle, memParked, n))
+      perWaiting.push(delta(memBefore, memParked, n))
       rssParked.push(memParked.rss)
-      progress(`waiters ${n}: run ${r}/${cfg.runs} p50 ${percentile(fromCommit, 50).toFixed(2)} ms p99 ${percentile(fromCommit, 99).toFixed(2)} ms`)
+      progress(`waiters ${n}: run ${r}/${cfg.runs} p50 ${percentile(fromCommit, 50).toFixed(2)} ms p99 ${percentile(fromCommit, 99).toFixed(2)} ms, refused ${refusedNow.length}`)
     }
   } finally {
     await live.close()
@@ -126,13 +153,20 @@ async function measureN (cfg, templates, n) {
     deliveryFromCommitAckP50Ms: summary(p50Ack, 'ms'),
     deliveryFromCommitAckP99Ms: summary(p99Ack, 'ms'),
     commitAckMs: summary(commitMs, 'ms'),
+    waitingSessionRssBytes: summary(perWaiting.map(d => d.rss), 'bytes'),
+    waitingSessionNativeEstimateBytes: summary(perWaiting.map(d => d.nativeEstimate), 'bytes'),
+    waitingSessionHeapUsedBytes: summary(perWaiting.map(d => d.heapUsed), 'bytes'),
     parkedPollRssBytes: summary(perWaiter.map(d => d.rss), 'bytes'),
     parkedPollNativeEstimateBytes: summary(perWaiter.map(d => d.nativeEstimate), 'bytes'),
     parkedPollHeapUsedBytes: summary(perWaiter.map(d => d.heapUsed), 'bytes'),
     sessionRssBytes: perSession.rss,
     sessionNativeEstimateBytes: perSession.nativeEstimate,
     sessionHeapUsedBytes: perSession.heapUsed,
-    processRssParkedBytes: summary(rssParked, 'bytes')
+    processRssParkedBytes: summary(rssParked, 'bytes'),
+    // Polls that woke but were answered with an error instead of the group (latencies above
+    // cover delivered polls only), and the first such answer.
+    refusedPolls: summary(refused, 'polls'),
+    refusal
   }
 }
 
