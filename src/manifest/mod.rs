@@ -91,6 +91,7 @@ pub struct ManifestConfig {
     /// Provider identity key, 66 lowercase hex (must match the signing key).
     pub identity: String,
     /// Advertised base; normalized to the canonical base of BRC-194 §6.
+    #[serde(rename = "baseURL")]
     pub base_url: String,
     /// Local development only: accept an `http:` base (BRC-194 §1).
     #[serde(default)]
