@@ -126,6 +126,7 @@ const server = newWallet()
 const seenByHandler = []
 const closedEarly = []
 let onWaitRequest = null
+const gate = { size: 0, parked: [] }
 
 function routes (app) {
   app.post('/echo', (req, res) => {
@@ -152,6 +153,11 @@ function routes (app) {
   app.post('/unsigned-bsv-header', (req, res) => {
     res.setHeader('x-bsv-overlay-profile', PROFILE) // on the wire but not in the signed payload
     res.json({ ok: true })
+  })
+  app.post('/gate', (req, res) => {
+    // Held open until `gate.size` requests are parked, like concurrent long polls.
+    gate.parked.push(() => res.json({ identity: req.auth.identityKey, n: JSON.parse(req.body.toString('utf8')).n }))
+    if (gate.parked.length === gate.size) gate.parked.splice(0).forEach((answer) => answer())
   })
   app.post('/wait', (req, res) => {
     res.on('close', () => {
@@ -357,6 +363,46 @@ test('a client disconnect reaches the handler as res "close"; a late response do
   } finally {
     onWaitRequest = null
     await proxy.close()
+  }
+})
+
+test('concurrent held requests from one identity are not serialized by the middleware', async () => {
+  const me = newWallet()
+  const client = new AuthFetch(me.wallet)
+  const base = `http://127.0.0.1:${srv.port}`
+  await client.fetch(`${base}/text`, { method: 'POST', headers: JSON_HEADERS, body: '{}' }) // session first
+  gate.size = 8
+  const results = await Promise.all(Array.from({ length: 8 }, (_, n) =>
+    client.fetch(`${base}/gate`, { method: 'POST', headers: JSON_HEADERS, body: JSON.stringify({ n }) }).then((r) => r.json())))
+  // All 8 were parked at once before any was answered, and each answer went to its own request.
+  expect(results.map((r) => r.n)).toEqual([0, 1, 2, 3, 4, 5, 6, 7])
+  expect(new Set(results.map((r) => r.identity))).toEqual(new Set([me.identity]))
+})
+
+test('a body over the raw parser limit is refused with an unsigned 413 before authentication', async () => {
+  const client = new AuthFetch(newWallet().wallet)
+  const big = JSON.stringify({ pad: 'x'.repeat(1024 * 1024) })
+  await expect(client.fetch(`http://127.0.0.1:${srv.port}/echo`, { method: 'POST', headers: JSON_HEADERS, body: big }))
+    .rejects.toThrow(/413 .* without valid BSV authentication/)
+  expect(seenByHandler).toHaveLength(0)
+})
+
+test('allowUnauthenticated: plain requests pass as "unknown" with an unsigned response; AuthFetch is still authenticated', async () => {
+  const app = express()
+  app.use('/.well-known/auth', express.json())
+  app.use(express.raw({ type: () => true }))
+  app.use(createAuthMiddleware({ wallet: newWallet().wallet, allowUnauthenticated: true }))
+  app.post('/who', (req, res) => res.json({ identity: req.auth.identityKey }))
+  const s = await startServer(app)
+  try {
+    const plain = await fetch(`http://127.0.0.1:${s.port}/who`, { method: 'POST', headers: JSON_HEADERS, body: '{}' })
+    expect(await plain.json()).toEqual({ identity: 'unknown' })
+    expect(plain.headers.get('x-bsv-auth-signature')).toBeNull()
+    const me = newWallet()
+    const authed = await new AuthFetch(me.wallet).fetch(`http://127.0.0.1:${s.port}/who`, { method: 'POST', headers: JSON_HEADERS, body: '{}' })
+    expect(await authed.json()).toEqual({ identity: me.identity })
+  } finally {
+    await s.close()
   }
 })
 
