@@ -414,7 +414,9 @@ describe('setup constraints', () => {
     const s = await startServer(app)
     try {
       const client = new AuthFetch(newWallet().wallet)
-      await expect(client.fetch(`http://127.0.0.1:${s.port}/echo`, { method: 'POST', headers: JSON_HEADERS, body: '{}' })).rejects.toThrow()
+      // The middleware reads req.body.initialNonce of undefined and passes the TypeError to next().
+      await expect(client.fetch(`http://127.0.0.1:${s.port}/echo`, { method: 'POST', headers: JSON_HEADERS, body: '{}' }))
+        .rejects.toThrow(/HTTP 500 .*\/\.well-known\/auth/)
     } finally {
       await s.close()
     }
@@ -431,7 +433,8 @@ describe('setup constraints', () => {
       const client = new AuthFetch(newWallet().wallet)
       const ok = await client.fetch(`http://127.0.0.1:${s.port}/echo`, { method: 'POST', headers: JSON_HEADERS, body: '{"a":1}' })
       expect(ok.status).toBe(200)
-      await expect(client.fetch(`http://127.0.0.1:${s.port}/echo`, { method: 'POST', headers: JSON_HEADERS, body: '{ "a": 1 }' })).rejects.toThrow()
+      await expect(client.fetch(`http://127.0.0.1:${s.port}/echo`, { method: 'POST', headers: JSON_HEADERS, body: '{ "a": 1 }' }))
+        .rejects.toThrow(/401 .*ERR_AUTH_FAILED/)
       expect(handled).toBe(1)
     } finally {
       await s.close()
