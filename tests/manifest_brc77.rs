@@ -80,7 +80,7 @@ fn truncated_or_extended_signatures_are_clean_errors() {
     longer.push(0);
     assert!(matches!(verify_brc77(b"m", &longer), Err(Brc77Error::Malformed(_))));
     assert_eq!(verify_brc77(b"m", &[0x42, 0x42, 0x33, 0x02]), Err(Brc77Error::Version));
-    assert!(verify_brc77(b"m", &vec![0xff; 200]).is_err());
+    assert!(verify_brc77(b"m", &[0xff; 200]).is_err());
 }
 
 #[test]
@@ -111,7 +111,7 @@ fn sdk_signatures_verify_in_rust() {
 fn fixed_key_id_signatures_match_the_sdk_byte_for_byte() {
     // Same BRC-42 child key and RFC 6979 nonces on both sides.
     for v in vectors("fixedKeyId") {
-        let key = SecretKey::from_slice(&h(&v["privateKey"])).unwrap();
+        let key = SecretKey::from_byte_array(h(&v["privateKey"]).try_into().unwrap()).unwrap();
         let key_id: [u8; 32] = h(&v["keyId"]).try_into().unwrap();
         let ours = sign_brc77_with_key_id(&key, &h(&v["message"]), &key_id).unwrap();
         assert_eq!(hex::encode(&ours), v["signature"].as_str().unwrap());

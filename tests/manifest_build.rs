@@ -90,7 +90,7 @@ fn test_jcs_and_capability_digest_match_the_spec_vector() {
 
 // ---- fixtures ----
 fn key() -> SecretKey {
-    SecretKey::from_slice(&[0x11; 32]).unwrap()
+    SecretKey::from_byte_array([0x11; 32]).unwrap()
 }
 
 fn identity_of(k: &SecretKey) -> String {
@@ -176,7 +176,8 @@ fn extensions_are_carried_and_checked() {
 
 #[test]
 fn invalid_configurations_are_rejected_before_signing() {
-    let cases: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
+    type Mutation = Box<dyn Fn(&mut Value)>;
+    let cases: Vec<(&str, Mutation)> = vec![
         ("identity not a key", Box::new(|c| c["identity"] = json!(format!("02{}", "ff".repeat(32))))),
         ("identity uppercase", Box::new(|c| c["identity"] = json!(c["identity"].as_str().unwrap().to_uppercase()))),
         ("http base", Box::new(|c| c["baseURL"] = json!("http://example.test"))),
@@ -190,6 +191,7 @@ fn invalid_configurations_are_rejected_before_signing() {
         ("rules extra field", Box::new(|c| c["services"][0]["rules"]["x"] = json!(1))),
         ("rules without parameters", Box::new(|c| c["services"][0]["rules"] = json!({"id": "urn:x"}))),
         ("rules parameters not object", Box::new(|c| c["services"][0]["rules"]["parameters"] = json!([]))),
+        ("rules id not an IRI", Box::new(|c| c["services"][0]["rules"]["id"] = json!("notes rules"))),
         ("rules digest short", Box::new(|c| c["services"][0]["rulesDigest"] = json!("abc"))),
         ("request bytes zero", Box::new(|c| c["services"][0]["profile"]["maxRequestBytes"] = json!(0))),
         ("request bytes over 1 MiB", Box::new(|c| c["services"][0]["profile"]["maxRequestBytes"] = json!(1048577))),
@@ -277,7 +279,7 @@ fn signed_manifest_verifies_and_tampering_fails() {
 #[test]
 fn signer_must_be_the_manifest_identity() {
     let body = build(config_json()).unwrap();
-    let other = SecretKey::from_slice(&[0x22; 32]).unwrap();
+    let other = SecretKey::from_byte_array([0x22; 32]).unwrap();
     assert!(sign_manifest(&body, &other, preimage).is_err());
     // A forged packet: valid signature by another key over the same body.
     use base64::Engine as _;

@@ -2,7 +2,7 @@
 //! the BRC-77 signatures that BRC-192 §1 signed packets use.
 //!
 //! The manifest body is built from a plain configuration, validated against
-//! the bounds of BRC-194 §1–2 and BRC-193 §2/§5, signed as a BRC-192 packet of
+//! the bounds of BRC-194 §1–2 and BRC-193 §2/§8, signed as a BRC-192 packet of
 //! type `capabilities`, and its digest is what clients send back in the
 //! selection headers (see [`selection`]).
 //!
@@ -35,7 +35,7 @@ pub const MAX_SERVICES: usize = 256;
 /// BRC-192 §1: unconstrained strings are at most 1024 UTF-8 bytes.
 const MAX_STRING_BYTES: usize = 1024;
 
-/// BRC-193 §2/§5 hard maxima of the lookup-live-v1 profile.
+/// BRC-193 §2/§8 hard maxima of the lookup-live-v1 profile.
 pub const PROFILE_MAX_REQUEST_BYTES: u32 = 1024 * 1024;
 pub const PROFILE_MAX_RESPONSE_BYTES: u32 = 4 * 1024 * 1024;
 /// BRC-193 §2: a provider must allow at least this response size.
@@ -207,7 +207,12 @@ fn check_rules(name: &str, rules: &Value) -> Result<(), ManifestError> {
         return Err(bad());
     }
     let id = obj.get("id").and_then(Value::as_str).ok_or_else(bad)?;
-    check_string("rules.id", id)
+    check_string("rules.id", id)?;
+    // BRC-194 §6: the rules id names an installed contract by IRI.
+    if !is_absolute_iri(id) {
+        return Err(ManifestError::invalid(format!("service {name}: rules.id must be an absolute IRI")));
+    }
+    Ok(())
 }
 
 fn check_profile(name: &str, p: &LiveProfileConfig) -> Result<(), ManifestError> {
@@ -226,7 +231,7 @@ fn check_profile(name: &str, p: &LiveProfileConfig) -> Result<(), ManifestError>
     range("sessionSeconds", p.session_seconds, 1, u64::MAX)?;
     range("replaySeconds", p.replay_seconds, 1, u64::MAX)?;
     // expiresAt = T + sessionSeconds and replayUntil = expiresAt + replaySeconds
-    // must stay representable for any plausible T (BRC-193 §5 checked arithmetic).
+    // must stay representable for any plausible T (BRC-193 §8 checked arithmetic).
     if p.session_seconds.checked_add(p.replay_seconds).and_then(|s| s.checked_add(1 << 40)).is_none() {
         return Err(ManifestError::invalid(format!("service {name}: session plus replay seconds overflow")));
     }
