@@ -118,3 +118,36 @@ fn fixed_key_id_signatures_match_the_sdk_byte_for_byte() {
         assert!(verify_brc77(&h(&v["message"]), &ours).is_ok());
     }
 }
+
+/// n - s for a 32-byte big-endian s (0 < s < n).
+fn negate_mod_n(s: &[u8]) -> [u8; 32] {
+    const N: [u8; 32] = [
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe,
+        0xba, 0xae, 0xdc, 0xe6, 0xaf, 0x48, 0xa0, 0x3b, 0xbf, 0xd2, 0x5e, 0x8c, 0xd0, 0x36, 0x41, 0x41,
+    ];
+    let mut out = [0u8; 32];
+    let mut borrow = 0i16;
+    for i in (0..32).rev() {
+        let d = N[i] as i16 - s[i] as i16 - borrow;
+        borrow = i16::from(d < 0);
+        out[i] = (d + (borrow << 8)) as u8;
+    }
+    out
+}
+
+#[test]
+fn high_s_form_of_a_valid_signature_is_accepted() {
+    // The SDK's verifier accepts either S; so do we (the signature bytes are
+    // never part of a digest, so malleability does not matter here).
+    let key = random_key();
+    let sig = sign_brc77(&key, b"m");
+    let low = secp256k1::ecdsa::Signature::from_der(&sig[70..]).unwrap().serialize_compact();
+    let mut high = low;
+    high[32..].copy_from_slice(&negate_mod_n(&low[32..]));
+    let high_der = secp256k1::ecdsa::Signature::from_compact(&high).unwrap().serialize_der();
+    let mut variant = sig[..70].to_vec();
+    variant.extend_from_slice(&high_der);
+    assert_ne!(variant, sig);
+    assert_eq!(verify_brc77(b"m", &variant).unwrap().0, PublicKey::from_secret_key_global(&key));
+    assert!(verify_brc77(b"n", &variant).is_err());
+}
