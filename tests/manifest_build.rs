@@ -307,3 +307,146 @@ fn selection_uses_the_capability_digest() {
     let err = selection_check(&[&newer], &[LOOKUP_LIVE_PROFILE], Some(&digest), Some(LOOKUP_LIVE_PROFILE)).unwrap_err();
     assert_eq!(err.code.as_str(), "context-changed");
 }
+
+// ---- client-side acceptance ----
+use overlay_lookup_live::manifest::{accept_manifest, Expectation};
+
+const NOW: u64 = 1_764_500_000;
+
+fn expectation(identity: &str) -> Expectation<'_> {
+    Expectation {
+        identity: Some(identity),
+        base_url: "https://overlay.example.test/api",
+        network: "mainnet",
+        genesis_hash: GENESIS,
+        now: NOW,
+        max_future_skew: 300,
+    }
+}
+
+fn signed_with(mutate: impl Fn(&mut Value)) -> Value {
+    let mut body = build(config_json()).unwrap();
+    mutate(&mut body);
+    sign_manifest(&body, &key(), preimage).unwrap()
+}
+
+fn accept_code(signed: &Value, e: &Expectation<'_>) -> Result<(), &'static str> {
+    accept_manifest(signed, preimage, e).map(|_| ()).map_err(|e| e.code.as_str())
+}
+
+#[test]
+fn a_valid_manifest_is_accepted_with_its_offer_and_digest() {
+    let id = identity_of(&key());
+    let signed = signed_with(|_| {});
+    let accepted = accept_manifest(&signed, preimage, &expectation(&id)).unwrap();
+    assert_eq!(accepted.digest, capability_digest(&signed["body"], preimage));
+    assert_eq!(accepted.identity, id);
+    assert_eq!(accepted.expires_at, 1_764_547_200);
+    assert_eq!(accepted.live.len(), 1);
+    let offer = &accepted.live[0];
+    assert_eq!(
+        (offer.service.as_str(), offer.rules_digest.as_str(), offer.authentication.as_str()),
+        ("ls_notes", RULES_DIGEST, "brc103")
+    );
+    assert_eq!((offer.max_request_bytes, offer.max_response_bytes), (1048576, 4194304));
+    assert_eq!((offer.session_seconds, offer.replay_seconds, offer.max_observations, offer.max_wait_ms), (3600, 86400, 1024, 25000));
+    // Unknown expected identity is allowed (discovery by URL only).
+    let mut open = expectation(&id);
+    open.identity = None;
+    assert!(accept_manifest(&signed, preimage, &open).is_ok());
+}
+
+#[test]
+fn expectations_and_time_are_enforced() {
+    let id = identity_of(&key());
+    let signed = signed_with(|_| {});
+    let other = identity_of(&SecretKey::from_byte_array([0x22; 32]).unwrap());
+    assert_eq!(accept_code(&signed, &expectation(&other)), Err("invalid"));
+    let mut e = expectation(&id);
+    e.base_url = "https://overlay.example.test";
+    assert_eq!(accept_code(&signed, &e), Err("invalid"));
+    let mut e = expectation(&id);
+    e.network = "testnet";
+    assert_eq!(accept_code(&signed, &e), Err("invalid"));
+    let mut e = expectation(&id);
+    e.now = 1_764_547_200; // expiry is exclusive
+    assert_eq!(accept_code(&signed, &e), Err("expired"));
+    e.now = 1_764_547_199;
+    assert_eq!(accept_code(&signed, &e), Ok(()));
+    let mut e = expectation(&id);
+    e.now = 1_764_460_800 - 301;
+    assert_eq!(accept_code(&signed, &e), Err("invalid"));
+    e.now = 1_764_460_800 - 300;
+    assert_eq!(accept_code(&signed, &e), Ok(()));
+}
+
+#[test]
+fn malformed_or_unsupported_manifests_are_rejected_even_when_signed() {
+    let id = identity_of(&key());
+    let e = expectation(&id);
+    let live = "https://bsv.brc.dev/overlays/0193#lookup-live-v1";
+    type Case = (&'static str, fn(&mut Value), &'static str);
+    let cases: Vec<Case> = vec![
+        ("extra field", |b| b["x"] = json!(1), "invalid"),
+        ("version 2", |b| b["version"] = json!(2), "unsupported"),
+        ("version string", |b| b["version"] = json!("1"), "invalid"),
+        ("issuedAt number", |b| b["issuedAt"] = json!(1_764_460_800u64), "invalid"),
+        ("issued after expiry", |b| b["issuedAt"] = json!("1764547201"), "invalid"),
+        ("duplicate service", |b| { let s = b["services"][0].clone(); b["services"].as_array_mut().unwrap().push(s) }, "invalid"),
+        ("duplicate profile", |b| { let p = b["services"][0]["profiles"][0].clone(); b["services"][0]["profiles"].as_array_mut().unwrap().push(p) }, "invalid"),
+        ("unknown profile field", |b| b["services"][0]["profiles"][0]["x"] = json!(1), "invalid"),
+        ("unknown parameter", |b| b["services"][0]["profiles"][0]["parameters"]["x"] = json!(1), "invalid"),
+        ("missing parameter", |b| { b["services"][0]["profiles"][0]["parameters"].as_object_mut().unwrap().remove("maxWaitMs"); }, "invalid"),
+        ("session zero", |b| b["services"][0]["profiles"][0]["parameters"]["sessionSeconds"] = json!("0"), "invalid"),
+        ("observations zero", |b| b["services"][0]["profiles"][0]["parameters"]["maxObservations"] = json!(0), "invalid"),
+        ("paid lookup-live", |b| b["services"][0]["profiles"][0]["payment"] = json!("brc105"), "invalid"),
+        ("lookup-live on a topic", |b| b["services"][0]["kind"] = json!("topic"), "invalid"),
+        ("bad kind", |b| b["services"][0]["kind"] = json!("other"), "invalid"),
+        ("bad rules digest", |b| b["services"][0]["rulesDigest"] = json!("AB".repeat(32)), "invalid"),
+        ("critical extension", |b| { b["extensions"] = json!({"urn:x": 1}); b["critical"] = json!(["urn:x"]) }, "unsupported"),
+        ("critical without extension", |b| b["critical"] = json!(["urn:x"]), "invalid"),
+    ];
+    for (what, mutate, code) in cases {
+        assert_eq!(accept_code(&signed_with(mutate), &e), Err(code), "{what}");
+    }
+    // Sanity: the profile IRI constant is what the builder emits.
+    assert_eq!(signed_with(|_| {})["body"]["services"][0]["profiles"][0]["id"], live);
+}
+
+#[test]
+fn acceptance_clamps_to_profile_maxima_and_keeps_other_profiles() {
+    let id = identity_of(&key());
+    let signed = signed_with(|b| {
+        b["services"][0]["profiles"][0]["maxResponseBytes"] = json!(8 * 1024 * 1024);
+        b["services"][0]["profiles"][0]["parameters"]["maxObservations"] = json!(5000);
+        b["services"][0]["profiles"][0]["parameters"]["maxWaitMs"] = json!(60000);
+        b["services"][0]["profiles"].as_array_mut().unwrap().push(json!({
+            "id": "https://bsv.brc.dev/overlays/0195#paid-lookup-v1", "authentication": "brc103", "payment": "brc105",
+            "maxRequestBytes": 1000, "maxResponseBytes": 1000, "parameters": {"anything": true}
+        }));
+        let topic = json!({"name": "tm_notes", "kind": "topic", "rules": {"id": "urn:x", "parameters": {}},
+            "rulesDigest": RULES_DIGEST, "profiles": []});
+        b["services"].as_array_mut().unwrap().push(topic);
+    });
+    let accepted = accept_manifest(&signed, preimage, &expectation(&id)).unwrap();
+    assert_eq!(accepted.live.len(), 1);
+    let offer = &accepted.live[0];
+    assert_eq!((offer.max_response_bytes, offer.max_observations, offer.max_wait_ms), (4194304, 1024, 25000));
+}
+
+#[test]
+fn tampered_or_oversized_signed_manifests_are_rejected() {
+    let id = identity_of(&key());
+    let mut signed = signed_with(|_| {});
+    signed["body"]["services"][0]["profiles"][0]["parameters"]["maxWaitMs"] = json!(1);
+    assert_eq!(accept_code(&signed, &expectation(&id)), Err("invalid"));
+    // sign_manifest refuses to produce this, so sign it by hand.
+    let mut body = build(config_json()).unwrap();
+    body["extensions"] = json!({"urn:pad": "x".repeat(300 * 1024)});
+    assert!(sign_manifest(&body, &key(), preimage).is_err());
+    use base64::Engine as _;
+    let sig = sign_brc77(&key(), &preimage("capabilities", &body));
+    let big = json!({"body": body, "signature": base64::engine::general_purpose::STANDARD.encode(sig)});
+    let err = accept_manifest(&big, preimage, &expectation(&id)).unwrap_err();
+    assert!(err.message.contains("256 KiB"), "{err}");
+}

@@ -9,6 +9,7 @@
 //! Canonical JSON is not this module's job: callers pass the BRC-192
 //! `preimage(T, B)` function (the `wire` module's), so there is exactly one JCS
 //! implementation in the crate.
+pub mod accept;
 pub mod base_url;
 pub mod brc42;
 pub mod brc77;
@@ -21,6 +22,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
+pub use accept::{accept_manifest, AcceptedManifest, Expectation, LiveOffer};
 pub use base_url::canonical_base_url;
 pub use brc77::{sign_brc77, sign_brc77_with_key_id, verify_brc77, Brc77Error, Identity};
 pub use selection::{
@@ -49,6 +51,7 @@ pub enum ErrorCode {
     Invalid,
     Unsupported,
     ContextChanged,
+    Expired,
 }
 
 impl ErrorCode {
@@ -57,6 +60,7 @@ impl ErrorCode {
             ErrorCode::Invalid => "invalid",
             ErrorCode::Unsupported => "unsupported",
             ErrorCode::ContextChanged => "context-changed",
+            ErrorCode::Expired => "expired",
         }
     }
 }
