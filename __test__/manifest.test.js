@@ -118,6 +118,20 @@ describe('BRC-194 manifest', () => {
     expect(native.selectionCheck([digest], [PROFILE], undefined, PROFILE).code).toBe('invalid')
   })
 
+  test('acceptManifest: an SDK-signed manifest is accepted with its lookup-live offer; expiry and identity are enforced', () => {
+    const body = native.buildManifest(config)
+    const signed = { body, signature: Utils.toBase64(SignedMessage.sign([...preimage('capabilities', body)], key)) }
+    const expectation = { identity, baseURL: 'https://overlay.example.test', network: 'mainnet', genesisHash: config.chain.genesisHash, now: 1764500000, maxFutureSkew: 300 }
+    const accepted = native.acceptManifest(signed, expectation, preimage)
+    expect(accepted.digest).toBe(sha256hex(preimage('capabilities', body)))
+    expect(accepted.identity).toBe(identity)
+    expect(accepted.expiresAt).toBe('1764547200')
+    expect(accepted.live).toEqual([{ service: 'ls_notes', rulesDigest: 'ab'.repeat(32), authentication: 'brc103', maxRequestBytes: 1048576, maxResponseBytes: 4194304, sessionSeconds: '3600', replaySeconds: '86400', maxObservations: 1024, maxWaitMs: 25000 }])
+    expect(() => native.acceptManifest(signed, { ...expectation, now: 1764547200 }, preimage)).toThrow(/^expired/)
+    expect(() => native.acceptManifest(signed, { ...expectation, identity: PrivateKey.fromRandom().toPublicKey().toString() }, preimage)).toThrow(/^invalid/)
+    expect(() => native.acceptManifest(signed, { ...expectation, now: -1 }, preimage)).toThrow(/expectation.now/)
+  })
+
   test('signing key must be the manifest identity; bad configs and callbacks are clean errors', () => {
     const body = native.buildManifest(config)
     expect(() => native.signManifest(body, PrivateKey.fromRandom().toHex(), preimage)).toThrow(/identity/)

@@ -118,3 +118,54 @@ pub fn selection_check(
         .err()
         .map(|e| SelectionFailure { code: e.code.as_str().to_string(), message: e.message })
 }
+
+/// Non-negative safe integer from a JS number (napi may hand it over as f64).
+fn js_u64(v: &Value, what: &str) -> Result<u64> {
+    v.as_u64()
+        .or_else(|| v.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= 9007199254740991.0).map(|f| f as u64))
+        .ok_or_else(|| invalid(format!("{what} must be a non-negative safe integer")))
+}
+
+/// Client side: verifies and checks a received `{body, signature}` manifest.
+/// `expectation` = `{identity?, baseURL, network, genesisHash, now, maxFutureSkew}`
+/// (times in Unix seconds). Returns `{digest, identity, expiresAt, live: [...]}`.
+#[napi]
+pub fn accept_manifest(
+    signed: Value,
+    expectation: Value,
+    preimage: Option<Function<'_, FnArgs<(String, Value)>, Buffer>>,
+) -> Result<Value> {
+    let text = |k: &str| expectation.get(k).and_then(Value::as_str).ok_or_else(|| invalid(format!("expectation.{k} must be a string")));
+    let identity = match expectation.get("identity") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.as_str()),
+        Some(_) => return Err(invalid("expectation.identity must be a string")),
+    };
+    let expect = manifest::Expectation {
+        identity,
+        base_url: text("baseURL")?,
+        network: text("network")?,
+        genesis_hash: text("genesisHash")?,
+        now: js_u64(&expectation["now"], "expectation.now")?,
+        max_future_skew: js_u64(&expectation["maxFutureSkew"], "expectation.maxFutureSkew")?,
+    };
+    with_preimage(preimage, |p| {
+        let accepted = manifest::accept_manifest(&signed, p, &expect).map_err(manifest_error)?;
+        let live: Vec<Value> = accepted
+            .live
+            .iter()
+            .map(|o| {
+                serde_json::json!({
+                    "service": o.service, "rulesDigest": o.rules_digest, "authentication": o.authentication,
+                    "maxRequestBytes": o.max_request_bytes, "maxResponseBytes": o.max_response_bytes,
+                    "sessionSeconds": o.session_seconds.to_string(), "replaySeconds": o.replay_seconds.to_string(),
+                    "maxObservations": o.max_observations, "maxWaitMs": o.max_wait_ms,
+                })
+            })
+            .collect();
+        Ok(serde_json::json!({
+            "digest": accepted.digest, "identity": accepted.identity,
+            "expiresAt": accepted.expires_at.to_string(), "live": live,
+        }))
+    })
+}
