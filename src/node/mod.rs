@@ -3,6 +3,7 @@ use napi_derive::napi;
 
 mod error;
 mod live;
+mod manifest;
 mod wire;
 
 #[napi]
