@@ -59,10 +59,23 @@ export declare class NativeLive {
   closeStore(): Promise<void>
 }
 
+/**
+ * Client side: verifies and checks a received `{body, signature}` manifest.
+ * `expectation` = `{identity?, baseURL, network, genesisHash, now, maxFutureSkew}`
+ * (times in Unix seconds). Returns `{digest, identity, expiresAt, live: [...]}`.
+ */
+export declare function acceptManifest(signed: any, expectation: any, preimage?: ((arg0: string, arg1: any) => Buffer) | undefined | null): any
+
+/** Builds the BRC-194 capabilities body from a `ManifestConfig`-shaped object. */
+export declare function buildManifest(config: any): any
+
 export interface CallerInfo {
   principal: string
   authenticated: boolean
 }
+
+/** `digest("capabilities", body)`: the `x-bsv-overlay-capability` value. */
+export declare function capabilityDigest(body: any, preimage?: ((arg0: string, arg1: any) => Buffer) | undefined | null): string
 
 export interface LiveConfig {
   dataDir: string
@@ -121,10 +134,31 @@ export interface NativeResponse {
 /** Opens (or creates) the store and the provider on top of it. */
 export declare function openLive(config: LiveConfig): Promise<NativeLive>
 
+/** Checks the selection headers; `null` when the selection is acceptable. */
+export declare function selectionCheck(acceptedDigests: Array<string>, offeredProfiles: Array<string>, capability?: string | undefined | null, profile?: string | undefined | null): SelectionFailure | null
+
+export interface SelectionFailure {
+  /** `invalid`, `context-changed` or `unsupported` (BRC-192 §6 codes). */
+  code: string
+  message: string
+}
+
 export interface SessionInfo {
   service: string
   query: any
 }
+
+/** BRC-77 signature (anyone verifier, random key ID) by `privateKeyHex`. */
+export declare function signBrc77(privateKeyHex: string, message: Buffer): Buffer
+
+/** Signs a manifest body: returns `{body, signature}`. */
+export declare function signManifest(body: any, privateKeyHex: string, preimage?: ((arg0: string, arg1: any) => Buffer) | undefined | null): any
+
+/** Verifies an anyone-verifiable BRC-77 signature; returns the signer identity hex. */
+export declare function verifyBrc77(message: Buffer, signature: Buffer): string
+
+/** Verifies a signed manifest's signature and signer; returns the identity hex. */
+export declare function verifySignedManifest(signed: any, preimage?: ((arg0: string, arg1: any) => Buffer) | undefined | null): string
 
 export declare function version(): string
 

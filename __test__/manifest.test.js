@@ -138,6 +138,14 @@ describe('BRC-194 manifest', () => {
     expect(() => native.buildManifest({ ...config, expiresAt: 1 })).toThrow(/invalid: issuedAt/)
     expect(() => native.buildManifest({ ...config, extra: 1 })).toThrow(/unknown field/)
     expect(() => native.signManifest(body, key.toHex(), () => { throw new Error('boom') })).toThrow(/boom/)
-    expect(() => native.signManifest(body, key.toHex())).toThrow(/preimage/)
+  })
+
+  test("without a callback the package's own JCS preimage is used, and the SDK verifies it", () => {
+    const body = native.buildManifest(config)
+    const signed = native.signManifest(body, key.toHex())
+    const ownPreimage = [...preimage('capabilities', body)]
+    expect(SignedMessage.verify(ownPreimage, Utils.toArray(signed.signature, 'base64'))).toBe(true)
+    expect(native.capabilityDigest(body)).toBe(require('../js/wire').digest('capabilities', body))
+    expect(native.verifySignedManifest(signed)).toBe(identity)
   })
 })
