@@ -226,6 +226,14 @@ class LiveLookup {
     return errorResponse('unauthorized', 'access changed; the session has ended')
   }
 
+  /**
+   * The Express router for the HTTP routes and the capability manifest. Mount it
+   * at the application root, before any body parser or compression.
+   */
+  router (options) {
+    return require('./router').createRouter(this, options)
+  }
+
   /** Ends every session of a principal with unauthorized, waiting polls included. */
   async revoke (principal) {
     return this.core.revoke(principal)
