@@ -1,6 +1,8 @@
 //! napi glue: the only place that knows about Node.
 use napi_derive::napi;
 
+mod client;
+
 #[napi]
 pub fn version() -> String {
     env!("CARGO_PKG_VERSION").to_string()
