@@ -11,6 +11,8 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const { spawn } = require('node:child_process')
 const express = require('express')
+const { createAuthMiddleware } = require('@bsv/auth-express-middleware')
+const { AuthFetch, ProtoWallet, PrivateKey } = require('@bsv/sdk')
 const { LiveLookupClient, CheckpointStore, digest, PROFILE } = require('../js/client.js')
 
 const GENESIS = '000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f'
@@ -19,7 +21,7 @@ const QUERY = { author: 'alice' }
 const TXID = crypto.createHash('sha256').update('tx').digest('hex')
 const MANIFEST = { body: { provider: 'test', profiles: [PROFILE] }, signature: 'AAAA' }
 
-function startProvider ({ pageSize = 2 } = {}) {
+function startProvider ({ pageSize = 2, wallet = null, identityKey = null } = {}) {
   const p = {
     epoch: 'epoch-1',
     seq: 0,
@@ -35,7 +37,7 @@ function startProvider ({ pageSize = 2 } = {}) {
   const app = express()
   const scope = epoch => ({
     chain: { network: 'main', genesisHash: GENESIS },
-    provider: p.origin,
+    provider: p.providerName ?? identityKey ?? p.origin,
     service: SERVICE,
     queryDigest: digest('lookup-query', { service: SERVICE, query: QUERY }),
     rulesDigest: digest('service-rules', { id: 'urn:test:rules' }),
@@ -78,13 +80,16 @@ function startProvider ({ pageSize = 2 } = {}) {
   }
   const error = (res, status, code) => res.status(status).type('application/json').send(JSON.stringify({ version: 1, error: { code, message: code, retryable: false } }))
 
-  app.get('/overlay/v1/capabilities', (req, res) => res.json(MANIFEST))
   app.use(express.json())
+  if (wallet) app.use(createAuthMiddleware({ wallet, allowUnauthenticated: false }))
+  app.get('/overlay/v1/capabilities', (req, res) => res.json(MANIFEST))
   app.use('/overlay/v1/lookup', (req, res, next) => {
     const ok = req.get('x-bsv-overlay-profile') === PROFILE &&
       req.get('x-bsv-overlay-capability') === digest('capabilities', MANIFEST.body) &&
-      req.get('cache-control') === 'no-store' && req.is('application/json')
+      // AuthFetch cannot carry Cache-Control in a signed request (see js/client.js).
+      (wallet || req.get('cache-control') === 'no-store') && req.is('application/json')
     if (!ok) { p.headerFaults++; return error(res, 400, 'invalid') }
+    if (p.hangAll) return // never answers
     if (p.inject) {
       const { status, headers = {}, text } = p.inject
       p.inject = null
@@ -151,6 +156,14 @@ afterEach(async () => {
   await provider.close()
   fs.rmSync(dir, { recursive: true, force: true })
 })
+
+// A client wallet that records any attempt to fund a payment.
+function clientWallet () {
+  const w = new ProtoWallet(PrivateKey.fromRandom())
+  w.createActionCalls = 0
+  w.createAction = async () => { w.createActionCalls++; throw new Error('this test wallet never pays') }
+  return w
+}
 
 const present = members => members.filter(m => m.present).map(m => m.outpoint.outputIndex).sort((a, b) => a - b)
 
@@ -252,6 +265,11 @@ test('402 pays nothing and commits nothing; unknown errors and bad bodies are ne
   provider.inject = { status: 503, headers: { 'content-type': 'application/json' }, text: '{"version":1,"error":{"code":"limited","message":"too big","retryable":false}}' }
   await expect(follow()).rejects.toMatchObject({ code: 'limited', status: 503 })
   expect(provider.opens).toBe(0)
+  // A provider that never answers: a clean retryable error at the request deadline.
+  provider.hangAll = true
+  const impatient = new LiveLookupClient({ baseURL: provider.origin, fetch, store, requestTimeoutMs: 200 })
+  await expect(impatient.follow(SERVICE, QUERY, {})).rejects.toMatchObject({ code: 'unavailable', retryable: true })
+  provider.hangAll = false
   provider.seed([0, 1, 2, 3])
   // A body over the requested byte limit is refused on its actual length.
   const tight = new LiveLookupClient({ baseURL: provider.origin, fetch, store, limits: { maxBytes: 600 } })
@@ -319,5 +337,53 @@ test.each([
   expect(present(store.members(key))).toEqual([0, 1, 2, 3, 4, 9])
   // 5 snapshot groups + 1 live group, each exactly once.
   expect(store.state(key)).toMatchObject({ received: 6, accepted: 6, pendingCount: 0, currentGeneration: 0 })
+  store.close()
+})
+
+test('over BRC-103/104 with AuthFetch: follows, checks the provider identity, and never funds a 402', async () => {
+  await provider.close()
+  const serverKey = PrivateKey.fromRandom()
+  const serverWallet = new ProtoWallet(serverKey)
+  const { publicKey } = await serverWallet.getPublicKey({ identityKey: true })
+  provider = await startProvider({ wallet: serverWallet, identityKey: publicKey })
+  provider.seed([0, 1, 2])
+  const wallet = clientWallet()
+  const authFetch = new AuthFetch(wallet)
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  const ac = new AbortController()
+  const client = new LiveLookupClient({ baseURL: provider.origin, authFetch, store, limits: { waitMs: 0 } })
+  let last
+  await client.follow(SERVICE, QUERY, {
+    signal: ac.signal,
+    onRevision (e) { last = e; if (e.members.length === 3) ac.abort() }
+  })
+  expect(last.sourceKey.provider).toBe(publicKey)
+  expect(present(last.members)).toEqual([0, 1, 2])
+  expect(provider.headerFaults).toBe(0)
+
+  // A 402 carrying payment terms: AuthFetch would pay it; this client must not.
+  provider.inject = {
+    status: 402,
+    headers: { 'x-bsv-payment-version': '1.0', 'x-bsv-payment-satoshis-required': '1000', 'x-bsv-payment-derivation-prefix': 'abc' },
+    text: 'payment required'
+  }
+  await expect(client.follow(SERVICE, QUERY, {})).rejects.toMatchObject({ code: 'unsupported', status: 402 })
+  expect(wallet.createActionCalls).toBe(0)
+
+  // A scope naming some other provider is refused before anything is committed.
+  const rev = store.revision()
+  provider.providerName = '02' + 'ab'.repeat(32)
+  const other = new LiveLookupClient({ baseURL: provider.origin, authFetch, store })
+  await expect(other.follow(SERVICE, { author: 'bob' }, {})).rejects.toMatchObject({ code: 'invalid' })
+  expect(store.revision()).toBe(rev)
+  store.close()
+})
+
+test('plain fetch: the scope must name the exact origin', async () => {
+  provider.providerName = 'https://elsewhere.example'
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  const client = new LiveLookupClient({ baseURL: provider.origin, fetch, store })
+  await expect(client.follow(SERVICE, QUERY, {})).rejects.toMatchObject({ code: 'invalid' })
+  expect(store.revision()).toBe(0)
   store.close()
 })

@@ -159,6 +159,20 @@ function sleep (ms, signal) {
   })
 }
 
+function timedOut (ms) {
+  return new LiveLookupError('unavailable', `no response within ${ms} ms`, { retryable: true })
+}
+
+function raceDeadline (promise, ms, signal) {
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(() => finish(reject, timedOut(ms)), ms)
+    const onAbort = () => finish(reject, new LiveLookupError('cancelled', 'aborted'))
+    function finish (f, v) { clearTimeout(t); signal?.removeEventListener('abort', onAbort); f(v) }
+    signal?.addEventListener('abort', onAbort, { once: true })
+    promise.then(v => finish(resolve, v), e => finish(reject, e))
+  })
+}
+
 class LiveLookupClient {
   /**
    * @param {object} o
@@ -168,7 +182,7 @@ class LiveLookupClient {
    * @param {CheckpointStore} o.store
    * @param {{maxBytes?:number,maxObservations?:number,waitMs?:number}} [o.limits]
    */
-  constructor ({ baseURL, authFetch, fetch, store, limits = {} }) {
+  constructor ({ baseURL, authFetch, fetch, store, limits = {}, requestTimeoutMs = 30000 }) {
     if (typeof baseURL !== 'string' || !/^https?:\/\//.test(baseURL)) throw new LiveLookupError('invalid', 'baseURL must be an http(s) URL')
     if (!store) throw new LiveLookupError('invalid', 'a CheckpointStore is required')
     if (!authFetch && typeof (fetch ?? globalThis.fetch) !== 'function') throw new LiveLookupError('invalid', 'authFetch or fetch is required')
@@ -181,20 +195,35 @@ class LiveLookupClient {
       maxObservations: Math.min(limits.maxObservations ?? PROFILE_MAX_OBSERVATIONS, PROFILE_MAX_OBSERVATIONS),
       waitMs: Math.min(limits.waitMs ?? 20000, PROFILE_MAX_WAIT_MS)
     }
+    this.requestTimeoutMs = requestTimeoutMs
     this._capability = null
   }
 
-  async _send (method, url, headers, body, signal) {
+  // Every request has a deadline (long-poll wait plus a margin), so a provider that
+  // never answers is an `unavailable` error, never a hang.
+  async _send (method, url, headers, body, signal, waitMs = 0) {
+    const ms = waitMs + this.requestTimeoutMs
     if (this.authFetch) {
-      return this.authFetch.fetch(url, { method, headers, body })
+      // AuthFetch carries only content-type, authorization and x-bsv-* headers inside
+      // the signed BRC-104 request, so Cache-Control cannot be sent on this path. It
+      // takes no AbortSignal: the deadline and the caller's signal race it instead.
+      const signed = {}
+      for (const [k, v] of Object.entries(headers)) if (k.toLowerCase() !== 'cache-control') signed[k] = v
+      return raceDeadline(this.authFetch.fetch(url, { method, headers: signed, body }), ms, signal)
     }
-    return this.fetch(url, {
-      method,
-      headers: { ...headers, 'Accept-Encoding': 'identity' },
-      body,
-      redirect: 'manual',
-      signal
-    })
+    const timeout = AbortSignal.timeout(ms)
+    try {
+      return await this.fetch(url, {
+        method,
+        headers: { ...headers, 'Accept-Encoding': 'identity' },
+        body,
+        redirect: 'manual',
+        signal: signal ? AbortSignal.any([signal, timeout]) : timeout
+      })
+    } catch (e) {
+      if (timeout.aborted && !signal?.aborted) throw timedOut(ms)
+      throw e
+    }
   }
 
   /** The capability digest of the provider's signed manifest (BRC-194). */
@@ -213,14 +242,14 @@ class LiveLookupClient {
   }
 
   // One POST; resolves with the exact 200 body bytes or throws the protocol error.
-  async _post (path, payload, signal) {
+  async _post (path, payload, signal, waitMs = 0) {
     const headers = {
       'Content-Type': 'application/json',
       'Cache-Control': 'no-store',
       'x-bsv-overlay-profile': PROFILE,
       'x-bsv-overlay-capability': await this.capabilityDigest(signal)
     }
-    const res = await this._send('POST', `${this.baseURL}/overlay/v1/lookup/${path}`, headers, JSON.stringify(payload), signal)
+    const res = await this._send('POST', `${this.baseURL}/overlay/v1/lookup/${path}`, headers, JSON.stringify(payload), signal, waitMs)
     if (res.status === 402) {
       // Never funding: charging is outside this profile.
       await readCapped(res, ERROR_BODY_MAX).catch(() => {})
@@ -233,16 +262,35 @@ class LiveLookupClient {
     const ok = res.status === 200
     const bytes = await readCapped(res, ok ? this.limits.maxBytes : ERROR_BODY_MAX)
     if (!ok) throw errorFrom(res.status, bytes)
+    // A BRC-104 response carries only the signed headers (no Content-Type); the body
+    // itself is authenticated and parsed strictly by the native commit.
     const type = res.headers.get('content-type') || ''
-    if (!/^application\/json\b/i.test(type)) throw new LiveLookupError('invalid', `batch Content-Type ${type}`)
+    if (!this.authFetch && !/^application\/json\b/i.test(type)) throw new LiveLookupError('invalid', `batch Content-Type ${type}`)
     return bytes
   }
 
-  _sourceKeyOf (bytes) {
-    // Routing only: the native commit re-parses the exact bytes and checks the scope.
+  // Who must be named as scope.provider (BRC-193 §1): the identity key the BRC-103
+  // handshake authenticated, or the exact origin of an unauthenticated service.
+  _expectedProvider () {
+    const origin = new URL(this.baseURL).origin
+    if (!this.authFetch) return origin
+    const peer = this.authFetch.peers && this.authFetch.peers[origin]
+    return peer && typeof peer.identityKey === 'string' ? peer.identityKey : null
+  }
+
+  // The source key of an open response. Routing only: the native commit re-parses the
+  // exact bytes and checks every batch of the generation against this key.
+  _sourceKeyOf (bytes, service, queryDigest) {
     let scope
     try { scope = JSON.parse(bytes.toString('utf8')).scope } catch { scope = null }
     if (!scope || typeof scope !== 'object') throw new LiveLookupError('invalid', 'batch has no scope')
+    const expected = this._expectedProvider()
+    if (expected === null || scope.provider !== expected) {
+      throw new LiveLookupError('invalid', `batch scope provider ${scope.provider} is not the provider this client talked to`)
+    }
+    if (scope.service !== service || scope.queryDigest !== queryDigest) {
+      throw new LiveLookupError('invalid', 'batch scope is for another service or query')
+    }
     return { provider: scope.provider, service: scope.service, queryDigest: scope.queryDigest, access: scope.access }
   }
 
@@ -257,14 +305,14 @@ class LiveLookupClient {
     return outcome
   }
 
-  async _open (service, query, label, opts) {
+  async _open (service, query, queryDigest, label, opts) {
     let requestId = randomRequestId()
     for (let attempt = 1; ; attempt++) {
       const open = { version: 1, requestId, service, query, limits: { ...this.limits, waitMs: 0 } }
       if (opts.requiredRulesDigest) open.requiredRulesDigest = opts.requiredRulesDigest
       try {
         const bytes = await this._post('open', open, opts.signal)
-        const key = this._sourceKeyOf(bytes)
+        const key = this._sourceKeyOf(bytes, service, queryDigest)
         const generation = this.store.beginGeneration(key, label)
         const outcome = this._commit(key, generation, null, bytes, opts.verified)
         return { key, outcome, bytes }
@@ -301,7 +349,8 @@ class LiveLookupClient {
       signal,
       verified: opts.verified ?? true,
       requiredRulesDigest: opts.requiredRulesDigest,
-      waitMs: Math.min(opts.waitMs ?? this.limits.waitMs, PROFILE_MAX_WAIT_MS)
+      waitMs: Math.min(opts.waitMs ?? this.limits.waitMs, PROFILE_MAX_WAIT_MS),
+      pollIntervalMs: opts.pollIntervalMs ?? 1000
     }
     const queryDigest = digest('lookup-query', { service, query })
     const label = JSON.stringify([this.baseURL, service, queryDigest])
@@ -310,7 +359,7 @@ class LiveLookupClient {
     while (!signal?.aborted) {
       const cp = key && !reopen ? this.store.checkpoint(key) : null
       if (!cp || !cp.cursor || cp.invalidated) {
-        const r = await this._open(service, query, label, o)
+        const r = await this._open(service, query, queryDigest, label, o)
         key = r.key
         reopen = false
         await this._emit(onRevision, key, r.outcome, r.bytes)
@@ -323,7 +372,7 @@ class LiveLookupClient {
           session: cp.session,
           cursor: cp.cursor,
           limits: { maxBytes: this.limits.maxBytes, maxObservations: this.limits.maxObservations, waitMs: o.waitMs }
-        }, signal)
+        }, signal, o.waitMs)
       } catch (e) {
         if (signal?.aborted) break
         if (e.code === 'reset-required' || e.code === 'expired') { reopen = true; continue }
@@ -336,9 +385,13 @@ class LiveLookupClient {
       } catch (e) {
         // Continuity of this source is gone: a new generation replaces it.
         if (e.code === 'equivocation' || e.code === 'reset-required') { reopen = true; continue }
+        // Another follower of this branch committed first: continue from its cursor.
+        if (e.code === 'conflict') continue
         throw e
       }
       await this._emit(onRevision, key, outcome, bytes)
+      // Without a server-side wait, pace empty polls instead of spinning.
+      if (o.waitMs === 0 && outcome.applied === 0) await sleep(o.pollIntervalMs, signal)
     }
     return { sourceKey: key }
   }
