@@ -302,5 +302,6 @@ fn unknown_source_or_generation_is_invalid_and_second_open_of_a_path_fails() {
     assert_eq!(fx.s().commit_batch(&key, 5, None, &open_body(&s), &opts()).unwrap_err().code, ErrorCode::Invalid);
     let bad = SourceKey { query_digest: "xyz".into(), ..key };
     assert_eq!(fx.s().begin_generation(&bad, None).unwrap_err().code, ErrorCode::Invalid);
-    assert!(CheckpointStore::open(fx.dir.path().join("s")).is_err(), "one open store per path");
+    let e = CheckpointStore::open(fx.dir.path().join("s")).err().expect("one open store per path");
+    assert_eq!(e.code, ErrorCode::Unavailable);
 }

@@ -319,7 +319,7 @@ enum Identity {
 impl CheckpointStore {
     /// Opens (or creates) the store at `path`. Only one open store per path.
     pub fn open(path: impl AsRef<Path>) -> Result<CheckpointStore, ClientError> {
-        let db = sled::Config::new().path(path.as_ref()).open().map_err(ClientError::storage)?;
+        let db = open_db(path.as_ref())?;
         let tree = db.open_tree("client-v1").map_err(ClientError::storage)?;
         Ok(CheckpointStore { db, tree, lock: Mutex::new(()) })
     }
@@ -590,6 +590,32 @@ impl CheckpointStore {
             accepted: newest.accepted,
             quarantined: newest.quarantined,
         })
+    }
+}
+
+/// How long `open` waits for sled's file lock: a store closed a moment ago in this
+/// process can keep it while sled's background threads finish with the dropped Db.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+fn open_db(path: &Path) -> Result<sled::Db, ClientError> {
+    let started = std::time::Instant::now();
+    loop {
+        match sled::Config::new().path(path).open() {
+            Ok(db) => return Ok(db),
+            Err(sled::Error::Io(io))
+                if (io.kind() == std::io::ErrorKind::WouldBlock || io.to_string().contains("could not acquire lock"))
+                    && started.elapsed() < LOCK_WAIT =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(sled::Error::Io(io)) if io.kind() == std::io::ErrorKind::WouldBlock || io.to_string().contains("could not acquire lock") => {
+                return Err(ClientError::new(
+                    ErrorCode::Unavailable,
+                    format!("checkpoint store {} is open elsewhere (locked)", path.display()),
+                ))
+            }
+            Err(e) => return Err(ClientError::storage(e)),
+        }
     }
 }
 
