@@ -65,6 +65,12 @@ function startProvider ({ pageSize = 2, wallet = null, identityKey = null } = {}
     const s = scope(sess.epoch)
     const slice = sess.snapshot.slice(offset, offset + pageSize)
     const groups = slice.map(i => ({ id: `snap-${sess.id}-${i}`, sequence: String(sess.W), observations: [obs(`so-${sess.id}-${i}`, s, i, true)] }))
+    if (p.equivocateOnce && offset > 0) {
+      // Replays the first snapshot group's id with other content.
+      p.equivocateOnce = false
+      const i0 = sess.snapshot[0]
+      groups.unshift({ id: `snap-${sess.id}-${i0}`, sequence: String(sess.W), observations: [obs(`so-${sess.id}-${i0}`, s, 99, true)] })
+    }
     const done = offset + pageSize >= sess.snapshot.length
     return body(sess, 'snapshot', groups, done ? `live:${sess.W}` : `snap:${offset + pageSize}`, done, sess.W)
   }
@@ -385,5 +391,17 @@ test('plain fetch: the scope must name the exact origin', async () => {
   const client = new LiveLookupClient({ baseURL: provider.origin, fetch, store })
   await expect(client.follow(SERVICE, QUERY, {})).rejects.toMatchObject({ code: 'invalid' })
   expect(store.revision()).toBe(0)
+  store.close()
+})
+
+test('an equivocating provider is quarantined and the source recovers in a new generation', async () => {
+  provider.seed([0, 1, 2, 3])
+  provider.equivocateOnce = true
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  const events = await followUntil(store, e => e.state.currentGeneration !== null && e.members.length === 4)
+  const key = events[0].sourceKey
+  expect(provider.opens).toBe(2)
+  expect(store.state(key)).toMatchObject({ currentGeneration: 1, quarantined: 1, invalidated: null, stale: false })
+  expect(present(store.members(key))).toEqual([0, 1, 2, 3])
   store.close()
 })

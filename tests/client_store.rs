@@ -305,3 +305,33 @@ fn unknown_source_or_generation_is_invalid_and_second_open_of_a_path_fails() {
     let e = CheckpointStore::open(fx.dir.path().join("s")).err().expect("one open store per path");
     assert_eq!(e.code, ErrorCode::Unavailable);
 }
+
+/// BRC-193 §4: two cursors are never advanced concurrently for one branch. Many
+/// threads commit different batches read from the same committed cursor; exactly one
+/// wins and the rest are refused.
+#[test]
+fn concurrent_commits_from_one_cursor_advance_it_once() {
+    let fx = Fx::new();
+    let s = sc("02aa", "e1");
+    let key = fixture::source_key(&s);
+    let g = fx.s().begin_generation(&key, None).unwrap();
+    fx.s().commit_batch(&key, g, None, &open_body(&s), &opts()).unwrap();
+    let store = fx.s();
+    let results: Vec<_> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..8u32)
+            .map(|i| {
+                let (s, key) = (s.clone(), key.clone());
+                scope.spawn(move || {
+                    let seq = 20 + u64::from(i);
+                    let body = live_body(&s, seq, &format!("l{i}"), vec![fixture::output(&format!("o{i}"), &s, &txid(), i + 1, None)], &format!("c-{i}"));
+                    store.commit_batch(&key, g, Some("c1"), &body, &opts())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 1);
+    assert!(results.iter().filter_map(|r| r.as_ref().err()).all(|e| e.code == ErrorCode::Conflict));
+    assert_eq!(fx.s().state(&key).unwrap().received, 2);
+    assert_eq!(fx.s().members(&key).unwrap().len(), 2);
+}

@@ -330,6 +330,14 @@ mod tests {
         }
         let s = sc();
         let mut v: serde_json::Value = serde_json::from_slice(&batch("s", &s, "snapshot", vec![], "c", true, 5, 5)).unwrap();
+        let body = String::from_utf8(serde_json::to_vec(&v).unwrap()).unwrap();
+        let dup = body.replacen("\"kind\":\"output\"", "\"kind\":\"output\",\"kind\":\"output\"", 1);
+        let with_obs = String::from_utf8(batch("s", &s, "snapshot", vec![group("g", 5, vec![out("o")])], "c", true, 5, 5)).unwrap();
+        assert!(parse_batch(with_obs.as_bytes()).is_ok());
+        let dup_nested = with_obs.replacen("\"outputIndex\":0", "\"outputIndex\":0,\"outputIndex\":1", 1);
+        assert_ne!(dup_nested, with_obs);
+        assert!(parse_batch(dup_nested.as_bytes()).is_err(), "duplicate key inside a payload");
+        let _ = dup;
         v["through"] = serde_json::json!(5);
         assert!(parse_batch(&serde_json::to_vec(&v).unwrap()).is_err(), "U64 must be a string");
         v["through"] = serde_json::json!("05");

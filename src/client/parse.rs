@@ -225,7 +225,9 @@ struct RawWithdrawPayload {
 /// Parses and shape-checks one batch body. Every failure is `invalid`
 /// (or `unsupported` for an unknown critical extension).
 pub fn parse_batch(bytes: &[u8]) -> Result<ParsedBatch, ClientError> {
-    let raw: RawBatch = serde_json::from_slice(bytes).map_err(|e| ClientError::invalid(format!("batch JSON: {e}")))?;
+    let StrictValue(value) =
+        serde_json::from_slice(bytes).map_err(|e| ClientError::invalid(format!("batch JSON: {e}")))?;
+    let raw: RawBatch = serde_json::from_value(value).map_err(|e| ClientError::invalid(format!("batch: {e}")))?;
     if raw.version != 1 {
         return Err(ClientError::unsupported(format!("batch version {}", raw.version)));
     }
@@ -407,4 +409,62 @@ pub fn normalized_bytes(v: &Value) -> Vec<u8> {
         }
     }
     serde_json::to_vec(&sorted(v)).expect("a Value always serializes")
+}
+
+/// A JSON value whose objects, at any depth, have no duplicate member names
+/// (BRC-192 §1). serde_json alone keeps the last duplicate silently.
+struct StrictValue(Value);
+
+impl<'de> Deserialize<'de> for StrictValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(StrictVisitor).map(StrictValue)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> serde::de::Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
+        serde_json::Number::from_f64(v).map(Value::Number).ok_or_else(|| E::custom("non-finite number"))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(StrictValue(v)) = seq.next_element()? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = serde_json::Map::new();
+        while let Some(k) = map.next_key::<String>()? {
+            let StrictValue(v) = map.next_value()?;
+            if out.insert(k.clone(), v).is_some() {
+                return Err(serde::de::Error::custom(format!("duplicate member {k:?}")));
+            }
+        }
+        Ok(Value::Object(out))
+    }
 }

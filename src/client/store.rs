@@ -199,6 +199,7 @@ pub struct SourceState {
     /// Receipt/acceptance counters of the newest generation.
     pub received: u64,
     pub accepted: u64,
+    /// Equivocating batches quarantined for this source, all generations.
     pub quarantined: u64,
 }
 
@@ -574,6 +575,11 @@ impl CheckpointStore {
         if newest.invalidated.is_some() {
             invalidated = newest.invalidated.clone();
         }
+        // Quarantined claims are kept across generations (retiring does not drop them).
+        let mut quarantined = 0;
+        for g in 0..src.next_generation {
+            quarantined += load_gen(&tx, &sid, g)?.quarantined;
+        }
         let cur_invalid = match src.current {
             Some(c) => load_gen(&tx, &sid, c)?.invalidated.is_some(),
             None => false,
@@ -588,7 +594,7 @@ impl CheckpointStore {
             pending_count,
             received: newest.received,
             accepted: newest.accepted,
-            quarantined: newest.quarantined,
+            quarantined,
         })
     }
 }
