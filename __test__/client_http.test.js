@@ -405,3 +405,32 @@ test('an equivocating provider is quarantined and the source recovers in a new g
   expect(present(store.members(key))).toEqual([0, 1, 2, 3])
   store.close()
 })
+
+test('two providers for one query: separate sources, receipts and memberships for the same outpoint', async () => {
+  const second = await startProvider()
+  try {
+    provider.seed([0, 1])
+    second.seed([1, 2])
+    const store = CheckpointStore.open(path.join(dir, 'store'))
+    const a = await followUntil(store, e => e.members.length === 2)
+    const ac = new AbortController()
+    let b
+    await new LiveLookupClient({ baseURL: second.origin, fetch, store, limits: { waitMs: 5000 } }).follow(SERVICE, QUERY, {
+      signal: ac.signal,
+      onRevision (e) { b = e; if (e.members.length === 2) ac.abort() }
+    })
+    const ka = a[0].sourceKey; const kb = b.sourceKey
+    expect(ka.provider).not.toBe(kb.provider)
+    expect(present(store.members(ka))).toEqual([0, 1])
+    expect(present(store.members(kb))).toEqual([1, 2])
+    // The first provider withdraws output 1; the second still reports it.
+    provider.mutate([{ index: 1, present: false }])
+    await followUntil(store, e => !present(e.members).includes(1))
+    expect(present(store.members(ka))).toEqual([0])
+    expect(present(store.members(kb))).toEqual([1, 2])
+    expect([store.state(ka).received, store.state(kb).received]).toEqual([3, 2])
+    store.close()
+  } finally {
+    await second.close()
+  }
+})
