@@ -28,6 +28,7 @@ function startProvider ({ pageSize = 2, wallet = null, identityKey = null } = {}
     rows: new Map(), // outputIndex -> present
     log: [], // {sequence, changes:[{index, present}]}
     sessions: new Map(),
+    fences: new Map(), // requestId -> saved first batch
     waiters: new Set(),
     opens: 0,
     reads: [], // cursors read, in order
@@ -106,6 +107,9 @@ function startProvider ({ pageSize = 2, wallet = null, identityKey = null } = {}
   app.post('/overlay/v1/lookup/open', (req, res) => {
     p.opens++
     if (!/^[0-9a-f]{32}$/.test(req.body.requestId)) return error(res, 400, 'invalid')
+    // Identical retry of an open returns its saved first batch (BRC-193 §8).
+    const saved = p.fences.get(req.body.requestId)
+    if (saved) return res.type('application/json').send(saved)
     const sess = {
       id: crypto.randomBytes(8).toString('hex'),
       epoch: p.epoch,
@@ -113,7 +117,9 @@ function startProvider ({ pageSize = 2, wallet = null, identityKey = null } = {}
       snapshot: [...p.rows].filter(([, present]) => present).map(([i]) => i).sort((a, b) => a - b)
     }
     p.sessions.set(sess.id, sess)
-    res.type('application/json').send(page(sess, 0))
+    const first = page(sess, 0)
+    p.fences.set(req.body.requestId, first)
+    res.type('application/json').send(first)
   })
   app.post('/overlay/v1/lookup/read', async (req, res) => {
     const { session, cursor, limits } = req.body
@@ -433,4 +439,20 @@ test('two providers for one query: separate sources, receipts and memberships fo
   } finally {
     await second.close()
   }
+})
+
+test('SIGKILL after receiving the open response: the retry reuses the request id, one session', async () => {
+  provider.seed([0, 1, 2])
+  const crashed = await runChild({ OLL_CLIENT_CRASH: 'after-receive', OLL_CLIENT_CRASH_AT: '1', WANT: '3' })
+  expect(crashed.signal).toBe('SIGKILL')
+  const done = await runChild({ WANT: '3' })
+  expect(done).toMatchObject({ code: 0, signal: null })
+  expect(provider.opens).toBe(2)
+  expect(provider.sessions.size).toBe(1)
+  expect(provider.fences.size).toBe(1)
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  const key = keyFor()
+  expect(present(store.members(key))).toEqual([0, 1, 2])
+  expect(store.state(key)).toMatchObject({ received: 3, accepted: 3, currentGeneration: 1 })
+  store.close()
 })

@@ -150,3 +150,22 @@ test('interim digest matches the spec vectors', () => {
   expect(v.vectors.length).toBeGreaterThan(0)
   for (const vec of v.vectors) expect(digest(vec.domain, v.body)).toBe(vec.sha256)
 })
+
+test('a pending open request id survives a restart and is consumed by the open commit', () => {
+  const s = scope('02aa')
+  let store = CheckpointStore.open(path.join(dir, 'store'))
+  expect(store.pendingOpen('lbl')).toBeNull()
+  store.setPendingOpen('lbl', 'a'.repeat(32))
+  store.close()
+  store = CheckpointStore.open(path.join(dir, 'store'))
+  expect(store.pendingOpen('lbl')).toBe('a'.repeat(32))
+  const key = keyOf(s)
+  const gen = store.beginGeneration(key, 'lbl')
+  // A failed commit keeps it (the open can be retried with the same id)...
+  expect(() => store.commitBatch(key, gen, null, Buffer.from('{}'), { openLabel: 'lbl' })).toThrow(expect.objectContaining({ code: 'invalid' }))
+  expect(store.pendingOpen('lbl')).toBe('a'.repeat(32))
+  // ...a committed open response removes it in the same write.
+  store.commitBatch(key, gen, null, batch(s, 'snapshot', [], 'c1', true, 3), { openLabel: 'lbl' })
+  expect(store.pendingOpen('lbl')).toBeNull()
+  store.close()
+})

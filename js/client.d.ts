@@ -80,6 +80,8 @@ export interface CommitBatchOptions {
   maxObservations?: number
   /** false keeps the groups pending until markVerified. Default true. */
   verified?: boolean
+  /** For an open response: the label whose pending open request id this commit consumes. */
+  openLabel?: string
 }
 
 export type ErrorCode =
@@ -99,6 +101,9 @@ export declare class CheckpointStore {
   close (): void
   beginGeneration (sourceKey: SourceKey, label?: string | null): number
   sourceForLabel (label: string): SourceKey | null
+  /** Request id of an open sent but not yet committed under this label. */
+  setPendingOpen (label: string, requestId: string): void
+  pendingOpen (label: string): string | null
   checkpoint (sourceKey: SourceKey): Checkpoint | null
   commitBatch (sourceKey: SourceKey, generation: number, expectedCursor: string | null, batch: Buffer, options?: CommitBatchOptions): CommitOutcome
   markVerified (sourceKey: SourceKey, generation: number, groupId: string): CommitOutcome

@@ -48,6 +48,8 @@ class CheckpointStore {
   close () { return nativeCall(() => this._inner.close()) }
   beginGeneration (sourceKey, label) { return nativeCall(() => this._inner.beginGeneration(sourceKey, label ?? null)) }
   sourceForLabel (label) { return nativeCall(() => this._inner.sourceForLabel(label)) }
+  setPendingOpen (label, requestId) { return nativeCall(() => this._inner.setPendingOpen(label, requestId)) }
+  pendingOpen (label) { return nativeCall(() => this._inner.pendingOpen(label)) ?? null }
   checkpoint (sourceKey) { return nativeCall(() => this._inner.checkpoint(sourceKey)) }
   commitBatch (sourceKey, generation, expectedCursor, batch, options) {
     return nativeCall(() => this._inner.commitBatch(sourceKey, generation, expectedCursor ?? null, batch, options ?? null))
@@ -294,19 +296,27 @@ class LiveLookupClient {
     return { provider: scope.provider, service: scope.service, queryDigest: scope.queryDigest, access: scope.access }
   }
 
-  _commit (key, generation, expectedCursor, bytes, verified) {
+  _commit (key, generation, expectedCursor, bytes, verified, openLabel) {
     crashPoint('after-receive')
     const outcome = this.store.commitBatch(key, generation, expectedCursor, bytes, {
       maxBytes: this.limits.maxBytes,
       maxObservations: this.limits.maxObservations,
-      verified
+      verified,
+      openLabel
     })
     crashPoint('after-commit')
     return outcome
   }
 
   async _open (service, query, queryDigest, label, opts) {
-    let requestId = randomRequestId()
+    // The request id is stored before it is sent: after a crash the same open is
+    // retried and the provider answers with its saved first batch (BRC-193 §8). The
+    // commit of that batch removes it.
+    let requestId = this.store.pendingOpen(label)
+    if (!requestId) {
+      requestId = randomRequestId()
+      this.store.setPendingOpen(label, requestId)
+    }
     for (let attempt = 1; ; attempt++) {
       const open = { version: 1, requestId, service, query, limits: { ...this.limits, waitMs: 0 } }
       if (opts.requiredRulesDigest) open.requiredRulesDigest = opts.requiredRulesDigest
@@ -314,11 +324,16 @@ class LiveLookupClient {
         const bytes = await this._post('open', open, opts.signal)
         const key = this._sourceKeyOf(bytes, service, queryDigest)
         const generation = this.store.beginGeneration(key, label)
-        const outcome = this._commit(key, generation, null, bytes, opts.verified)
+        const outcome = this._commit(key, generation, null, bytes, opts.verified, label)
         return { key, outcome, bytes }
       } catch (e) {
         // A retried open whose fence is closed/expired needs a fresh requestId.
-        if (e.code === 'expired' && attempt < OPEN_ATTEMPTS) { requestId = randomRequestId(); continue }
+        // A stored request id may be fenced (expired) or its parameters changed (conflict).
+        if ((e.code === 'expired' || e.code === 'conflict') && attempt < OPEN_ATTEMPTS) {
+          requestId = randomRequestId()
+          this.store.setPendingOpen(label, requestId)
+          continue
+        }
         if (e.retryable && attempt < OPEN_ATTEMPTS) { await sleep(e.retryAfterMs ?? 1000, opts.signal); continue }
         throw e
       }

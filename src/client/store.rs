@@ -13,6 +13,7 @@
 //! | `M` sid gen outpoint | [`MemberRow`] of that generation |
 //! | `Q` sid gen n | quarantined conflicting batch (equivocation) |
 //! | `L` label | [`SourceKey`] JSON (so a client can find its source before opening) |
+//! | `P` label | request id of an open sent but not yet committed |
 //!
 //! `sid` is [`SourceKey::id`] (32 bytes), `gen` and ordinals are u64 big-endian,
 //! `outpoint` is 32 txid bytes + u32 big-endian index. Values are JSON.
@@ -126,6 +127,9 @@ pub struct CommitOptions {
     /// Whether the batch's groups are accepted now. `false` keeps them as durable
     /// pending work until [`CheckpointStore::mark_verified`].
     pub verified: bool,
+    /// For the open response: the label whose pending open request id this commit
+    /// consumes (removed in the same write).
+    pub open_label: Option<String>,
 }
 
 impl Default for CommitOptions {
@@ -134,6 +138,7 @@ impl Default for CommitOptions {
             max_bytes: checks::PROFILE_MAX_BYTES,
             max_observations: checks::PROFILE_MAX_OBSERVATIONS,
             verified: true,
+            open_label: None,
         }
     }
 }
@@ -300,6 +305,12 @@ fn key(tag: u8, sid: &[u8; 32], gen: Option<u64>, rest: &[u8]) -> Vec<u8> {
     k
 }
 
+fn pending_open_key(label: &str) -> Vec<u8> {
+    let mut k = vec![b'P'];
+    k.extend_from_slice(label.as_bytes());
+    k
+}
+
 fn label_key(label: &str) -> Vec<u8> {
     let mut k = vec![b'L'];
     k.extend_from_slice(label.as_bytes());
@@ -374,6 +385,24 @@ impl CheckpointStore {
         tx.bump_revision()?;
         tx.finish(&self.db)?;
         Ok(generation)
+    }
+
+    /// Records the request id of an open about to be sent, so that after a crash the
+    /// same open is retried with it and the provider returns its saved first batch
+    /// instead of creating a second session (BRC-193 §8).
+    pub fn set_pending_open(&self, label: &str, request_id: &str) -> Result<(), ClientError> {
+        parse::check_text("label", label)?;
+        parse::check_text("requestId", request_id)?;
+        let _g = self.guard();
+        let mut tx = Tx::new(&self.tree);
+        tx.put(pending_open_key(label), request_id.as_bytes().to_vec());
+        tx.finish(&self.db)
+    }
+
+    pub fn pending_open(&self, label: &str) -> Result<Option<String>, ClientError> {
+        let v = Tx::new(&self.tree).get(&pending_open_key(label))?;
+        v.map(|b| String::from_utf8(b).map_err(|_| ClientError::storage("corrupt pending open")))
+            .transpose()
     }
 
     pub fn source_for_label(&self, label: &str) -> Result<Option<SourceKey>, ClientError> {
@@ -451,6 +480,9 @@ impl CheckpointStore {
         }
         checks::check_batch(&gen.position(), source, &batch, &limits)?;
         let applied = receive(&mut tx, &sid, &mut gen, &batch, &identities, opts.verified)?;
+        if let (None, Some(label)) = (expected_cursor, &opts.open_label) {
+            tx.writes.insert(pending_open_key(label), None);
+        }
         advance_position(&mut gen, &batch);
         let (accepted, swapped) = accept(&mut tx, &sid, &mut src, &mut gen)?;
         tx.put_json(key(b'G', &sid, Some(generation), &[]), &gen);

@@ -52,6 +52,8 @@ pub struct CommitBatchOptions {
     pub max_observations: Option<u32>,
     /// `false` keeps the groups as pending work until `markVerified`. Default `true`.
     pub verified: Option<bool>,
+    /// For an open response: the label whose pending open request id is consumed.
+    pub open_label: Option<String>,
 }
 
 /// Durable checkpoint store of the lookup-live client (BRC-193 §4, §9).
@@ -97,6 +99,17 @@ impl JsCheckpointStore {
     pub fn begin_generation(&self, source_key: JsSourceKey, label: Option<String>) -> napi::Result<i64> {
         let k = key(source_key)?;
         self.with(|s| s.begin_generation(&k, label.as_deref())).map(|g| g as i64)
+    }
+
+    /// Records the request id of an open about to be sent (crash-safe open retry).
+    #[napi]
+    pub fn set_pending_open(&self, label: String, request_id: String) -> napi::Result<()> {
+        self.with(|s| s.set_pending_open(&label, &request_id))
+    }
+
+    #[napi]
+    pub fn pending_open(&self, label: String) -> napi::Result<Option<String>> {
+        self.with(|s| s.pending_open(&label))
     }
 
     #[napi(ts_return_type = "SourceKey | null")]
@@ -148,6 +161,7 @@ impl JsCheckpointStore {
             if let Some(v) = o.verified {
                 opts.verified = v;
             }
+            opts.open_label = o.open_label;
         }
         let out = self.with(|s| s.commit_batch(&k, g, expected_cursor.as_deref(), &batch, &opts))?;
         Ok(serde_json::to_value(out).expect("outcome serializes"))
