@@ -320,14 +320,17 @@ class LiveLookupClient {
     for (let attempt = 1; ; attempt++) {
       const open = { version: 1, requestId, service, query, limits: { ...this.limits, waitMs: 0 } }
       if (opts.requiredRulesDigest) open.requiredRulesDigest = opts.requiredRulesDigest
+      let bytes = null
       try {
-        const bytes = await this._post('open', open, opts.signal)
+        bytes = await this._post('open', open, opts.signal)
         const key = this._sourceKeyOf(bytes, service, queryDigest)
         const generation = this.store.beginGeneration(key, label)
         const outcome = this._commit(key, generation, null, bytes, opts.verified, label)
         return { key, outcome, bytes }
       } catch (e) {
-        // A retried open whose fence is closed/expired needs a fresh requestId.
+        // A response refused here would come back identically for the same request
+        // id, so a later open starts from a fresh one.
+        if (bytes !== null) this.store.setPendingOpen(label, randomRequestId())
         // A stored request id may be fenced (expired) or its parameters changed (conflict).
         if ((e.code === 'expired' || e.code === 'conflict') && attempt < OPEN_ATTEMPTS) {
           requestId = randomRequestId()
