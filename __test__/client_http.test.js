@@ -397,6 +397,10 @@ test('plain fetch: the scope must name the exact origin', async () => {
   const client = new LiveLookupClient({ baseURL: provider.origin, fetch, store })
   await expect(client.follow(SERVICE, QUERY, {})).rejects.toMatchObject({ code: 'invalid' })
   expect(store.revision()).toBe(0)
+  // The refused open is not retried with the same request id (it would return the
+  // same saved batch): the next attempt is a new open.
+  await expect(client.follow(SERVICE, QUERY, {})).rejects.toMatchObject({ code: 'invalid' })
+  expect(provider.fences.size).toBe(2)
   store.close()
 })
 
