@@ -33,7 +33,9 @@ function startProvider ({ pageSize = 2, wallet = null, identityKey = null } = {}
     opens: 0,
     reads: [], // cursors read, in order
     inject: null, // one-shot {status, headers, body}
-    headerFaults: 0
+    headerFaults: 0,
+    manifest: MANIFEST,
+    manifestFetches: 0
   }
   const app = express()
   const scope = epoch => ({
@@ -89,10 +91,12 @@ function startProvider ({ pageSize = 2, wallet = null, identityKey = null } = {}
 
   app.use(express.json())
   if (wallet) app.use(createAuthMiddleware({ wallet, allowUnauthenticated: false }))
-  app.get('/overlay/v1/capabilities', (req, res) => res.json(MANIFEST))
+  app.get('/overlay/v1/capabilities', (req, res) => { p.manifestFetches++; res.json(p.manifest) })
   app.use('/overlay/v1/lookup', (req, res, next) => {
+    if (req.get('x-bsv-overlay-capability') !== digest('capabilities', p.manifest.body)) {
+      return error(res, 409, 'context-changed')
+    }
     const ok = req.get('x-bsv-overlay-profile') === PROFILE &&
-      req.get('x-bsv-overlay-capability') === digest('capabilities', MANIFEST.body) &&
       // AuthFetch cannot carry Cache-Control in a signed request (see js/client.js).
       (wallet || req.get('cache-control') === 'no-store') && req.is('application/json')
     if (!ok) { p.headerFaults++; return error(res, 400, 'invalid') }
@@ -203,11 +207,17 @@ test('drains a paged snapshot, then follows live enter/leave/re-enter with long 
     step (e) {
       const live = e.state.currentGeneration === 0 && e.members.length === 5
       if (phase === 0 && live) { phase = 1; setImmediate(() => provider.mutate([{ index: 1, present: false }, { index: 7, present: true }])) }
-      if (phase === 1 && e.members.some(m => m.outpoint.outputIndex === 7)) { phase = 3; setImmediate(() => provider.mutate([{ index: 1, present: true }])) }
+      if (phase === 1 && e.members.some(m => m.outpoint.outputIndex === 7)) {
+        phase = 3
+        // The provider re-signs its manifest: the next request gets context-changed.
+        provider.manifest = { body: { ...MANIFEST.body, revision: 2 }, signature: 'BBBB' }
+        setImmediate(() => provider.mutate([{ index: 1, present: true }]))
+      }
     }
   })
   expect(provider.headerFaults).toBe(0)
   expect(provider.opens).toBe(1)
+  expect(provider.manifestFetches).toBe(2) // at start, and after context-changed
   const members = store.members(events[0].sourceKey)
   expect(present(members)).toEqual([0, 1, 2, 3, 4, 7])
   expect(members.find(m => m.outpoint.outputIndex === 1)).toMatchObject({ sequence: '2', observationId: 'lo-2-0', phase: 'live', stale: false })

@@ -244,7 +244,19 @@ class LiveLookupClient {
   }
 
   // One POST; resolves with the exact 200 body bytes or throws the protocol error.
+  // A `context-changed` answer means the provider's manifest changed: fetch it again
+  // and repeat the request once with the new capability digest (BRC-194).
   async _post (path, payload, signal, waitMs = 0) {
+    try {
+      return await this._postOnce(path, payload, signal, waitMs)
+    } catch (e) {
+      if (e.code !== 'context-changed') throw e
+      this._capability = null
+      return this._postOnce(path, payload, signal, waitMs)
+    }
+  }
+
+  async _postOnce (path, payload, signal, waitMs) {
     const headers = {
       'Content-Type': 'application/json',
       'Cache-Control': 'no-store',
