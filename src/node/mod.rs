@@ -1,6 +1,7 @@
 //! napi glue: the only place that knows about Node.
 use napi_derive::napi;
 
+mod client;
 mod error;
 mod live;
 mod manifest;
