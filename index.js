@@ -835,6 +835,8 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.CheckpointStore = nativeBinding.CheckpointStore
+module.exports.JsCheckpointStore = nativeBinding.JsCheckpointStore
 module.exports.NativeCancel = nativeBinding.NativeCancel
 module.exports.NativeLive = nativeBinding.NativeLive
 module.exports.acceptManifest = nativeBinding.acceptManifest

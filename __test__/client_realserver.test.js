@@ -2,15 +2,13 @@
 // LiveLookupClient against the project's own server: LiveLookup (sled store,
 // sessions, long polls) behind createRouter on real Express over loopback, in the
 // explicitly unauthenticated public mode.
-// Needs the server from main (js/live.js, js/router.js, js/wire.js,
-// __test__/helpers/live.js): it fails on the `client` branch alone and passes on a
-// merge of `client` with main at b25ef1f (all 5 tests, 3 runs).
 
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
 const express = require('express')
+const { PrivateKey } = require('@bsv/sdk')
 const { LiveLookup } = require('../js/live')
 const { createRouter } = require('../js/router')
 const wire = require('../js/wire')
@@ -19,12 +17,6 @@ const { CHAIN, plainService, notesCompanion, txid, admit, remove } = require('./
 
 const SERVICE = 'ls_notes'
 const QUERY = { author: 'alice' }
-
-// A capability manifest as the router consumes it (bytes served, digest checked).
-function manifestOf (body) {
-  const signed = Buffer.from(JSON.stringify({ body, signature: 'AAAA' }))
-  return { bytes: () => signed, digest: () => wire.digest('capabilities', body) }
-}
 
 let dir, server, live, origin, routerRef
 beforeEach(async () => {
@@ -35,7 +27,7 @@ beforeEach(async () => {
   origin = `http://127.0.0.1:${server.address().port}`
   live = await LiveLookup.open({ dataDir: path.join(dir, 'server'), create: true, chain: CHAIN, provider: origin })
   live.wrap(SERVICE, plainService(), notesCompanion())
-  routerRef = createRouter(live, { authentication: 'none', manifest: manifestOf({ provider: origin }) })
+  routerRef = createRouter(live, { authentication: 'none', baseURL: origin, allowLocalHttp: true, privateKey: PrivateKey.fromRandom().toHex() })
 })
 afterEach(async () => {
   server.closeAllConnections()
