@@ -144,6 +144,8 @@ export interface LiveStats {
   sessions: number
   waiters: number
   highWater: string
+  /** Log groups at or below this sequence have been compacted away. */
+  compactedThrough: string
   epoch: string
   logBytes: number
   rows: number

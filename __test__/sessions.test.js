@@ -303,3 +303,20 @@ test('a changed access scope ends the session with unauthorized', async () => {
   const after = await live.read(readBody(first.session, first.cursor), ALICE)
   expect(after.status).toBe(401)
 })
+
+test('background compaction removes what no session needs and keeps what a session still reads', async () => {
+  await setup({ compactionIntervalMs: 20 })
+  for (let i = 0; i < 10; i++) await live.commit([admit(i)])
+  for (let i = 0; i < 5; i++) await live.commit([remove(i)])
+  const first = await openOk()
+  const W = first.through
+  for (let i = 20; i < 25; i++) await live.commit([admit(i)])
+  for (let i = 0; i < 200 && live.stats().compactedThrough !== W; i++) await new Promise(resolve => setTimeout(resolve, 20))
+  // Compaction caught up to the oldest retained session's watermark, not past it.
+  expect(live.stats().compactedThrough).toBe(W)
+  const batches = await drainSnapshot(live, first)
+  expect(batches.flatMap(b => b.groups)).toHaveLength(5)
+  const end = batches[batches.length - 1]
+  const b = json(await live.read(readBody(end.session, end.cursor), ALICE))
+  expect(b.groups.map(g => g.observations[0].payload.evidence.txid)).toEqual([20, 21, 22, 23, 24].map(h.txid))
+})

@@ -86,6 +86,8 @@ pub struct LiveStats {
     pub sessions: u32,
     pub waiters: u32,
     pub high_water: String,
+    /// Log groups at or below this sequence have been compacted away.
+    pub compacted_through: String,
     pub epoch: String,
     pub log_bytes: i64,
     pub rows: i64,
@@ -386,6 +388,7 @@ impl NativeLive {
             sessions: self.provider.session_count() as u32,
             waiters: self.provider.waiters.total() as u32,
             high_water: s.high_water.to_string(),
+            compacted_through: s.compacted_through.to_string(),
             epoch: s.epoch.clone(),
             log_bytes: s.log_bytes as i64,
             rows: s.rows as i64,
