@@ -34,7 +34,7 @@ use crate::wire::{self, ErrorCode, Limits, WireError};
 use batch::{Frame, Offer, Packer, Phase, Tail};
 use cursor::{Cursor, Position};
 use record::{FenceRecord, SessionRecord};
-pub use wait::{CancelToken, Caps, WaitGuard, Waiters};
+pub use wait::{CancelToken, Caps, WaitGuard, Waiters, WorkSlots};
 
 /// Schema of a legacy BRC-24 context carried as JSON bytes (BRC-192 §2).
 pub const LEGACY_CONTEXT_SCHEMA: &str = "https://bsv.brc.dev/apps/0192#legacy-lookup-context-json-v1";
@@ -132,6 +132,7 @@ pub struct Provider {
     /// produce one snapshot.
     open_locks: Vec<Mutex<()>>,
     pub waiters: Waiters,
+    work: WorkSlots,
     clock_offset_ms: AtomicI64,
     pub hooks: TestHooks,
 }
@@ -160,6 +161,7 @@ impl Provider {
         }
         let p = Arc::new(Provider {
             waiters: Waiters::new(cfg.caps.clone()),
+            work: WorkSlots::new(cfg.caps.max_concurrent_work),
             store,
             cfg,
             services: RwLock::new(HashMap::new()),
@@ -306,6 +308,7 @@ impl Provider {
     }
 
     fn open_inner(&self, body: &[u8], caller: &Caller, access: &str, selection_json: &Value) -> Result<Vec<u8>, WireError> {
+        let _slot = self.work.enter()?;
         let open = wire::parse_open(body)?;
         let rules_digest = self
             .rules_digest(&open.service)
@@ -608,6 +611,7 @@ impl Provider {
     }
 
     fn build(&self, rec: &SessionRecord, cursor: &Cursor, sel: &Selection, limits: Limits) -> Result<(Vec<u8>, bool), WireError> {
+        let _slot = self.work.enter()?;
         match &cursor.position {
             Position::Snapshot { after } => Ok((self.snapshot_batch(rec, &cursor.session, sel, limits, after.as_deref())?, false)),
             Position::Live { through } => self.live_batch(rec, &cursor.session, sel, limits, *through),
