@@ -92,6 +92,11 @@ fn err(code: ErrorCode, msg: impl Into<String>) -> WireError {
 }
 
 fn store_err(e: crate::store::StoreError) -> WireError {
+    // History that compaction removed cannot be served again: the client must
+    // start over, never receive an empty success (BRC-193 §4, §5).
+    if let crate::store::StoreError::Gone(_) = e {
+        return err(ErrorCode::ResetRequired, "the history this request needs is no longer retained");
+    }
     let mut w = err(ErrorCode::Unavailable, format!("storage failure: {e}"));
     w.retryable = true;
     w
@@ -840,8 +845,44 @@ impl Provider {
     /// respects sessions opened before a restart.
     pub fn compact(&self, max_items: usize) -> Result<bool, WireError> {
         self.load_all_sessions()?;
+        let forgotten = self.forget_finished_sessions(max_items)?;
         let horizon = self.compaction_horizon();
-        self.store.compact_step(horizon, max_items).map_err(store_err)
+        let more = self.store.compact_step(horizon, max_items).map_err(store_err)?;
+        Ok(more || forgotten == max_items)
+    }
+
+    /// Deletes the records of sessions whose replay promise has passed (or that
+    /// belong to an old epoch), at most `max` of them. Their opening fences stay:
+    /// a repeated open still answers `expired` (BRC-193 §8).
+    fn forget_finished_sessions(&self, max: usize) -> Result<usize, WireError> {
+        let now = self.now();
+        let epoch = self.store.epoch();
+        let done: Vec<[u8; 16]> = self
+            .sessions
+            .lock()
+            .unwrap()
+            .values()
+            .filter(|s| {
+                let r = s.rec.lock().unwrap();
+                now >= r.replay_until || r.epoch != epoch
+            })
+            .map(|s| s.id)
+            .take(max)
+            .collect();
+        if done.is_empty() {
+            return Ok(0);
+        }
+        let mut deletes = Vec::with_capacity(done.len() * 2);
+        for id in &done {
+            deletes.push((record::session_key(id), None));
+            deletes.push((record::first_batch_key(id), None));
+        }
+        self.store.aux_write(deletes).map_err(store_err)?;
+        let mut sessions = self.sessions.lock().unwrap();
+        for id in &done {
+            sessions.remove(id);
+        }
+        Ok(done.len())
     }
 
     pub fn session_count(&self) -> usize {
