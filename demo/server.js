@@ -29,6 +29,21 @@ const FAUCET_SATOSHIS = 10000
 const MAX_SUBMIT_BYTES = 1024 * 1024
 const PUBLIC_DIR = path.join(__dirname, 'public')
 
+/**
+ * The @bsv/sdk browser bundle (dist/umd/bundle.js). The package exports no subpath for it (and
+ * dist/cjs carries its own package.json), so walk up from the entry point until the file exists.
+ */
+function sdkBundlePath () {
+  let dir = path.dirname(require.resolve('@bsv/sdk'))
+  for (;;) {
+    const candidate = path.join(dir, 'dist', 'umd', 'bundle.js')
+    if (fs.existsSync(candidate)) return candidate
+    const up = path.dirname(dir)
+    if (up === dir) throw new Error('cannot locate the @bsv/sdk browser bundle (dist/umd/bundle.js)')
+    dir = up
+  }
+}
+
 /** The server identity key: generated on first run, then read from the data directory. */
 function loadIdentityKey (dataDir) {
   const file = path.join(dataDir, 'server-key.hex')
@@ -159,9 +174,8 @@ function demoRoutes ({ engine, chainTracker, manifest, identity }) {
     }
   })
 
-  r.get('/vendor/bsv.js', (req, res) => {
-    res.sendFile(path.join(path.dirname(require.resolve('@bsv/sdk/package.json')), 'dist', 'umd', 'bundle.js'))
-  })
+  const bundle = sdkBundlePath()
+  r.get('/vendor/bsv.js', (req, res) => { res.sendFile(bundle) })
   r.use(express.static(PUBLIC_DIR, { etag: false, maxAge: 0 }))
   return r
 }
