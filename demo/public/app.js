@@ -477,8 +477,13 @@
     ol.replaceChildren(...events.map(e => { const li = document.createElement('li'); li.textContent = e; return li }))
   }
 
+  const DOWN = new Set(['offline', 'reconnecting'])
+
   function setConnection (s, detail) {
+    const was = connection.state
     connection = { state: s, detail: detail || '' }
+    if (DOWN.has(s) && !DOWN.has(was)) event('connection ' + s + ': ' + connection.detail)
+    if (DOWN.has(was) && (s === 'live' || s === 'snapshot')) event('reconnected: resuming generation ' + state.generation + ' from its stored cursor')
     render()
   }
 
