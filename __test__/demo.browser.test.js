@@ -4,7 +4,8 @@
 // browser contexts are two principals (each page keeps its own key in its own localStorage).
 // Covered: progressive snapshot, a publish showing on the other page without reload, an offline
 // page catching up from its stored cursor, a withdraw (a real spend), a server restart with the
-// pages resuming their sessions, and a reload resuming from localStorage without a new open.
+// pages resuming their sessions, a reload resuming from localStorage without a new open, and a
+// lost live store (new epoch) answered by reset-required and a new generation on each page.
 // A screenshot is kept under __test__/artifacts/ (git-ignored).
 const fs = require('node:fs')
 const os = require('node:os')
@@ -145,6 +146,24 @@ maybe('the demo page in chromium', () => {
     expect(callsOf(sb.identity, 'open')).toBe(opensBefore)
     await publishFrom(a.page, 'after the reload')
     await noteItem(b.page, 'after the reload').waitFor(WAIT)
+
+    // The live store is lost (the Engine's SQLite is kept): a new store starts a new epoch, filled
+    // from Engine storage. Old cursors get reset-required; each page opens generation 2, keeps the
+    // old notes visible as stale meanwhile, and ends with the same collection plus the new note.
+    await demo.close()
+    fs.rmSync(path.join(dataDir, 'live'), { recursive: true, force: true })
+    demo = await startDemo({ port, dataDir, log: (e) => log.push(e) })
+    expect(demo.createdStore).toBe(true)
+    await publishNote(demo.url, cliKey, 'after a lost live store')
+    const expected = [...SEEDED, 'while B was offline', 'after the restart', 'after the reload', 'after a lost live store']
+    for (const page of [a.page, b.page]) {
+      await page.waitForFunction(() => window.demoState().generation === 2, null, WAIT)
+      await liveAndShowing(page, ['after a lost live store'])
+      const s = await state(page)
+      expect(s.stale).toBe(false)
+      expect(s.notes.sort()).toEqual([...expected].sort())
+      expect(await page.locator('#notes li.stale').count()).toBe(0)
+    }
 
     fs.mkdirSync(ARTIFACTS, { recursive: true })
     await b.page.screenshot({ path: path.join(ARTIFACTS, 'demo-page-b.png'), fullPage: true })

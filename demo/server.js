@@ -191,7 +191,8 @@ function listen (app, port, host) {
 /**
  * Starts the demo host.
  * @param {{port?: number, dataDir?: string, host?: string, log?: (entry: object) => void}} [options]
- * @returns {Promise<{url: string, port: number, dataDir: string, identity: string, close: () => Promise<void>}>}
+ * @returns {Promise<{url: string, port: number, dataDir: string, identity: string, createdStore: boolean,
+ *   live: LiveLookup, engine: Engine, close: () => Promise<void>}>}
  */
 async function startDemo (options = {}) {
   const dataDir = path.resolve(options.dataDir || 'demo-data')
@@ -200,6 +201,7 @@ async function startDemo (options = {}) {
   const privateKey = loadIdentityKey(dataDir)
   const identity = PrivateKey.fromHex(privateKey).toPublicKey().toString()
   const chainTracker = LocalChainTracker.persisted(trackerFile(dataDir))
+  const createdStore = !fs.existsSync(path.join(dataDir, 'live'))
   const live = await openLiveStore(dataDir, identity)
   let knex = null
   let server = null
@@ -229,6 +231,7 @@ async function startDemo (options = {}) {
       port,
       dataDir,
       identity,
+      createdStore,
       live,
       engine: opened.engine,
       async close () {
@@ -253,7 +256,7 @@ async function main () {
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error('PORT must be a TCP port number')
   const demo = await startDemo({ port, dataDir: process.env.DEMO_DATA_DIR || 'demo-data', host: process.env.HOST })
   console.log(`overlay-lookup-live demo: ${demo.url}/`)
-  console.log(`  data directory: ${demo.dataDir}`)
+  console.log(`  data directory: ${demo.dataDir} (live store ${demo.createdStore ? 'created' : 'reopened'})`)
   console.log(`  provider identity: ${demo.identity}`)
   console.log('  chain tracker: LOCAL (development only; no outside network is used)')
   const stop = () => { demo.close().then(() => process.exit(0), () => process.exit(1)) }

@@ -375,9 +375,15 @@
           await waitOnline()
         }
         if (!manifest) await loadManifest()
-        if (!state.session) await openSession()
+        const resumed = state.session !== null
+        const generation = state.generation
+        if (!resumed) await openSession()
         else await readOnce()
         failures = 0
+        if (recovering) {
+          recovering = false
+          event(resumed && state.generation === generation ? 'reconnected: generation ' + generation + ' resumed from its stored cursor' : 'reconnected')
+        }
       } catch (e) {
         if (e instanceof ProtocolError && manifest) {
           // An answer we must not use: start over from a new snapshot.
@@ -478,12 +484,15 @@
   }
 
   const DOWN = new Set(['offline', 'reconnecting'])
+  let recovering = false // set when the connection went down, cleared by the next answered call
 
   function setConnection (s, detail) {
     const was = connection.state
     connection = { state: s, detail: detail || '' }
-    if (DOWN.has(s) && !DOWN.has(was)) event('connection ' + s + ': ' + connection.detail)
-    if (DOWN.has(was) && (s === 'live' || s === 'snapshot')) event('reconnected: resuming generation ' + state.generation + ' from its stored cursor')
+    if (DOWN.has(s) && !DOWN.has(was)) {
+      recovering = true
+      event('connection ' + s + ': ' + connection.detail)
+    }
     render()
   }
 
