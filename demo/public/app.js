@@ -309,7 +309,7 @@
     if (completes) event('snapshot of generation ' + state.generation + ' complete: ' + Object.keys(members).length + ' notes')
   }
 
-  /** Handles an error envelope; returns normally when the loop should go on at once. */
+  /** Handles an error envelope; returns (nothing) when the loop should go on at once. */
   function handleError (op, r) {
     const err = (r.body && r.body.error) || {}
     const code = err.code || 'unknown'
@@ -345,6 +345,7 @@
     }, CONFIG.requestMs)
     if (r.status !== 200) return handleError('open', r)
     applyBatch(r.body)
+    return true
   }
 
   async function readOnce () {
@@ -357,6 +358,7 @@
     if (r.status !== 200) return handleError('read', r)
     applyBatch(r.body)
     if (!state.snapshotComplete && CONFIG.snapshotPauseMs > 0) await sleep(CONFIG.snapshotPauseMs)
+    return true
   }
 
   function waitOnline () {
@@ -376,13 +378,11 @@
         }
         if (!manifest) await loadManifest()
         const resumed = state.session !== null
-        const generation = state.generation
-        if (!resumed) await openSession()
-        else await readOnce()
+        const applied = resumed ? await readOnce() : await openSession()
         failures = 0
-        if (recovering) {
+        if (applied && recovering) {
           recovering = false
-          event(resumed && state.generation === generation ? 'reconnected: generation ' + generation + ' resumed from its stored cursor' : 'reconnected')
+          event('reconnected: generation ' + state.generation + (resumed ? ' resumed from its stored cursor' : ' opened'))
         }
       } catch (e) {
         if (e instanceof ProtocolError && manifest) {
