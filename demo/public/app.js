@@ -233,15 +233,25 @@
   }
 
   function decodeNote (evidence) {
-    const tx = bsv.Transaction.fromBEEF(Utils.toArray(evidence.beef, 'base64'), evidence.txid)
+    let tx
+    try {
+      tx = bsv.Transaction.fromBEEF(Utils.toArray(evidence.beef, 'base64'), evidence.txid)
+    } catch (e) {
+      throw new ProtocolError('unreadable evidence: ' + e.message)
+    }
     const out = tx.outputs[evidence.outputIndex]
     if (!out) throw new ProtocolError('evidence lacks the output')
-    const { fields } = bsv.PushDrop.decode(out.lockingScript)
+    let fields
+    try {
+      fields = bsv.PushDrop.decode(out.lockingScript).fields
+    } catch (e) {
+      throw new ProtocolError('evidence is not a PushDrop output')
+    }
     if (fields.length !== 4 || Utils.toUTF8(fields[0]) !== info.marker) throw new ProtocolError('evidence is not a note')
     return { text: Utils.toUTF8(fields[1]), author: Utils.toHex(fields[2]) }
   }
 
-  /** The client's checks of BRC-193's ordering rules; a failure means: do not use this batch. */
+  /** The client's checks of the ordering rules (BRC-193 §8); a failure means: do not use this batch. */
   function checkBatch (b) {
     if (!b.scope || b.scope.provider !== manifest.identity || b.scope.service !== info.service) throw new ProtocolError('batch of another provider or service')
     const through = BigInt(b.through)
@@ -309,7 +319,7 @@
     if (completes) event('snapshot of generation ' + state.generation + ' complete: ' + Object.keys(members).length + ' notes')
   }
 
-  /** Handles an error envelope; returns (nothing) when the loop should go on at once. */
+  /** Handles an error envelope (BRC-193 §6); returns (nothing) when the loop should go on at once. */
   function handleError (op, r) {
     const err = (r.body && r.body.error) || {}
     const code = err.code || 'unknown'
