@@ -142,16 +142,18 @@
     } catch (_) {}
     if (!verified) throw new ProtocolError('the manifest signature does not verify')
     if (body.identity !== hostInfo.identity) throw new ProtocolError('the manifest names another provider')
-    capability = Utils.toHex(bsv.Hash.sha256(bytes))
-    manifest = body
+    const digest = Utils.toHex(bsv.Hash.sha256(bytes))
+    // The host tells which digest it computes; a mismatch means our canonicalizer is wrong, and
+    // the page stops there (retrying) rather than select a manifest by a digest of its own.
+    const agrees = digest === hostInfo.capabilityDigest
+    text('manifest', 'signature verified; digest ' + (agrees ? 'matches the host\'s' : 'DIFFERS from the host\'s ' + hostInfo.capabilityDigest))
+    text('capability', digest)
+    text('provider', body.identity)
+    if (!agrees) throw new ServerError('capability digest mismatch: this page computes ' + digest)
+    capability = digest
     info = hostInfo
     notesTx = createNotesTx(bsv, info)
-    // The host tells which digest it computes; a mismatch means our canonicalizer is wrong.
-    const agrees = capability === hostInfo.capabilityDigest
-    text('manifest', 'signature verified; digest ' + (agrees ? 'matches the host\'s' : 'DIFFERS from the host\'s ' + hostInfo.capabilityDigest))
-    text('capability', capability)
-    text('provider', body.identity)
-    if (!agrees) throw new ProtocolError('capability digest mismatch')
+    manifest = body // last: a set manifest means every check above passed
   }
 
   // ---------------------------------------------------------------- authenticated lookup calls
@@ -327,11 +329,15 @@
       case 'reset-required':
       case 'expired':
       case 'unauthorized':
-        startNewGeneration(code)
-        return
+        // A read whose session ended: open the next generation. A refused open backs off instead.
+        if (op === 'read') { startNewGeneration(code); return }
+        break
       case 'context-changed':
-        manifest = null // the provider issued a new manifest (e.g. after a restart): fetch it again
-        return
+        // The provider issued a new manifest (e.g. after a restart): fetch it again and repeat,
+        // once; a second one in a row backs off.
+        manifest = null
+        if (++contextChanges === 1) return
+        break
       case 'conflict':
         if (op === 'open') { saveState({ ...state, openRequestId: null }); return }
         break
@@ -378,6 +384,8 @@
     })
   }
 
+  let contextChanges = 0 // context-changed answers since the last applied batch
+
   async function run () {
     let failures = 0
     for (;;) {
@@ -390,6 +398,7 @@
         const resumed = state.session !== null
         const applied = resumed ? await readOnce() : await openSession()
         failures = 0
+        if (applied) contextChanges = 0
         if (applied && recovering) {
           recovering = false
           event('reconnected: generation ' + state.generation + (resumed ? ' resumed from its stored cursor' : ' opened'))
