@@ -81,7 +81,7 @@ maybe('the demo page in chromium', () => {
     }, texts, WAIT)
   }
 
-  test('two principals see each other\'s changes live, offline catch-up, withdraw, restart and reload', async () => {
+  test('two principals see each other\'s changes live; offline catch-up, withdraw, restart, reload, lost store', async () => {
     // Seed the overlay before any page opens, through the same path as `npm run demo:publish`.
     const cliKey = PrivateKey.fromRandom()
     for (const text of SEEDED) await publishNote(demo.url, cliKey, text)
