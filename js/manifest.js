@@ -11,6 +11,7 @@ const wire = require('./wire')
 const PROFILE = 'https://bsv.brc.dev/overlays/0193#lookup-live-v1'
 const MAX_REQUEST_BYTES = 1024 * 1024
 const KEEP_DIGESTS = 32
+const META = 'capability-manifest'
 
 class CapabilityManifest {
   /**
@@ -50,11 +51,36 @@ class CapabilityManifest {
     }))
   }
 
+  /**
+   * The issuance persisted by an earlier process (same store): reusing it keeps
+   * the capability digest that open sessions selected valid across a restart.
+   */
+  restore () {
+    this.restored = true
+    try {
+      const saved = JSON.parse(this.live.core.metaGet(META) || 'null')
+      if (!saved || !saved.issued) return
+      this.issued = { ...saved.issued, bytes: Buffer.from(saved.issued.bytes, 'base64') }
+      this.recent = Array.isArray(saved.recent) ? saved.recent : []
+    } catch {
+      this.issued = null
+    }
+  }
+
+  persist () {
+    const i = this.issued
+    this.live.core.metaPut(META, JSON.stringify({
+      issued: { key: i.key, signed: i.signed, digest: i.digest, bytes: i.bytes.toString('base64'), expiresAt: i.expiresAt },
+      recent: this.recent
+    }))
+  }
+
   /** The current signed manifest: `{signed, bytes, digest}`. */
   current () {
+    if (!this.restored) this.restore()
     const now = this.now()
     const services = this.services()
-    const key = JSON.stringify(services)
+    const key = JSON.stringify({ identity: this.identity, baseURL: this.options.baseURL, services })
     const i = this.issued
     if (i && i.key === key && now < i.expiresAt - Math.floor(this.ttl / 10)) return i
     const body = native.buildManifest({
@@ -74,6 +100,7 @@ class CapabilityManifest {
     const o = this.live.options
     this.recent.push({ digest, validUntil: now + this.ttl + o.sessionSeconds + o.replaySeconds })
     while (this.recent.length > KEEP_DIGESTS) this.recent.shift()
+    this.persist()
     return this.issued
   }
 

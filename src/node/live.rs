@@ -204,6 +204,10 @@ fn to_change(c: NativeChange) -> napi::Result<Change, String> {
     }
 }
 
+fn meta_key(name: &str) -> Vec<u8> {
+    [b"js/".as_slice(), name.as_bytes()].concat()
+}
+
 fn caller(c: CallerInfo) -> Caller {
     Caller { principal: c.principal, authenticated: c.authenticated }
 }
@@ -394,6 +398,23 @@ impl NativeLive {
             rows: s.rows as i64,
             disk_bytes: s.disk_bytes as i64,
         })
+    }
+
+    /// Small JS-layer records kept in the store (e.g. the issued capability
+    /// manifest, so a restart keeps its digest valid for open sessions).
+    #[napi]
+    pub fn meta_get(&self, name: String) -> napi::Result<Option<String>, String> {
+        let v = self.provider.store().aux_get(&meta_key(&name)).map_err(store_error)?;
+        Ok(v.map(|b| String::from_utf8_lossy(&b).into_owned()))
+    }
+
+    /// Stores a JS-layer record; written and flushed before it returns.
+    #[napi]
+    pub fn meta_put(&self, name: String, value: String) -> napi::Result<(), String> {
+        if value.len() > 1024 * 1024 {
+            return Err(invalid_arg("meta values are at most 1 MiB"));
+        }
+        self.provider.store().aux_write(vec![(meta_key(&name), Some(value.into_bytes()))]).map_err(store_error)
     }
 
     /// Test support: moves this provider's clock forward (expiry tests).
