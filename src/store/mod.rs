@@ -275,8 +275,7 @@ fn read_meta(db: &sled::Db, path: &Path) -> Result<Meta, StoreError> {
         return Err(corrupt(path, "epoch is malformed"));
     }
     let secret: [u8; 32] = get("secret")?.as_ref().try_into().map_err(|_| corrupt(path, "secret is malformed"))?;
-    let stats = Stats::decode(&get("stats")?).ok_or_else(|| corrupt(path, "stats are malformed"))?;
-    let high_water = read_u64(db, path, "hw")?;
+    let (high_water, stats) = commit::parse_state(&get("state")?).ok_or_else(|| corrupt(path, "state is malformed"))?;
     let compacted = read_u64(db, path, "compacted")?;
     if compacted > high_water {
         return Err(corrupt(path, "compactedThrough is above highWater"));
@@ -328,9 +327,8 @@ fn init_meta(db: &sled::Db) -> Result<(), StoreError> {
     b.insert(keys::meta("schema"), SCHEMA_VERSION.to_be_bytes().to_vec());
     b.insert(keys::meta("epoch"), new_epoch()?.into_bytes());
     b.insert(keys::meta("secret"), random::<32>()?.to_vec());
-    b.insert(keys::meta("hw"), 0u64.to_be_bytes().to_vec());
+    b.insert(keys::meta("state"), commit::state_record(0, &Stats::default()));
     b.insert(keys::meta("compacted"), 0u64.to_be_bytes().to_vec());
-    b.insert(keys::meta("stats"), Stats::default().encode());
     db.apply_batch(b).map_err(StoreError::io("initializing the store"))?;
     db.flush().map_err(StoreError::io("flushing the new store"))?;
     Ok(())
@@ -347,6 +345,10 @@ impl Store {
         }
         if path.exists() && !path.is_dir() {
             return Err(corrupt(&path, "path is not a directory"));
+        }
+        // Never scatter a new store into a directory that holds something else.
+        if !existed && path.is_dir() && std::fs::read_dir(&path).map(|mut d| d.next().is_some()).unwrap_or(true) {
+            return Err(corrupt(&path, "directory is not empty and holds no store"));
         }
         let db = open_sled(&path)?;
         let has_schema = db.contains_key(keys::meta("schema")).map_err(StoreError::io("reading store metadata"))?;
@@ -569,12 +571,12 @@ impl Store {
 
     pub fn stats(&self) -> Result<StoreStats, StoreError> {
         let db = self.db()?;
-        let s = Stats::decode(
-            &db.get(keys::meta("stats"))
+        let (_, s) = commit::parse_state(
+            &db.get(keys::meta("state"))
                 .map_err(StoreError::io("reading stats"))?
-                .ok_or_else(|| corrupt(self.path(), "stats missing"))?,
+                .ok_or_else(|| corrupt(self.path(), "state missing"))?,
         )
-        .ok_or_else(|| corrupt(self.path(), "stats malformed"))?;
+        .ok_or_else(|| corrupt(self.path(), "state malformed"))?;
         Ok(StoreStats {
             high_water: self.high_water(),
             compacted_through: self.compacted_through(),

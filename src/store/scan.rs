@@ -333,8 +333,11 @@ fn fetch_visible(
     let mut k = keys::service_prefix(keys::ROW, service);
     k.extend_from_slice(suffix);
     let Some(v) = db.get(&k).map_err(StoreError::io("reading a row"))? else {
-        // Index entries and rows are written and compacted together.
-        return Err(corrupt("index entry without its row version"));
+        // Compaction deletes a version and its index entries in one batch, but a concurrent
+        // reader can see the batch half-applied. Compaction only deletes versions removed at or
+        // below its horizon (<= W of every snapshot still read), so such a version is not
+        // visible here anyway.
+        return Ok(None);
     };
     let created = u64::from_be_bytes(suffix[..8].try_into().unwrap());
     let removed = row_removed(&v).ok_or_else(|| corrupt("short row version"))?;
