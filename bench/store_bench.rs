@@ -6,6 +6,7 @@
 //! - snapshot scan rows/s at 100k and 1M rows (unfiltered, admission order);
 //! - bytes on disk per row before/after compaction (after replacing half of the rows);
 //! - time to the first row of a selective indexed `eq` query at 1M rows.
+//!
 //! Each output has three indexed attributes; 10 outputs of a transaction share one BEEF.
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -148,7 +148,10 @@ fn selections() -> Vec<Selection> {
     .collect()
 }
 
-fn scan(s: &Store, sel: &Selection, w: u64, after: Option<&[u8]>) -> Vec<(Vec<u8>, Outpoint)> {
+/// A scan's (resume key, outpoint) pairs.
+type Scan = Vec<(Vec<u8>, Outpoint)>;
+
+fn scan(s: &Store, sel: &Selection, w: u64, after: Option<&[u8]>) -> Scan {
     s.snapshot("ls", sel, w, after).unwrap().map(|r| r.map(|r| (r.key, r.outpoint)).unwrap()).collect()
 }
 
@@ -173,7 +176,7 @@ proptest! {
         let sels = selections();
         let mut history: Vec<State> = vec![State::new()];
         let cut = cut.min(groups.len());
-        let mut frozen: Vec<(u64, Vec<Vec<(Vec<u8>, Outpoint)>>)> = Vec::new();
+        let mut frozen: Vec<(u64, Vec<Scan>)> = Vec::new();
         for (i, g) in groups.iter().enumerate() {
             if i == cut {
                 // Read every selection at this W now; re-read after more commits below.

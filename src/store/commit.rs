@@ -22,6 +22,8 @@ use super::{compact, keys, sha256, Change, Outpoint, RemoveReason, Shared, Store
 use super::{MAX_BEEF_BYTES, MAX_CONTEXT_BYTES, MAX_SERVICE_BYTES, MAX_TOPIC_BYTES};
 
 type Reply<T> = SyncSender<Result<T, StoreError>>;
+/// Each staged group's reply channel and its outcome, answered after the flush.
+type Replies = Vec<(Reply<Option<u64>>, Result<Option<u64>, StoreError>)>;
 
 pub(crate) enum Req {
     Commit { changes: Vec<Change>, reply: Reply<Option<u64>> },
@@ -351,13 +353,13 @@ struct Drain {
     writes: Writes,
     stats: Stats,
     last_seq: u64,
-    replies: Vec<(Reply<Option<u64>>, Result<Option<u64>, StoreError>)>,
+    replies: Replies,
 }
 
 /// Work handed from the committer to the flusher thread.
 enum FlushMsg {
     /// A drain applied to the tree up to `last_seq`: flush, publish, reply.
-    Applied { last_seq: u64, replies: Vec<(Reply<Option<u64>>, Result<Option<u64>, StoreError>)> },
+    Applied { last_seq: u64, replies: Replies },
     /// Answered once everything sent before it is flushed and published.
     Barrier(SyncSender<()>),
 }
