@@ -1,6 +1,7 @@
 //! Store benchmarks (real sled on disk in a temp directory). Run:
 //!   cargo bench --profile ci --bench store
-//! Optional: OLL_BENCH_QUICK=1 (smaller sizes), OLL_BENCH_DIR=<dir> (where stores are created).
+//! Optional: OLL_BENCH_QUICK=1 (smaller sizes), OLL_BENCH_DIR=<dir> (where stores are created),
+//! OLL_BENCH_ONLY=commit|scan (run one part).
 //! Prints min/median/max over repeated runs for:
 //! - durable commit groups/s, 1 and 8 concurrent writers, 1-output and 10-output groups;
 //! - snapshot scan rows/s at 100k and 1M rows (unfiltered, admission order);
@@ -64,10 +65,22 @@ fn stats(mut v: Vec<f64>) -> String {
     format!("min {:>12.1}  median {:>12.1}  max {:>12.1}  (n={})", v[0], v[v.len() / 2], v[v.len() - 1], v.len())
 }
 
-/// Durable groups/s with `writers` threads each committing `per_writer` groups of `outputs`.
-fn commit_rate(writers: u64, outputs: u64, per_writer: u64) -> f64 {
+/// Process CPU time (user + system) in seconds, from /proc (Linux); 0 elsewhere. The machine
+/// these numbers come from is shared, so CPU per group is reported next to wall-clock rates.
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return 0.0 };
+    let Some(after) = stat.rsplit_once(')').map(|(_, a)| a) else { return 0.0 };
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0 // utime, stime (fields 14, 15); USER_HZ = 100 on Linux
+}
+
+/// Durable groups/s with `writers` threads each committing `per_writer` groups of `outputs`;
+/// also returns CPU seconds used per group.
+fn commit_rate(writers: u64, outputs: u64, per_writer: u64) -> (f64, f64) {
     let dir = tempdir();
     let s = open(dir.path());
+    let cpu0 = cpu_seconds();
     let start = Instant::now();
     let hs: Vec<_> = (0..writers)
         .map(|w| {
@@ -85,9 +98,11 @@ fn commit_rate(writers: u64, outputs: u64, per_writer: u64) -> f64 {
         h.join().unwrap();
     }
     let el = start.elapsed();
+    let cpu = cpu_seconds() - cpu0;
     assert_eq!(s.high_water(), writers * per_writer);
     s.close().unwrap();
-    (writers * per_writer) as f64 / el.as_secs_f64()
+    let groups = (writers * per_writer) as f64;
+    (groups / el.as_secs_f64(), cpu / groups)
 }
 
 fn load(s: &Store, rows: u64) {
@@ -113,8 +128,14 @@ fn scan_rate(s: &Store, rows: u64) -> f64 {
     count as f64 / el.as_secs_f64()
 }
 
-fn first_selective_row(s: &Store, q: u64) -> Duration {
-    let sel = Selection::from_json(&serde_json::json!({"where": {"eq": ["owner", format!("owner-{:04}", q % 1000)]}})).unwrap();
+fn first_selective_row(s: &Store, q: u64, by_score: bool) -> Duration {
+    let owner = format!("owner-{:04}", q % 1000);
+    let sel = if by_score {
+        serde_json::json!({"where": {"eq": ["owner", owner]}, "order": {"attribute": "score", "direction": "desc"}})
+    } else {
+        serde_json::json!({"where": {"eq": ["owner", owner]}})
+    };
+    let sel = Selection::from_json(&sel).unwrap();
     let w = s.high_water();
     let start = Instant::now();
     let first = s.snapshot("ls_bench", &sel, w, None).unwrap().next().unwrap().unwrap();
@@ -129,13 +150,21 @@ fn main() {
     let scale = if quick() { 10 } else { 1 };
     println!("store bench ({} mode); durable = applied as one sled batch and flushed before ack", if quick() { "quick" } else { "full" });
 
+    let only = std::env::var("OLL_BENCH_ONLY").unwrap_or_default();
     for (writers, outputs, per) in [(1u64, 1u64, 1000u64), (8, 1, 500), (1, 10, 500), (8, 10, 250)] {
+        if only == "scan" {
+            break;
+        }
         let per = (per / scale).max(10);
-        let v: Vec<f64> = (0..runs).map(|_| commit_rate(writers, outputs, per)).collect();
+        let (v, cpu): (Vec<f64>, Vec<f64>) = (0..runs).map(|_| commit_rate(writers, outputs, per)).unzip();
         println!("commit groups/s  writers={writers} outputs/group={outputs:<2} groups={:<6} {}", writers * per, stats(v));
+        println!("  CPU µs/group (all threads)                         {}", stats(cpu.iter().map(|c| c * 1e6).collect()));
     }
 
     for rows in [100_000u64, 1_000_000] {
+        if only == "commit" {
+            break;
+        }
         let rows = rows / scale;
         let dir = tempdir();
         let s = open(dir.path());
@@ -145,8 +174,10 @@ fn main() {
         let v: Vec<f64> = (0..runs).map(|_| scan_rate(&s, rows)).collect();
         println!("snapshot scan rows/s at {rows:>8} rows: {}", stats(v));
         if rows == 1_000_000 / scale {
-            let v: Vec<f64> = (0..50).map(|q| first_selective_row(&s, q * 37).as_secs_f64() * 1e6).collect();
+            let v: Vec<f64> = (0..50).map(|q| first_selective_row(&s, q * 37, false).as_secs_f64() * 1e6).collect();
             println!("first row of selective eq (owner = 1 of 1000, ~{} matches) at {rows} rows, µs: {}", rows / 1000, stats(v));
+            let v: Vec<f64> = (0..50).map(|q| first_selective_row(&s, q * 37, true).as_secs_f64() * 1e6).collect();
+            println!("  same, ordered by score desc (collect + sort the matches), µs:      {}", stats(v));
         }
         if rows == 100_000 / scale {
             let st = s.stats().unwrap();

@@ -142,6 +142,8 @@ fn selections() -> Vec<Selection> {
         json!({"where": {"all": true}, "order": {"attribute": "s", "direction": "desc"}}),
         json!({"where": {"prefix": ["s", "x"]}, "order": {"attribute": "s"}}),
         json!({"where": {"topic": "t2"}, "order": {"attribute": "tag"}}),
+        json!({"where": {"range": ["k", {"gte": 1}]}, "order": {"attribute": "s"}}),
+        json!({"where": {"in": ["k", [1, 3]]}, "order": {"attribute": "tag", "direction": "desc"}}),
     ]
     .iter()
     .map(|v| Selection::from_json(v).unwrap())
