@@ -596,3 +596,17 @@ impl Drop for Store {
         let _ = self.close();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The session layer shares the store across threads and moves iterators into blocking tasks.
+    #[test]
+    fn store_and_iterators_are_thread_safe() {
+        fn send_sync<T: Send + Sync>() {}
+        fn send<T: Send>() {}
+        send_sync::<super::Store>();
+        send::<super::SnapshotIter<'static>>();
+        send::<super::LogIter>();
+        send_sync::<super::StoreError>();
+    }
+}
