@@ -520,7 +520,10 @@ impl Store {
 
     /// Delete log groups with seq <= horizon, the row versions they removed, and blobs nobody
     /// references any more; at most about `max_items` deletions per call. Returns whether more
-    /// remains below the horizon. The horizon is clamped to highWater.
+    /// remains below the horizon. The horizon is clamped to highWater. The session layer picks
+    /// `horizon <= min(W of every session still reading its snapshot, through of every session
+    /// whose replayUntil has not passed)`; afterwards snapshots below the horizon and log reads
+    /// from below it fail with `Gone` (reset-required), never with missing data.
     pub fn compact_step(&self, horizon: u64, max_items: usize) -> Result<bool, StoreError> {
         self.request(|reply| Req::Compact { horizon, max_items: max_items.max(1), reply })
     }
