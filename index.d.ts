@@ -81,6 +81,13 @@ export declare class NativeLive {
   epoch(): string
   highWater(): string
   stats(): LiveStats
+  /**
+   * Small JS-layer records kept in the store (e.g. the issued capability
+   * manifest, so a restart keeps its digest valid for open sessions).
+   */
+  metaGet(name: string): string | null
+  /** Stores a JS-layer record; written and flushed before it returns. */
+  metaPut(name: string, value: string): void
   /** Test support: moves this provider's clock forward (expiry tests). */
   advanceClockMs(ms: number): void
   /**

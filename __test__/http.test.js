@@ -339,3 +339,23 @@ test('configuration mistakes are refused when the router is built', async () => 
   }
 })
 
+
+test('a restart keeps the issued manifest, so capability digests of open sessions stay valid', async () => {
+  const dir = h.tempDir()
+  const key = PrivateKey.fromRandom()
+  const options = { baseURL: 'https://overlay.example.test', authentication: 'brc103', privateKey: key.toHex() }
+  let live = await h.openLive(dir, { provider: key.toPublicKey().toString() })
+  live.wrap('ls_notes', h.plainService(), h.notesCompanion())
+  const before = live.router(options).manifest.digest()
+  await live.close()
+  live = await h.openLive(dir, { create: false, provider: key.toPublicKey().toString() })
+  try {
+    live.wrap('ls_notes', h.plainService(), h.notesCompanion())
+    expect(live.router(options).manifest.digest()).toBe(before)
+    // New rules are a new manifest.
+    live.wrap('ls_notes', h.plainService(), h.notesCompanion(2))
+    expect(live.router(options).manifest.digest()).not.toBe(before)
+  } finally {
+    await live.close()
+  }
+})
