@@ -1,6 +1,7 @@
 // Types for js/live.js: the operator-facing LiveLookup.
 import type { LookupService, LiveCompanion, Change } from './ingest'
 import type { RouterOptions, LiveRouter } from './router'
+import type { LiveStats } from '../index'
 
 export interface Chain {
   network: string
@@ -56,16 +57,8 @@ export interface LiveResponse {
   body: Buffer
 }
 
-export interface LiveStats {
-  sessions: number
-  waiters: number
-  highWater: string
-  compactedThrough: string
-  epoch: string
-  logBytes: number
-  rows: number
-  diskBytes: number
-}
+/** What `live.stats()` returns (generated native type). */
+export type { LiveStats } from '../index'
 
 export declare class LiveLookup {
   static open (options: LiveLookupOptions): Promise<LiveLookup>

@@ -412,14 +412,11 @@ impl Provider {
 
     fn check_session_cap(&self, caller: &Caller) -> Result<(), WireError> {
         let now = self.now();
-        let sessions = self.sessions.lock().unwrap();
-        let active = sessions
-            .values()
-            .filter(|s| {
-                let r = s.rec.lock().unwrap();
+        let active = self
+            .sessions_where(|r| {
                 r.principal == caller.principal && r.authenticated == caller.authenticated && !r.closed && !r.revoked && now < r.expires_at
             })
-            .count();
+            .len();
         if active >= self.cfg.caps.max_sessions_per_principal {
             let mut e = err(ErrorCode::Unavailable, "too many open sessions for this principal");
             e.retryable = true;
@@ -427,6 +424,11 @@ impl Provider {
             return Err(e);
         }
         Ok(())
+    }
+
+    /// Sessions known to this process whose record satisfies `pred`.
+    fn sessions_where(&self, pred: impl Fn(&SessionRecord) -> bool) -> Vec<Arc<LiveSession>> {
+        self.sessions.lock().unwrap().values().filter(|s| pred(&s.rec.lock().unwrap())).cloned().collect()
     }
 
     /// Finds a session in memory or loads it from the store.
@@ -782,17 +784,7 @@ impl Provider {
     /// are already waiting. Returns how many sessions were ended.
     pub fn revoke(&self, principal: &str) -> Result<usize, WireError> {
         self.load_all_sessions()?;
-        let targets: Vec<Arc<LiveSession>> = self
-            .sessions
-            .lock()
-            .unwrap()
-            .values()
-            .filter(|s| {
-                let r = s.rec.lock().unwrap();
-                r.principal == principal && !r.revoked
-            })
-            .cloned()
-            .collect();
+        let targets = self.sessions_where(|r| r.principal == principal && !r.revoked);
         for s in &targets {
             self.persist_end(s, true)?;
         }
@@ -858,14 +850,8 @@ impl Provider {
         let now = self.now();
         let epoch = self.store.epoch();
         let done: Vec<[u8; 16]> = self
-            .sessions
-            .lock()
-            .unwrap()
-            .values()
-            .filter(|s| {
-                let r = s.rec.lock().unwrap();
-                now >= r.replay_until || r.epoch != epoch
-            })
+            .sessions_where(|r| now >= r.replay_until || r.epoch != epoch)
+            .iter()
             .map(|s| s.id)
             .take(max)
             .collect();
@@ -887,14 +873,6 @@ impl Provider {
 
     pub fn session_count(&self) -> usize {
         let now = self.now();
-        self.sessions
-            .lock()
-            .unwrap()
-            .values()
-            .filter(|s| {
-                let r = s.rec.lock().unwrap();
-                !r.closed && !r.revoked && now < r.expires_at
-            })
-            .count()
+        self.sessions_where(|r| !r.closed && !r.revoked && now < r.expires_at).len()
     }
 }
