@@ -9,6 +9,39 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/** Durable checkpoint store of the lookup-live client (BRC-193 §4, §9). */
+export declare class CheckpointStore {
+  /** Opens (or creates) the store directory. One open store per path. */
+  static open(path: string): CheckpointStore
+  /** Flushes and releases the path. Further calls throw. */
+  close(): void
+  /**
+   * Starts a new generation of the source `{provider, service, queryDigest, access}`;
+   * `label` (optional) lets `sourceForLabel` find the source before an open.
+   */
+  beginGeneration(sourceKey: SourceKey, label?: string | undefined | null): number
+  /** Records the request id of an open about to be sent (crash-safe open retry). */
+  setPendingOpen(label: string, requestId: string): void
+  pendingOpen(label: string): string | null
+  sourceForLabel(label: string): SourceKey | null
+  /** The newest generation's committed position, or null. */
+  checkpoint(sourceKey: SourceKey): any /* see js/client.d.ts: Checkpoint | null */
+  /**
+   * Checks and commits one batch from its exact response bytes, durably, against
+   * the committed cursor (`null` for the open response).
+   */
+  commitBatch(sourceKey: SourceKey, generation: number, expectedCursor: string | undefined | null, batch: Buffer, options?: CommitBatchOptions | undefined | null): any /* see js/client.d.ts: CommitOutcome */
+  /** Marks a received group verified; accepts what that unblocks, in order. */
+  markVerified(sourceKey: SourceKey, generation: number, groupId: string): any /* see js/client.d.ts: CommitOutcome */
+  /** Published membership (current generation), present and absent rows. */
+  members(sourceKey: SourceKey): any /* see js/client.d.ts: Member[] */
+  /** The replacement generation's accepted rows while it is incomplete. */
+  partialMembers(sourceKey: SourceKey): any /* see js/client.d.ts: Member[] */
+  state(sourceKey: SourceKey): any /* see js/client.d.ts: SourceState */
+  revision(): number
+}
+export type JsCheckpointStore = CheckpointStore
+
 /** A cancellation handle: JS trips it when the HTTP response closes early. */
 export declare class NativeCancel {
   constructor()
@@ -48,6 +81,13 @@ export declare class NativeLive {
   epoch(): string
   highWater(): string
   stats(): LiveStats
+  /**
+   * Small JS-layer records kept in the store (e.g. the issued capability
+   * manifest, so a restart keeps its digest valid for open sessions).
+   */
+  metaGet(name: string): string | null
+  /** Stores a JS-layer record; written and flushed before it returns. */
+  metaPut(name: string, value: string): void
   /** Test support: moves this provider's clock forward (expiry tests). */
   advanceClockMs(ms: number): void
   /**
@@ -59,9 +99,32 @@ export declare class NativeLive {
   closeStore(): Promise<void>
 }
 
+/**
+ * Client side: verifies and checks a received `{body, signature}` manifest.
+ * `expectation` = `{identity?, baseURL, network, genesisHash, now, maxFutureSkew}`
+ * (times in Unix seconds). Returns `{digest, identity, expiresAt, live: [...]}`.
+ */
+export declare function acceptManifest(signed: any, expectation: any, preimage?: ((arg0: string, arg1: any) => Buffer) | undefined | null): any
+
+/** Builds the BRC-194 capabilities body from a `ManifestConfig`-shaped object. */
+export declare function buildManifest(config: any): any
+
 export interface CallerInfo {
   principal: string
   authenticated: boolean
+}
+
+/** `digest("capabilities", body)`: the `x-bsv-overlay-capability` value. */
+export declare function capabilityDigest(body: any, preimage?: ((arg0: string, arg1: any) => Buffer) | undefined | null): string
+
+export interface CommitBatchOptions {
+  /** The maxBytes the read requested (the profile maximum, 4 MiB, applies too). */
+  maxBytes?: number
+  maxObservations?: number
+  /** `false` keeps the groups as pending work until `markVerified`. Default `true`. */
+  verified?: boolean
+  /** For an open response: the label whose pending open request id is consumed. */
+  openLabel?: string
 }
 
 export interface LiveConfig {
@@ -88,6 +151,8 @@ export interface LiveStats {
   sessions: number
   waiters: number
   highWater: string
+  /** Log groups at or below this sequence have been compacted away. */
+  compactedThrough: string
   epoch: string
   logBytes: number
   rows: number
@@ -121,10 +186,39 @@ export interface NativeResponse {
 /** Opens (or creates) the store and the provider on top of it. */
 export declare function openLive(config: LiveConfig): Promise<NativeLive>
 
+/** Checks the selection headers; `null` when the selection is acceptable. */
+export declare function selectionCheck(acceptedDigests: Array<string>, offeredProfiles: Array<string>, capability?: string | undefined | null, profile?: string | undefined | null): SelectionFailure | null
+
+export interface SelectionFailure {
+  /** `invalid`, `context-changed` or `unsupported` (BRC-192 §6 codes). */
+  code: string
+  message: string
+}
+
 export interface SessionInfo {
   service: string
   query: any
 }
+
+/** BRC-77 signature (anyone verifier, random key ID) by `privateKeyHex`. */
+export declare function signBrc77(privateKeyHex: string, message: Buffer): Buffer
+
+/** Signs a manifest body: returns `{body, signature}`. */
+export declare function signManifest(body: any, privateKeyHex: string, preimage?: ((arg0: string, arg1: any) => Buffer) | undefined | null): any
+
+/** A source (session branch): BRC-192 Scope minus chain, rules, epoch. */
+export interface SourceKey {
+  provider: string
+  service: string
+  queryDigest: string
+  access: string
+}
+
+/** Verifies an anyone-verifiable BRC-77 signature; returns the signer identity hex. */
+export declare function verifyBrc77(message: Buffer, signature: Buffer): string
+
+/** Verifies a signed manifest's signature and signer; returns the identity hex. */
+export declare function verifySignedManifest(signed: any, preimage?: ((arg0: string, arg1: any) => Buffer) | undefined | null): string
 
 export declare function version(): string
 

@@ -835,9 +835,19 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.CheckpointStore = nativeBinding.CheckpointStore
+module.exports.JsCheckpointStore = nativeBinding.JsCheckpointStore
 module.exports.NativeCancel = nativeBinding.NativeCancel
 module.exports.NativeLive = nativeBinding.NativeLive
+module.exports.acceptManifest = nativeBinding.acceptManifest
+module.exports.buildManifest = nativeBinding.buildManifest
+module.exports.capabilityDigest = nativeBinding.capabilityDigest
 module.exports.openLive = nativeBinding.openLive
+module.exports.selectionCheck = nativeBinding.selectionCheck
+module.exports.signBrc77 = nativeBinding.signBrc77
+module.exports.signManifest = nativeBinding.signManifest
+module.exports.verifyBrc77 = nativeBinding.verifyBrc77
+module.exports.verifySignedManifest = nativeBinding.verifySignedManifest
 module.exports.version = nativeBinding.version
 module.exports.wireCanonicalizeJson = nativeBinding.wireCanonicalizeJson
 module.exports.wireDigestJson = nativeBinding.wireDigestJson

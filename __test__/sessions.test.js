@@ -303,3 +303,81 @@ test('a changed access scope ends the session with unauthorized', async () => {
   const after = await live.read(readBody(first.session, first.cursor), ALICE)
   expect(after.status).toBe(401)
 })
+
+test('background compaction removes what no session needs and keeps what a session still reads', async () => {
+  await setup({ compactionIntervalMs: 20 })
+  for (let i = 0; i < 10; i++) await live.commit([admit(i)])
+  for (let i = 0; i < 5; i++) await live.commit([remove(i)])
+  const first = await openOk()
+  const W = first.through
+  for (let i = 20; i < 25; i++) await live.commit([admit(i)])
+  for (let i = 0; i < 200 && live.stats().compactedThrough !== W; i++) await new Promise(resolve => setTimeout(resolve, 20))
+  // Compaction caught up to the oldest retained session's watermark, not past it.
+  expect(live.stats().compactedThrough).toBe(W)
+  const batches = await drainSnapshot(live, first)
+  expect(batches.flatMap(b => b.groups)).toHaveLength(5)
+  const end = batches[batches.length - 1]
+  const b = json(await live.read(readBody(end.session, end.cursor), ALICE))
+  expect(b.groups.map(g => g.observations[0].payload.evidence.txid)).toEqual([20, 21, 22, 23, 24].map(h.txid))
+})
+
+test('restart of the server process after SIGKILL: fences, sessions and acknowledged groups survive; cursors resume', async () => {
+  const { spawn } = require('child_process')
+  dir = h.tempDir()
+  const child = spawn(process.execPath, [require('path').join(__dirname, 'fixtures/live-child.js'), dir], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const lines = []
+  await new Promise((resolve, reject) => {
+    let buf = ''
+    child.stdout.on('data', (c) => {
+      buf += c
+      const parts = buf.split('\n')
+      buf = parts.pop()
+      lines.push(...parts.filter(Boolean).map(l => JSON.parse(l)))
+      if (lines.length === 2) resolve()
+    })
+    child.on('exit', (code) => reject(new Error('child exited early with ' + code)))
+  })
+  child.kill('SIGKILL')
+  await new Promise(resolve => child.once('exit', resolve))
+  const [opened, committed] = lines
+  live = await h.openLive(dir, { create: false })
+  live.wrap('ls_notes', h.plainService(), h.notesCompanion())
+  expect(live.epoch).toBe(opened.epoch)
+  // The identical open retry still returns the stored first batch, byte for byte.
+  const retry = await live.open(Buffer.from(opened.body, 'base64'), ALICE)
+  expect(Buffer.from(retry.body).toString('base64')).toBe(opened.first)
+  const first = JSON.parse(Buffer.from(opened.first, 'base64').toString('utf8'))
+  const batches = await drainSnapshot(live, first, ALICE, { maxObservations: 1 })
+  expect(batches.flatMap(b => b.groups).map(g => g.observations[0].payload.evidence.txid)).toEqual([0, 1, 2].map(h.txid))
+  const end = batches[batches.length - 1]
+  const b = json(await live.read(readBody(end.session, end.cursor), ALICE))
+  // The group acknowledged just before the kill is there, exactly once.
+  expect(b.groups.map(g => g.sequence)).toEqual([committed.committed])
+  expect(b.groups[0].observations[0].payload.evidence.txid).toBe(h.txid(3))
+})
+
+test('capacity caps answer unavailable with retryAfterMs, and slots are released', async () => {
+  await setup({ maxSessionsPerPrincipal: 2, maxWaiters: 1 })
+  const a = await openOk()
+  await openOk()
+  const third = await live.open(openBody(), ALICE)
+  expect(third.status).toBe(503)
+  expect(json(third).error).toMatchObject({ code: 'unavailable', retryable: true })
+  expect(json(third).error.retryAfterMs).toBeGreaterThan(0)
+  // Another principal is not affected by Alice's session cap.
+  const bobs = await live.open(openBody(), BOB)
+  expect(bobs.status).toBe(200)
+  const ac = new AbortController()
+  const waiting = live.read(readBody(a.session, a.cursor, { waitMs: 20000 }), ALICE, { signal: ac.signal })
+  await new Promise(resolve => setTimeout(resolve, 100))
+  const b = json(bobs)
+  const refused = await live.read(readBody(b.session, b.cursor, { waitMs: 20000 }), BOB)
+  expect(refused.status).toBe(503)
+  expect(json(refused).error.retryAfterMs).toBeGreaterThan(0)
+  ac.abort()
+  await waiting
+  const again = await live.read(readBody(b.session, b.cursor, { waitMs: 50 }), BOB)
+  expect(again.status).toBe(200)
+  await live.closeSession(Buffer.from(JSON.stringify({ version: 1, session: a.session })), ALICE)
+  expect((await live.open(openBody(), ALICE)).status).toBe(200)
+})

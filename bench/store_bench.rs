@@ -1,11 +1,16 @@
 //! Store benchmarks (real sled on disk in a temp directory). Run:
 //!   cargo bench --profile ci --bench store
-//! Optional: OLL_BENCH_QUICK=1 (smaller sizes), OLL_BENCH_DIR=<dir> (where stores are created).
+//! Optional: OLL_BENCH_QUICK=1 (smaller sizes), OLL_BENCH_DIR=<dir> (where stores are created),
+//! OLL_BENCH_ONLY=commit|scan (run one part), OLL_BENCH_1M=0 (skip the 1M-row part, which is
+//! most of the ~5-6 minutes: loading 1M rows through `commit` takes 3.5-5 min on a shared
+//! 2-core VM).
 //! Prints min/median/max over repeated runs for:
 //! - durable commit groups/s, 1 and 8 concurrent writers, 1-output and 10-output groups;
 //! - snapshot scan rows/s at 100k and 1M rows (unfiltered, admission order);
 //! - bytes on disk per row before/after compaction (after replacing half of the rows);
 //! - time to the first row of a selective indexed `eq` query at 1M rows.
+//!
+//! Each output has three indexed attributes; 10 outputs of a transaction share one BEEF.
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -36,14 +41,15 @@ fn op(n: u64) -> Outpoint {
     Outpoint { txid, output_index: (n % 4) as u32 }
 }
 
-/// A realistic-ish row: owner (1 of 1000), kind (1 of 4), a numeric score; 200-byte BEEF.
+/// A realistic-ish row: owner (1 of 1000), kind (1 of 4), a numeric score. Outputs come in
+/// transactions of 10 sharing one 400-byte BEEF (as a transaction's outputs do).
 fn row(n: u64, version: u64) -> Change {
     let mut a = Attributes::new();
     a.insert("owner".into(), AttrValue::Str(format!("owner-{:04}", n % 1000)));
     a.insert("kind".into(), AttrValue::Str(["note", "post", "like", "tag"][(n % 4) as usize].into()));
     a.insert("score".into(), AttrValue::Int((n * 7919 % 100_000) as i64 + version as i64));
-    let mut beef = vec![0u8; 200];
-    beef[..8].copy_from_slice(&n.to_be_bytes());
+    let mut beef = vec![0u8; 400];
+    beef[..8].copy_from_slice(&(n / 10).to_be_bytes());
     beef[8..16].copy_from_slice(&version.to_be_bytes());
     Change::Admit {
         service: "ls_bench".into(),
@@ -61,17 +67,29 @@ fn stats(mut v: Vec<f64>) -> String {
     format!("min {:>12.1}  median {:>12.1}  max {:>12.1}  (n={})", v[0], v[v.len() / 2], v[v.len() - 1], v.len())
 }
 
-/// Durable groups/s with `writers` threads each committing `per_writer` groups of `outputs`.
-fn commit_rate(writers: u64, outputs: u64, per_writer: u64) -> f64 {
+/// Process CPU time (user + system) in seconds, from /proc (Linux); 0 elsewhere. The machine
+/// these numbers come from is shared, so CPU per group is reported next to wall-clock rates.
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return 0.0 };
+    let Some(after) = stat.rsplit_once(')').map(|(_, a)| a) else { return 0.0 };
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0 // utime, stime (fields 14, 15); USER_HZ = 100 on Linux
+}
+
+/// Durable groups/s with `writers` threads each committing `per_writer` groups of `outputs`;
+/// also returns CPU seconds used per group.
+fn commit_rate(writers: u64, outputs: u64, per_writer: u64) -> (f64, f64) {
     let dir = tempdir();
     let s = open(dir.path());
+    let cpu0 = cpu_seconds();
     let start = Instant::now();
     let hs: Vec<_> = (0..writers)
         .map(|w| {
             let s = Arc::clone(&s);
             std::thread::spawn(move || {
                 for g in 0..per_writer {
-                    let base = (w * per_writer + g) * outputs;
+                    let base = (w * per_writer + g) * 10; // one transaction (BEEF) per group
                     let changes = (0..outputs).map(|i| row(base + i, 0)).collect();
                     s.commit(changes).unwrap().unwrap();
                 }
@@ -82,9 +100,11 @@ fn commit_rate(writers: u64, outputs: u64, per_writer: u64) -> f64 {
         h.join().unwrap();
     }
     let el = start.elapsed();
+    let cpu = cpu_seconds() - cpu0;
     assert_eq!(s.high_water(), writers * per_writer);
     s.close().unwrap();
-    (writers * per_writer) as f64 / el.as_secs_f64()
+    let groups = (writers * per_writer) as f64;
+    (groups / el.as_secs_f64(), cpu / groups)
 }
 
 fn load(s: &Store, rows: u64) {
@@ -110,8 +130,14 @@ fn scan_rate(s: &Store, rows: u64) -> f64 {
     count as f64 / el.as_secs_f64()
 }
 
-fn first_selective_row(s: &Store, q: u64) -> Duration {
-    let sel = Selection::from_json(&serde_json::json!({"where": {"eq": ["owner", format!("owner-{:04}", q % 1000)]}})).unwrap();
+fn first_selective_row(s: &Store, q: u64, by_score: bool) -> Duration {
+    let owner = format!("owner-{:04}", q % 1000);
+    let sel = if by_score {
+        serde_json::json!({"where": {"eq": ["owner", owner]}, "order": {"attribute": "score", "direction": "desc"}})
+    } else {
+        serde_json::json!({"where": {"eq": ["owner", owner]}})
+    };
+    let sel = Selection::from_json(&sel).unwrap();
     let w = s.high_water();
     let start = Instant::now();
     let first = s.snapshot("ls_bench", &sel, w, None).unwrap().next().unwrap().unwrap();
@@ -126,13 +152,21 @@ fn main() {
     let scale = if quick() { 10 } else { 1 };
     println!("store bench ({} mode); durable = applied as one sled batch and flushed before ack", if quick() { "quick" } else { "full" });
 
-    for (writers, outputs, per) in [(1u64, 1u64, 2000u64), (8, 1, 1000), (1, 10, 1000), (8, 10, 500)] {
+    let only = std::env::var("OLL_BENCH_ONLY").unwrap_or_default();
+    for (writers, outputs, per) in [(1u64, 1u64, 1000u64), (8, 1, 500), (1, 10, 500), (8, 10, 250)] {
+        if only == "scan" {
+            break;
+        }
         let per = (per / scale).max(10);
-        let v: Vec<f64> = (0..runs).map(|_| commit_rate(writers, outputs, per)).collect();
+        let (v, cpu): (Vec<f64>, Vec<f64>) = (0..runs).map(|_| commit_rate(writers, outputs, per)).unzip();
         println!("commit groups/s  writers={writers} outputs/group={outputs:<2} groups={:<6} {}", writers * per, stats(v));
+        println!("  CPU µs/group (all threads)                         {}", stats(cpu.iter().map(|c| c * 1e6).collect()));
     }
 
     for rows in [100_000u64, 1_000_000] {
+        if only == "commit" || (rows == 1_000_000 && std::env::var("OLL_BENCH_1M").as_deref() == Ok("0")) {
+            break;
+        }
         let rows = rows / scale;
         let dir = tempdir();
         let s = open(dir.path());
@@ -142,8 +176,10 @@ fn main() {
         let v: Vec<f64> = (0..runs).map(|_| scan_rate(&s, rows)).collect();
         println!("snapshot scan rows/s at {rows:>8} rows: {}", stats(v));
         if rows == 1_000_000 / scale {
-            let v: Vec<f64> = (0..50).map(|q| first_selective_row(&s, q * 37).as_secs_f64() * 1e6).collect();
+            let v: Vec<f64> = (0..50).map(|q| first_selective_row(&s, q * 37, false).as_secs_f64() * 1e6).collect();
             println!("first row of selective eq (owner = 1 of 1000, ~{} matches) at {rows} rows, µs: {}", rows / 1000, stats(v));
+            let v: Vec<f64> = (0..50).map(|q| first_selective_row(&s, q * 37, true).as_secs_f64() * 1e6).collect();
+            println!("  same, ordered by score desc (collect + sort the matches), µs:      {}", stats(v));
         }
         if rows == 100_000 / scale {
             let st = s.stats().unwrap();

@@ -2,13 +2,21 @@
 // Package entry point: the hand-written JS layer over the native core.
 const wire = require('./wire')
 const { LiveLookup } = require('./live')
+const { LiveLookupClient, CheckpointStore, LiveLookupError } = require('./client')
+const { createRouter, PROFILE } = require('./router')
+const { mountOnOverlayExpress } = require('./overlay-express')
 
 module.exports = {
   LiveLookup,
+  LiveLookupClient,
+  CheckpointStore,
+  LiveLookupError,
+  createRouter,
+  mountOnOverlayExpress,
   digest: wire.digest,
   canonicalize: wire.canonicalize,
   parseOpen: wire.parseOpen,
   parseRead: wire.parseRead,
   parseClose: wire.parseClose,
-  PROFILE: 'https://bsv.brc.dev/overlays/0193#lookup-live-v1'
+  PROFILE
 }

@@ -105,6 +105,32 @@ class LiveLookup {
     this.authorizeHook = options.authorize || defaultAuthorize
     this.sink = { commit: (changes) => this.commit(changes) }
     this.closed = false
+    this.compacting = null
+    // Background compaction in bounded steps (DESIGN "Storage"): log groups and
+    // removed row versions that no retained session can still need are deleted.
+    const every = options.compactionIntervalMs === undefined ? 60_000 : options.compactionIntervalMs
+    if (every > 0) {
+      this.compactionTimer = setInterval(() => { this.compactInBackground() }, every)
+      this.compactionTimer.unref()
+    }
+  }
+
+  /** Runs bounded compaction steps until caught up; never overlaps itself. */
+  compactInBackground () {
+    if (this.compacting || this.closed) return this.compacting
+    this.compacting = (async () => {
+      try {
+        for (let i = 0; i < 1000 && !this.closed; i++) {
+          if (!(await this.core.compact(10_000))) break
+          await new Promise(resolve => setImmediate(resolve))
+        }
+      } catch (e) {
+        if (typeof this.options.log === 'function') this.options.log({ op: 'compact', error: String(e && e.message) })
+      } finally {
+        this.compacting = null
+      }
+    })()
+    return this.compacting
   }
 
   /** Commits one indivisible group; resolves with its sequence or null. */
@@ -226,6 +252,14 @@ class LiveLookup {
     return errorResponse('unauthorized', 'access changed; the session has ended')
   }
 
+  /**
+   * The Express router for the HTTP routes and the capability manifest. Mount it
+   * at the application root, before any body parser or compression.
+   */
+  router (options) {
+    return require('./router').createRouter(this, options)
+  }
+
   /** Ends every session of a principal with unauthorized, waiting polls included. */
   async revoke (principal) {
     return this.core.revoke(principal)
@@ -260,6 +294,8 @@ class LiveLookup {
     if (body !== undefined) return this.closeSession(body, caller)
     if (this.closed) return
     this.closed = true
+    if (this.compactionTimer) clearInterval(this.compactionTimer)
+    if (this.compacting) await this.compacting
     await this.core.closeStore()
   }
 }

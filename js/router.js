@@ -1,57 +1,76 @@
 'use strict'
 // HTTP transport of the profile (BRC-193 §2, §6, §8; BRC-194 §1): an Express
-// router for POST /overlay/v1/lookup/{open,read,close} and GET
-// /overlay/v1/capabilities. Mount it before any body parser or compression: it
+// router for POST {base}/overlay/v1/lookup/{open,read,close} and GET
+// {base}/overlay/v1/capabilities, plus POST /.well-known/auth for BRC-103.
+// Mount it at the application root before any body parser or compression: it
 // reads the raw body itself, under the 1 MiB bound, and answers with the exact
-// bytes the native core produced.
+// bytes the native core produced. See docs/operators.md for the constraints of
+// the BRC-104 middleware that shape this file.
 
 const express = require('express')
+const { PrivateKey, ProtoWallet } = require('@bsv/sdk')
 const wire = require('./wire')
+const { CapabilityManifest, PROFILE } = require('./manifest')
 
 const MAX_BODY = 1024 * 1024
 const MAX_HEADER_BYTES = 16 * 1024
-const PROFILE = 'https://bsv.brc.dev/overlays/0193#lookup-live-v1'
 const VARY = 'Authorization, x-bsv-auth-identity-key, x-bsv-overlay-capability, x-bsv-overlay-profile'
 const SELECTION_HEADERS = ['x-bsv-overlay-capability', 'x-bsv-overlay-profile']
-const EXPOSED = [
+const AUTH_HEADERS = [
   'x-bsv-auth-version', 'x-bsv-auth-message-type', 'x-bsv-auth-identity-key', 'x-bsv-auth-nonce',
-  'x-bsv-auth-your-nonce', 'x-bsv-auth-signature', 'x-bsv-auth-request-id', 'x-bsv-auth-requested-certificates',
-  ...SELECTION_HEADERS
+  'x-bsv-auth-your-nonce', 'x-bsv-auth-signature', 'x-bsv-auth-request-id', 'x-bsv-auth-requested-certificates'
 ]
+const EXPOSED = [...AUTH_HEADERS, ...SELECTION_HEADERS]
 
-/** Headers every response carries, errors included (BRC-193 §8). */
+/** The path part of the advertised base URL, without a trailing slash. */
+function basePath (baseURL) {
+  const u = new URL(baseURL)
+  return u.pathname.replace(/\/+$/, '')
+}
+
+/**
+ * Headers every response carries, errors included (BRC-193 §8). They are set
+ * with Node's setHeader: the BRC-104 wrapper drops non-`x-bsv-` headers set
+ * through Express's res.set after it wrapped the response.
+ */
 function baseHeaders (req, res, allowedOrigins) {
   res.setHeader('Cache-Control', 'private, no-store')
   res.setHeader('Vary', VARY)
   res.setHeader('X-Content-Type-Options', 'nosniff')
   res.setHeader('X-Accel-Buffering', 'no')
-  for (const name of SELECTION_HEADERS) {
-    const v = req.headers[name]
-    if (typeof v === 'string' && v.length <= 1024) res.setHeader(name, v)
-  }
   const origin = req.headers.origin
   if (origin && allowedOrigins.has(origin)) {
     res.setHeader('Access-Control-Allow-Origin', origin)
     res.setHeader('Access-Control-Allow-Credentials', 'true')
     res.setHeader('Access-Control-Expose-Headers', EXPOSED.join(', '))
-    res.append('Vary', 'Origin')
+    res.setHeader('Vary', VARY + ', Origin')
+  }
+}
+
+/**
+ * Echoes the selection headers. Through res.set, so that under BRC-104 they are
+ * part of the signed response (an x-bsv- header outside the signature makes the
+ * client's verification fail).
+ */
+function echoSelection (req, res) {
+  for (const name of SELECTION_HEADERS) {
+    const v = req.headers[name]
+    if (typeof v === 'string' && v.length <= 1024) res.set(name, v)
   }
 }
 
 function send (res, status, body) {
   if (res.headersSent || res.writableEnded) return
-  res.status(status)
   res.setHeader('Content-Type', 'application/json')
-  res.setHeader('Content-Length', String(body.length))
-  res.end(body)
+  res.status(status).send(Buffer.from(body))
 }
 
-function sendError (res, code, message, extra) {
-  send(res, wire.statusOf(code), wire.errorBody(code, message, extra))
+function sendError (res, code, message) {
+  send(res, wire.statusOf(code), wire.errorBody(code, message))
 }
 
-/** The request policy of BRC-193 §2 and §8, before any byte of the body is read. */
-function checkRequest (req) {
+/** Transport checks made before any byte of the body is read. */
+function checkTransport (req) {
   if (req.method !== 'POST') return ['invalid', 'lookup routes accept POST only']
   let headerBytes = 0
   const seen = new Set()
@@ -66,13 +85,24 @@ function checkRequest (req) {
   if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
     return ['unsupported', 'Content-Encoding must be identity']
   }
-  if (req.headers['content-type'] !== 'application/json') return ['invalid', 'Content-Type must be exactly application/json']
-  const cc = req.headers['cache-control']
-  if (typeof cc !== 'string' || !cc.split(',').map(s => s.trim().toLowerCase()).includes('no-store')) {
-    return ['invalid', 'requests must send Cache-Control: no-store']
-  }
   const length = req.headers['content-length']
   if (length !== undefined && Number(length) > MAX_BODY) return ['limited', 'request body exceeds 1 MiB']
+  return null
+}
+
+/**
+ * Request checks that can be answered inside the authenticated exchange (so the
+ * answer is signed): content type, and, for unauthenticated callers only,
+ * `Cache-Control: no-store` (AuthFetch cannot send that header).
+ */
+function checkRequest (req, authenticated) {
+  if (req.headers['content-type'] !== 'application/json') return ['invalid', 'Content-Type must be exactly application/json']
+  if (!authenticated) {
+    const cc = req.headers['cache-control']
+    if (typeof cc !== 'string' || !cc.split(',').map(s => s.trim().toLowerCase()).includes('no-store')) {
+      return ['invalid', 'requests must send Cache-Control: no-store']
+    }
+  }
   return null
 }
 
@@ -98,57 +128,82 @@ function readBody (req) {
   })
 }
 
-/**
- * Checks the selection headers of BRC-194 §1 against the current manifest.
- * Returns an error tuple or null.
- */
-function checkSelection (req, manifest) {
-  const profile = req.headers['x-bsv-overlay-profile']
-  if (profile !== PROFILE) return ['unsupported', 'x-bsv-overlay-profile must name ' + PROFILE]
-  if (manifest) {
-    const capability = req.headers['x-bsv-overlay-capability']
-    if (capability !== manifest.digest()) return ['context-changed', 'the capability manifest changed; fetch it again']
+function validateProvider (live, options, manifest) {
+  const provider = live.options.provider
+  if (options.authentication === 'brc103') {
+    if (provider !== manifest.identity) {
+      throw new TypeError('with BRC-103 the LiveLookup provider must be the identity key of privateKey (' + manifest.identity + ')')
+    }
+    return
   }
-  return null
+  const base = new URL(options.baseURL)
+  if (base.protocol !== 'https:' && !options.allowLocalHttp) {
+    throw new TypeError('unauthenticated public mode needs an https baseURL (plain HTTP only with allowLocalHttp)')
+  }
+  if (provider !== base.origin) {
+    throw new TypeError('in unauthenticated public mode the LiveLookup provider must be the exact origin ' + base.origin)
+  }
 }
 
 /**
- * Builds the router.
+ * Builds the router. See js/router.d.ts for the options.
  * @param {import('./live').LiveLookup} live
- * @param {object} options see js/router.d.ts
  */
 function createRouter (live, options = {}) {
   const authentication = options.authentication
   if (authentication !== 'brc103' && authentication !== 'none') {
     throw new TypeError("router needs authentication: 'brc103' or 'none' (explicitly)")
   }
-  if (authentication === 'brc103' && !options.authMiddleware) {
-    throw new TypeError("authentication 'brc103' needs authMiddleware (or use liveRouter with a wallet)")
-  }
+  if (!options.baseURL) throw new TypeError('router needs baseURL (the advertised base URL)')
+  const manifest = new CapabilityManifest(live, {
+    privateKey: options.privateKey,
+    baseURL: options.baseURL,
+    authentication,
+    allowLocalHttp: options.allowLocalHttp,
+    ttlSeconds: options.manifestSeconds
+  })
+  validateProvider(live, options, manifest)
   const allowedOrigins = new Set(options.allowedOrigins || [])
-  if (allowedOrigins.has('*')) throw new TypeError('a wildcard origin is not allowed with credentials')
-  const manifest = options.manifest || null
+  if (allowedOrigins.has('*')) throw new TypeError('a wildcard origin is not allowed: list exact origins')
+  let auth = null
+  if (authentication === 'brc103') {
+    auth = options.authMiddleware
+    if (!auth) {
+      const { createAuthMiddleware } = require('@bsv/auth-express-middleware')
+      const wallet = options.wallet || new ProtoWallet(PrivateKey.fromHex(options.privateKey))
+      // Unauthenticated requests pass the middleware as 'unknown' so that the
+      // public manifest stays readable with a plain GET; lookup routes refuse them.
+      auth = createAuthMiddleware({ wallet, allowUnauthenticated: true })
+    }
+  }
   const log = typeof options.log === 'function' ? options.log : () => {}
+  const prefix = basePath(options.baseURL) + '/overlay/v1'
   const router = express.Router()
 
-  router.use('/overlay/v1', (req, res, next) => {
+  if (auth) {
+    // BRC-103 handshakes always go to the origin root; the middleware needs the
+    // parsed JSON there (and only there).
+    router.post('/.well-known/auth', express.json({ limit: '64kb' }), auth)
+  }
+
+  router.use(prefix, (req, res, next) => {
     baseHeaders(req, res, allowedOrigins)
-    if (req.method === 'OPTIONS') {
-      const origin = req.headers.origin
-      if (origin && allowedOrigins.has(origin)) {
-        res.setHeader('Access-Control-Allow-Methods', 'GET, POST, OPTIONS')
-        res.setHeader('Access-Control-Allow-Headers', ['content-type', 'cache-control', ...EXPOSED].join(', '))
-        res.setHeader('Access-Control-Max-Age', '600')
-      }
-      res.status(204).end()
-      return
+    if (req.method !== 'OPTIONS') return next()
+    // Preflights carry no credentials; they are answered before authentication.
+    const origin = req.headers.origin
+    if (origin && allowedOrigins.has(origin)) {
+      res.setHeader('Access-Control-Allow-Methods', 'GET, POST, OPTIONS')
+      res.setHeader('Access-Control-Allow-Headers', ['content-type', 'cache-control', ...EXPOSED].join(', '))
+      res.setHeader('Access-Control-Max-Age', '600')
+      return res.status(204).end()
     }
-    next()
+    sendError(res, 'unauthorized', 'origin not allowed')
   })
 
-  router.get('/overlay/v1/capabilities', (req, res) => {
-    if (!manifest) return sendError(res, 'not-found', 'no capability manifest is configured')
-    send(res, 200, manifest.bytes())
+  router.get(prefix + '/capabilities', (req, res, next) => {
+    const serve = () => send(res, 200, manifest.bytes())
+    if (!auth) return serve()
+    auth(req, res, (err) => (err ? next(err) : serve()))
   })
 
   const handlers = {
@@ -157,10 +212,10 @@ function createRouter (live, options = {}) {
     read: (body, caller, signal) => live.read(body, caller, { signal })
   }
 
-  router.all('/overlay/v1/lookup/:op', async (req, res, next) => {
-    const handler = handlers[req.params.op]
-    if (!handler) return sendError(res, 'not-found', 'unknown lookup route')
-    const bad = checkRequest(req) || checkSelection(req, manifest)
+  router.all(prefix + '/lookup/:op', async (req, res, next) => {
+    const op = req.params.op
+    if (!Object.prototype.hasOwnProperty.call(handlers, op)) return sendError(res, 'not-found', 'unknown lookup route')
+    const bad = checkTransport(req)
     if (bad) {
       if (bad[0] === 'limited') res.setHeader('Connection', 'close')
       return sendError(res, bad[0], bad[1])
@@ -172,46 +227,41 @@ function createRouter (live, options = {}) {
       res.setHeader('Connection', 'close')
       return sendError(res, e.code === 'limited' ? 'limited' : 'invalid', e.code === 'limited' ? e.message : 'unreadable request body')
     }
-    req.rawBody = body
-    // The BRC-104 middleware verifies the JSON body it finds on req.body.
-    try {
-      req.body = JSON.parse(body.toString('utf8'))
-    } catch {
-      req.body = {}
-    }
+    // The BRC-104 middleware verifies the exact bytes it finds on req.body.
+    req.body = body
     const run = async () => {
-      const caller = authentication === 'brc103'
-        ? { principal: req.auth && req.auth.identityKey, authenticated: true }
-        : { principal: '', authenticated: false }
-      if (authentication === 'brc103' && (!caller.principal || caller.principal === 'unknown')) {
+      echoSelection(req, res)
+      const principal = auth ? req.auth && req.auth.identityKey : ''
+      if (auth && (!principal || principal === 'unknown')) {
         return sendError(res, 'unauthorized', 'BRC-103 authentication is required')
       }
+      const refused = checkRequest(req, !!auth) ||
+        manifest.check(op, req.headers['x-bsv-overlay-capability'], req.headers['x-bsv-overlay-profile'])
+      if (refused) return sendError(res, refused[0], refused[1])
+      const caller = auth ? { principal, authenticated: true } : { principal: '', authenticated: false }
       const ac = new AbortController()
       const onClose = () => { if (!res.writableEnded) ac.abort() }
       res.on('close', onClose)
       try {
-        const out = await handler(body, caller, ac.signal)
+        const out = await handlers[op](body, caller, ac.signal)
         if (ac.signal.aborted) return
-        log({ op: req.params.op, status: out.status, principal: caller.principal || null, bytes: out.body.length })
-        send(res, out.status, Buffer.from(out.body))
-      } catch (e) {
-        log({ op: req.params.op, status: 503, error: String(e && e.code) })
-        sendError(res, 'unavailable', 'the provider failed to answer')
+        // Cursors and bodies never reach the log.
+        log({ op, status: out.status, principal: caller.principal || null, bytes: out.body.length })
+        send(res, out.status, out.body)
       } finally {
         res.off('close', onClose)
       }
     }
-    if (authentication === 'brc103') {
-      options.authMiddleware(req, res, (err) => {
-        if (err) return next(err)
-        run().catch(next)
-      })
-    } else {
-      run().catch(next)
+    const fail = (e) => {
+      log({ op, status: 503, error: String((e && e.code) || 'internal') })
+      sendError(res, 'unavailable', 'the provider failed to answer')
     }
+    if (!auth) return run().catch(fail)
+    auth(req, res, (err) => (err ? next(err) : run().catch(fail)))
   })
 
-  router.all('/overlay/v1/{*rest}', (req, res) => sendError(res, 'not-found', 'unknown route'))
+  router.all(prefix + '/{*rest}', (req, res) => sendError(res, 'not-found', 'unknown route'))
+  router.manifest = manifest
   return router
 }
 

@@ -1,4 +1,6 @@
 //! Rust core of `overlay-lookup-live`.
+pub mod client;
+pub mod manifest;
 pub mod select;
 pub mod session;
 pub mod store;

@@ -80,6 +80,14 @@ fn foreign_or_damaged_stores_are_refused_not_replaced() {
     }
     let err = Store::open(cfg2).err().unwrap();
     assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
+    // A non-empty directory that is not a store is not taken over.
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("notes.txt"), b"mine").unwrap();
+    let mut cfg3 = StoreConfig::new(&other);
+    cfg3.create = true;
+    assert!(matches!(Store::open(cfg3), Err(StoreError::Corrupt { .. })));
+    assert_eq!(std::fs::read_dir(&other).unwrap().count(), 1);
     // The data is still there: nothing was replaced.
     let db = sled::open(&path).unwrap();
     assert_eq!(db.get(b"hello").unwrap().unwrap().as_ref(), b"world");
@@ -384,4 +392,63 @@ fn range_plans_agree_whether_or_not_the_range_is_selective() {
     let got = scan_ops(&s, "ls", &sel(json!({"where": {"prefix": ["p", "0099"]}})), w);
     let want: Vec<_> = (0..10_050u32).filter(|n| format!("{:05}", n % 997).starts_with("0099")).map(op).collect();
     assert_eq!(got, want);
+}
+
+#[test]
+fn snapshots_stay_fixed_while_writers_and_compaction_run_concurrently() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    for n in 0..300u32 {
+        s.commit(vec![admit("ls", n, json!({"k": n % 5}))]).unwrap();
+    }
+    // Versions replaced or removed before W are what compaction deletes under the readers.
+    for n in 0..150u32 {
+        let c = if n % 10 == 0 { remove("ls", n, RemoveReason::Evicted) } else { admit("ls", n, json!({"k": (n + 2) % 5})) };
+        s.commit(vec![c]).unwrap();
+    }
+    let w = s.high_water();
+    let k2 = sel(json!({"where": {"eq": ["k", 2]}}));
+    let by_k = sel(json!({"where": {"all": true}, "order": {"attribute": "k", "direction": "desc"}}));
+    let base: Vec<_> = [Selection::all(), k2.clone(), by_k.clone()].iter().map(|q| scan_ops(&s, "ls", q, w)).collect();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..2u32)
+        .map(|t| {
+            let (s, stop) = (Arc::clone(&s), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let mut i = 0u32;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let n = (i * 7 + t) % 300;
+                    let c = if i % 3 == 0 { remove("ls", n, RemoveReason::Evicted) } else { admit("ls", n, json!({"k": (n + i) % 5})) };
+                    s.commit(vec![c, admit("ls", 1000 + t * 100_000 + i, json!({"k": 2}))]).unwrap();
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    let compactor = {
+        let (s, stop) = (Arc::clone(&s), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                s.compact_step(w, 50).unwrap();
+            }
+        })
+    };
+    let mut round = 0;
+    while round < 30 || s.high_water() < w + 20 {
+        round += 1;
+        for (q, want) in [Selection::all(), k2.clone(), by_k.clone()].iter().zip(&base) {
+            assert_eq!(&scan_ops(&s, "ls", q, w), want, "round {round}");
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for h in writers {
+        h.join().unwrap();
+    }
+    compactor.join().unwrap();
+    assert!(s.high_water() > w, "writers made progress");
+    while s.compact_step(w, 1000).unwrap() {}
+    assert_eq!(s.compacted_through(), w);
+    for (q, want) in [Selection::all(), k2, by_k].iter().zip(&base) {
+        assert_eq!(&scan_ops(&s, "ls", q, w), want);
+    }
 }

@@ -142,13 +142,18 @@ fn selections() -> Vec<Selection> {
         json!({"where": {"all": true}, "order": {"attribute": "s", "direction": "desc"}}),
         json!({"where": {"prefix": ["s", "x"]}, "order": {"attribute": "s"}}),
         json!({"where": {"topic": "t2"}, "order": {"attribute": "tag"}}),
+        json!({"where": {"range": ["k", {"gte": 1}]}, "order": {"attribute": "s"}}),
+        json!({"where": {"in": ["k", [1, 3]]}, "order": {"attribute": "tag", "direction": "desc"}}),
     ]
     .iter()
     .map(|v| Selection::from_json(v).unwrap())
     .collect()
 }
 
-fn scan(s: &Store, sel: &Selection, w: u64, after: Option<&[u8]>) -> Vec<(Vec<u8>, Outpoint)> {
+/// A scan's (resume key, outpoint) pairs.
+type Scan = Vec<(Vec<u8>, Outpoint)>;
+
+fn scan(s: &Store, sel: &Selection, w: u64, after: Option<&[u8]>) -> Scan {
     s.snapshot("ls", sel, w, after).unwrap().map(|r| r.map(|r| (r.key, r.outpoint)).unwrap()).collect()
 }
 
@@ -173,7 +178,7 @@ proptest! {
         let sels = selections();
         let mut history: Vec<State> = vec![State::new()];
         let cut = cut.min(groups.len());
-        let mut frozen: Vec<(u64, Vec<Vec<(Vec<u8>, Outpoint)>>)> = Vec::new();
+        let mut frozen: Vec<(u64, Vec<Scan>)> = Vec::new();
         for (i, g) in groups.iter().enumerate() {
             if i == cut {
                 // Read every selection at this W now; re-read after more commits below.

@@ -5,80 +5,13 @@
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const crypto = require('node:crypto')
 const Knex = require('knex')
-const { Engine, KnexStorage, KnexStorageMigrations } = require('@bsv/overlay')
-const {
-  Transaction, MerklePath, PrivateKey, P2PKH, PushDrop, ProtoWallet, UnlockingScript
-} = require('@bsv/sdk')
+const { Engine, KnexStorage } = require('@bsv/overlay')
+const { Transaction, PrivateKey, P2PKH, PushDrop, ProtoWallet } = require('@bsv/sdk')
+const { LocalChainTracker, mintFunding, SEQUENCE_FINAL } = require('../../demo/chain')
+const { runOverlayMigrations } = require('../../demo/storage')
 const { NotesTopicManager } = require('../../demo/notes/NotesTopicManager')
 const { NOTES_TOPIC, NOTES_PROTOCOL, NOTES_KEY_ID, noteFields } = require('../../demo/notes/notesProtocol')
-
-const SEQUENCE_FINAL = 0xffffffff
-
-/**
- * A ChainTracker that knows only the blocks it minted: each synthetic block has two leaves, a
- * random stand-in coinbase at offset 0 and the funding transaction at offset 1 (MerklePath.verify
- * treats offset 0 as a coinbase, which fails once the tip is 100 blocks above it).
- */
-class LocalChainTracker {
-  constructor (startHeight = 800000) {
-    this.roots = new Map()
-    this.height = startHeight
-  }
-
-  /** Mints a block holding txid at offset 1 and returns its MerklePath. */
-  mint (txid) {
-    this.height += 1
-    const coinbase = crypto.randomBytes(32).toString('hex')
-    const path = new MerklePath(this.height, [[
-      { offset: 0, hash: coinbase },
-      { offset: 1, hash: txid, txid: true }
-    ]])
-    this.roots.set(this.height, path.computeRoot(txid))
-    return path
-  }
-
-  async isValidRootForHeight (root, height) {
-    return this.roots.get(height) === root
-  }
-
-  async currentHeight () {
-    return this.height
-  }
-}
-
-/**
- * Runs @bsv/overlay's knex migrations. They ship as unnamed {up, down} objects; one of them moves
- * rows with MySQL's `INSERT IGNORE`, which SQLite rejects, so raw SQL is rewritten to SQLite's
- * `INSERT OR IGNORE` on the way through (the statement copies nothing on a fresh database anyway).
- */
-async function runOverlayMigrations (knex) {
-  const migrations = KnexStorageMigrations.default
-  const source = {
-    getMigrations: async () => migrations.map((m, i) => ({ name: `overlay-${String(i).padStart(3, '0')}`, m })),
-    getMigrationName: (entry) => entry.name,
-    getMigration: async (entry) => ({
-      up: (k) => entry.m.up(sqliteCompatible(k)),
-      down: (k) => entry.m.down(sqliteCompatible(k))
-    })
-  }
-  await knex.migrate.latest({ migrationSource: source })
-}
-
-function sqliteCompatible (k) {
-  return new Proxy(k, {
-    get (target, prop, receiver) {
-      if (prop === 'raw') {
-        return (sql, ...rest) => target.raw(
-          typeof sql === 'string' ? sql.replace(/\bINSERT\s+IGNORE\b/gi, 'INSERT OR IGNORE') : sql,
-          ...rest)
-      }
-      const value = Reflect.get(target, prop, receiver)
-      return typeof value === 'function' ? value.bind(target) : value
-    }
-  })
-}
 
 function addLatency (storage, turns) {
   const proto = Object.getPrototypeOf(storage)
@@ -166,14 +99,7 @@ class NoteFactory {
 
   /** A proven funding transaction (in a freshly minted synthetic block) paying one P2PKH output. */
   fund (satoshis = 100000) {
-    const tx = new Transaction(1, [{
-      sourceTXID: crypto.randomBytes(32).toString('hex'),
-      sourceOutputIndex: 0,
-      unlockingScript: new UnlockingScript([]),
-      sequence: SEQUENCE_FINAL
-    }], [{ lockingScript: new P2PKH().lock(this.fundingKey.toAddress()), satoshis }], 0)
-    tx.merklePath = this.chainTracker.mint(tx.id('hex'))
-    return { tx, outputIndex: 0, satoshis }
+    return mintFunding(this.chainTracker, this.fundingKey.toAddress(), satoshis)
   }
 
   async noteScript (text) {

@@ -86,6 +86,8 @@ pub struct LiveStats {
     pub sessions: u32,
     pub waiters: u32,
     pub high_water: String,
+    /// Log groups at or below this sequence have been compacted away.
+    pub compacted_through: String,
     pub epoch: String,
     pub log_bytes: i64,
     pub rows: i64,
@@ -200,6 +202,10 @@ fn to_change(c: NativeChange) -> napi::Result<Change, String> {
         }),
         other => Err(invalid_arg(format!("unknown change op {other:?}"))),
     }
+}
+
+fn meta_key(name: &str) -> Vec<u8> {
+    [b"js/".as_slice(), name.as_bytes()].concat()
 }
 
 fn caller(c: CallerInfo) -> Caller {
@@ -386,11 +392,29 @@ impl NativeLive {
             sessions: self.provider.session_count() as u32,
             waiters: self.provider.waiters.total() as u32,
             high_water: s.high_water.to_string(),
+            compacted_through: s.compacted_through.to_string(),
             epoch: s.epoch.clone(),
             log_bytes: s.log_bytes as i64,
             rows: s.rows as i64,
             disk_bytes: s.disk_bytes as i64,
         })
+    }
+
+    /// Small JS-layer records kept in the store (e.g. the issued capability
+    /// manifest, so a restart keeps its digest valid for open sessions).
+    #[napi]
+    pub fn meta_get(&self, name: String) -> napi::Result<Option<String>, String> {
+        let v = self.provider.store().aux_get(&meta_key(&name)).map_err(store_error)?;
+        Ok(v.map(|b| String::from_utf8_lossy(&b).into_owned()))
+    }
+
+    /// Stores a JS-layer record; written and flushed before it returns.
+    #[napi]
+    pub fn meta_put(&self, name: String, value: String) -> napi::Result<(), String> {
+        if value.len() > 1024 * 1024 {
+            return Err(invalid_arg("meta values are at most 1 MiB"));
+        }
+        self.provider.store().aux_write(vec![(meta_key(&name), Some(value.into_bytes()))]).map_err(store_error)
     }
 
     /// Test support: moves this provider's clock forward (expiry tests).

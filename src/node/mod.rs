@@ -1,8 +1,10 @@
 //! napi glue: the only place that knows about Node.
 use napi_derive::napi;
 
+mod client;
 mod error;
 mod live;
+mod manifest;
 mod wire;
 
 #[napi]

@@ -34,7 +34,7 @@ use crate::wire::{self, ErrorCode, Limits, WireError};
 use batch::{Frame, Offer, Packer, Phase, Tail};
 use cursor::{Cursor, Position};
 use record::{FenceRecord, SessionRecord};
-pub use wait::{CancelToken, Caps, WaitGuard, Waiters};
+pub use wait::{CancelToken, Caps, WaitGuard, Waiters, WorkSlots};
 
 /// Schema of a legacy BRC-24 context carried as JSON bytes (BRC-192 §2).
 pub const LEGACY_CONTEXT_SCHEMA: &str = "https://bsv.brc.dev/apps/0192#legacy-lookup-context-json-v1";
@@ -92,6 +92,11 @@ fn err(code: ErrorCode, msg: impl Into<String>) -> WireError {
 }
 
 fn store_err(e: crate::store::StoreError) -> WireError {
+    // History that compaction removed cannot be served again: the client must
+    // start over, never receive an empty success (BRC-193 §4, §5).
+    if let crate::store::StoreError::Gone(_) = e {
+        return err(ErrorCode::ResetRequired, "the history this request needs is no longer retained");
+    }
     let mut w = err(ErrorCode::Unavailable, format!("storage failure: {e}"));
     w.retryable = true;
     w
@@ -132,6 +137,7 @@ pub struct Provider {
     /// produce one snapshot.
     open_locks: Vec<Mutex<()>>,
     pub waiters: Waiters,
+    work: WorkSlots,
     clock_offset_ms: AtomicI64,
     pub hooks: TestHooks,
 }
@@ -160,6 +166,7 @@ impl Provider {
         }
         let p = Arc::new(Provider {
             waiters: Waiters::new(cfg.caps.clone()),
+            work: WorkSlots::new(cfg.caps.max_concurrent_work),
             store,
             cfg,
             services: RwLock::new(HashMap::new()),
@@ -306,6 +313,7 @@ impl Provider {
     }
 
     fn open_inner(&self, body: &[u8], caller: &Caller, access: &str, selection_json: &Value) -> Result<Vec<u8>, WireError> {
+        let _slot = self.work.enter()?;
         let open = wire::parse_open(body)?;
         let rules_digest = self
             .rules_digest(&open.service)
@@ -404,14 +412,11 @@ impl Provider {
 
     fn check_session_cap(&self, caller: &Caller) -> Result<(), WireError> {
         let now = self.now();
-        let sessions = self.sessions.lock().unwrap();
-        let active = sessions
-            .values()
-            .filter(|s| {
-                let r = s.rec.lock().unwrap();
+        let active = self
+            .sessions_where(|r| {
                 r.principal == caller.principal && r.authenticated == caller.authenticated && !r.closed && !r.revoked && now < r.expires_at
             })
-            .count();
+            .len();
         if active >= self.cfg.caps.max_sessions_per_principal {
             let mut e = err(ErrorCode::Unavailable, "too many open sessions for this principal");
             e.retryable = true;
@@ -419,6 +424,11 @@ impl Provider {
             return Err(e);
         }
         Ok(())
+    }
+
+    /// Sessions known to this process whose record satisfies `pred`.
+    fn sessions_where(&self, pred: impl Fn(&SessionRecord) -> bool) -> Vec<Arc<LiveSession>> {
+        self.sessions.lock().unwrap().values().filter(|s| pred(&s.rec.lock().unwrap())).cloned().collect()
     }
 
     /// Finds a session in memory or loads it from the store.
@@ -608,6 +618,7 @@ impl Provider {
     }
 
     fn build(&self, rec: &SessionRecord, cursor: &Cursor, sel: &Selection, limits: Limits) -> Result<(Vec<u8>, bool), WireError> {
+        let _slot = self.work.enter()?;
         match &cursor.position {
             Position::Snapshot { after } => Ok((self.snapshot_batch(rec, &cursor.session, sel, limits, after.as_deref())?, false)),
             Position::Live { through } => self.live_batch(rec, &cursor.session, sel, limits, *through),
@@ -773,17 +784,7 @@ impl Provider {
     /// are already waiting. Returns how many sessions were ended.
     pub fn revoke(&self, principal: &str) -> Result<usize, WireError> {
         self.load_all_sessions()?;
-        let targets: Vec<Arc<LiveSession>> = self
-            .sessions
-            .lock()
-            .unwrap()
-            .values()
-            .filter(|s| {
-                let r = s.rec.lock().unwrap();
-                r.principal == principal && !r.revoked
-            })
-            .cloned()
-            .collect();
+        let targets = self.sessions_where(|r| r.principal == principal && !r.revoked);
         for s in &targets {
             self.persist_end(s, true)?;
         }
@@ -836,20 +837,42 @@ impl Provider {
     /// respects sessions opened before a restart.
     pub fn compact(&self, max_items: usize) -> Result<bool, WireError> {
         self.load_all_sessions()?;
+        let forgotten = self.forget_finished_sessions(max_items)?;
         let horizon = self.compaction_horizon();
-        self.store.compact_step(horizon, max_items).map_err(store_err)
+        let more = self.store.compact_step(horizon, max_items).map_err(store_err)?;
+        Ok(more || forgotten == max_items)
+    }
+
+    /// Deletes the records of sessions whose replay promise has passed (or that
+    /// belong to an old epoch), at most `max` of them. Their opening fences stay:
+    /// a repeated open still answers `expired` (BRC-193 §8).
+    fn forget_finished_sessions(&self, max: usize) -> Result<usize, WireError> {
+        let now = self.now();
+        let epoch = self.store.epoch();
+        let done: Vec<[u8; 16]> = self
+            .sessions_where(|r| now >= r.replay_until || r.epoch != epoch)
+            .iter()
+            .map(|s| s.id)
+            .take(max)
+            .collect();
+        if done.is_empty() {
+            return Ok(0);
+        }
+        let mut deletes = Vec::with_capacity(done.len() * 2);
+        for id in &done {
+            deletes.push((record::session_key(id), None));
+            deletes.push((record::first_batch_key(id), None));
+        }
+        self.store.aux_write(deletes).map_err(store_err)?;
+        let mut sessions = self.sessions.lock().unwrap();
+        for id in &done {
+            sessions.remove(id);
+        }
+        Ok(done.len())
     }
 
     pub fn session_count(&self) -> usize {
         let now = self.now();
-        self.sessions
-            .lock()
-            .unwrap()
-            .values()
-            .filter(|s| {
-                let r = s.rec.lock().unwrap();
-                !r.closed && !r.revoked && now < r.expires_at
-            })
-            .count()
+        self.sessions_where(|r| !r.closed && !r.revoked && now < r.expires_at).len()
     }
 }

@@ -108,6 +108,43 @@ impl Waiters {
     }
 }
 
+/// Bounds the requests doing store work at once (opens and read builds; a poll
+/// that is only waiting holds no slot).
+pub struct WorkSlots {
+    max: usize,
+    busy: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// One slot of concurrent work, released on drop.
+#[derive(Debug)]
+pub struct WorkSlot {
+    busy: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Drop for WorkSlot {
+    fn drop(&mut self) {
+        self.busy.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl WorkSlots {
+    pub fn new(max: usize) -> WorkSlots {
+        WorkSlots { max: max.max(1), busy: Arc::new(std::sync::atomic::AtomicUsize::new(0)) }
+    }
+
+    pub fn enter(&self) -> Result<WorkSlot, WireError> {
+        let prev = self.busy.fetch_add(1, Ordering::AcqRel);
+        if prev >= self.max {
+            self.busy.fetch_sub(1, Ordering::AcqRel);
+            let mut e = WireError::new(ErrorCode::Unavailable, "the provider is busy; retry later");
+            e.retryable = true;
+            e.retry_after_ms = Some(250);
+            return Err(e);
+        }
+        Ok(WorkSlot { busy: self.busy.clone() })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,6 +158,16 @@ mod tests {
         assert!(w.enter("c").is_err());
         drop(a);
         assert!(w.enter("c").is_ok());
+    }
+
+    #[test]
+    fn work_slots_are_bounded_and_released() {
+        let w = WorkSlots::new(2);
+        let a = w.enter().unwrap();
+        let _b = w.enter().unwrap();
+        assert_eq!(w.enter().unwrap_err().code, ErrorCode::Unavailable);
+        drop(a);
+        assert!(w.enter().is_ok());
     }
 
     #[tokio::test]

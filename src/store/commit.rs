@@ -1,14 +1,16 @@
 //! The committer: one thread owns every write to the live index and log. Writers enqueue groups;
 //! the committer drains whatever is queued, assigns consecutive sequences, stages all effective
-//! changes in memory, writes them as ONE sled batch, flushes once, and only then publishes
-//! (highWater, watch) and replies. This is group commit: concurrent writers share a flush.
+//! changes in memory and applies them as ONE sled batch; a flusher thread then flushes (one flush
+//! for every batch applied so far) and only then publishes (highWater, watch) and replies. This
+//! is group commit: concurrent writers share a batch and a flush, and staging the next drain
+//! overlaps the previous flush.
 //!
 //! Why a single writer thread: blob reference counts, the current-version pointers and the
 //! sequence counter are read-modify-write state; serializing them here needs no locks and lets
 //! each drain read its own staged writes through [`Txn`].
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -20,6 +22,8 @@ use super::{compact, keys, sha256, Change, Outpoint, RemoveReason, Shared, Store
 use super::{MAX_BEEF_BYTES, MAX_CONTEXT_BYTES, MAX_SERVICE_BYTES, MAX_TOPIC_BYTES};
 
 type Reply<T> = SyncSender<Result<T, StoreError>>;
+/// Each staged group's reply channel and its outcome, answered after the flush.
+type Replies = Vec<(Reply<Option<u64>>, Result<Option<u64>, StoreError>)>;
 
 pub(crate) enum Req {
     Commit { changes: Vec<Change>, reply: Reply<Option<u64>> },
@@ -334,13 +338,14 @@ fn due_expiries(db: &sled::Db, now: u64) -> Result<Vec<Change>, StoreError> {
     Ok(out)
 }
 
-/// The committer's private state.
+/// The committer's private state (the applied, not necessarily durable, state of the store).
 pub(crate) struct Committer {
     pub db: sled::Db,
     pub shared: Arc<Shared>,
+    /// Highest sequence applied to the tree (published only after the flusher's flush).
     pub high_water: u64,
     pub stats: Stats,
-    failed: bool,
+    flusher: Option<(Sender<FlushMsg>, JoinHandle<()>)>,
 }
 
 /// Staged groups of one drain: written in one batch, flushed once.
@@ -348,13 +353,104 @@ struct Drain {
     writes: Writes,
     stats: Stats,
     last_seq: u64,
-    replies: Vec<(Reply<Option<u64>>, Result<Option<u64>, StoreError>)>,
+    replies: Replies,
+}
+
+/// Work handed from the committer to the flusher thread.
+enum FlushMsg {
+    /// A drain applied to the tree up to `last_seq`: flush, publish, reply.
+    Applied { last_seq: u64, replies: Replies },
+    /// Answered once everything sent before it is flushed and published.
+    Barrier(SyncSender<()>),
 }
 
 pub(crate) fn spawn(db: sled::Db, shared: Arc<Shared>, stats: Stats, rx: Receiver<Req>) -> std::io::Result<JoinHandle<()>> {
     let high_water = shared.high_water.load(Ordering::Acquire);
-    let mut c = Committer { db, shared, high_water, stats, failed: false };
+    let (ftx, frx) = mpsc::channel();
+    let (fdb, fshared) = (db.clone(), shared.clone());
+    let flusher = std::thread::Builder::new().name("oll-flusher".into()).spawn(move || flusher(fdb, fshared, frx))?;
+    let mut c = Committer { db, shared, high_water, stats, flusher: Some((ftx, flusher)) };
     std::thread::Builder::new().name("oll-committer".into()).spawn(move || c.run(rx))
+}
+
+/// The flusher: one flush covers every drain applied before it (the committer keeps staging
+/// and applying the next drain meanwhile — a two-stage pipeline). Publication strictly follows
+/// the flush, and sequences are published in order because drains arrive in order.
+fn flusher(db: sled::Db, shared: Arc<Shared>, rx: Receiver<FlushMsg>) {
+    while let Ok(first) = rx.recv() {
+        let mut msgs = vec![first];
+        while let Ok(m) = rx.try_recv() {
+            msgs.push(m);
+        }
+        let mut last = None;
+        let mut replies = Vec::new();
+        let mut barriers = Vec::new();
+        for m in msgs {
+            match m {
+                FlushMsg::Applied { last_seq, replies: r } => {
+                    last = Some(last_seq);
+                    replies.extend(r);
+                }
+                FlushMsg::Barrier(b) => barriers.push(b),
+            }
+        }
+        if let Some(last) = last {
+            let failed = shared.failed.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let outcome = match failed {
+                Some(f) => Err(StoreError::Failed(f)),
+                None => db.flush().map(|_| ()).map_err(StoreError::io("flushing committed groups")),
+            };
+            match outcome {
+                Ok(()) => {
+                    crash_point("after-flush");
+                    publish(&shared, last);
+                    for (reply, r) in replies {
+                        let _ = reply.send(r);
+                    }
+                }
+                Err(e) => {
+                    let msg = e.to_string();
+                    mark_failed(&shared, &msg);
+                    for (reply, r) in replies {
+                        let _ = reply.send(match r {
+                            Ok(Some(_)) => Err(StoreError::Failed(msg.clone())),
+                            other => other,
+                        });
+                    }
+                }
+            }
+        }
+        for b in barriers {
+            let _ = b.send(());
+        }
+    }
+}
+
+fn mark_failed(shared: &Shared, msg: &str) {
+    let mut f = shared.failed.lock().unwrap_or_else(|p| p.into_inner());
+    if f.is_none() {
+        *f = Some(msg.to_string());
+    }
+}
+
+/// Readers only learn of a sequence after it is durable (BRC-193 §4).
+pub(crate) fn publish(shared: &Shared, hw: u64) {
+    shared.high_water.store(hw, Ordering::Release);
+    shared.watch.send_replace(hw);
+}
+
+/// The meta record written with every batch: highWater and the counters.
+pub(crate) fn state_record(hw: u64, stats: &Stats) -> Vec<u8> {
+    let mut v = hw.to_be_bytes().to_vec();
+    v.extend_from_slice(&stats.encode());
+    v
+}
+
+pub(crate) fn parse_state(b: &[u8]) -> Option<(u64, Stats)> {
+    if b.len() != 48 {
+        return None;
+    }
+    Some((u64::from_be_bytes(b[..8].try_into().ok()?), Stats::decode(&b[8..])?))
 }
 
 /// Most requests taken into one drain; bounds batch size and reply latency.
@@ -371,13 +467,28 @@ impl Committer {
                 }
             }
             if !self.handle(reqs) {
-                return;
+                break;
             }
+        }
+        // Close the pipeline: everything applied gets flushed, published and answered.
+        if let Some((tx, handle)) = self.flusher.take() {
+            drop(tx);
+            let _ = handle.join();
         }
     }
 
     fn new_drain(&self) -> Drain {
         Drain { writes: Writes::new(), stats: self.stats, last_seq: self.high_water, replies: Vec::new() }
+    }
+
+    /// Wait until every applied drain is flushed and published.
+    fn barrier(&self) {
+        if let Some((tx, _)) = &self.flusher {
+            let (btx, brx) = mpsc::sync_channel(1);
+            if tx.send(FlushMsg::Barrier(btx)).is_ok() {
+                let _ = brx.recv();
+            }
+        }
     }
 
     /// Handle a burst of requests; returns false on shutdown.
@@ -387,8 +498,9 @@ impl Committer {
             match req {
                 Req::Commit { changes, reply } => self.stage(&mut drain, changes, reply),
                 Req::Expire { now, reply } => {
-                    // Timers are read from the database, so earlier staged groups go first.
-                    self.finish(std::mem::replace(&mut drain, self.new_drain()));
+                    // Timers are read from the tree, so earlier staged groups are applied first.
+                    let d = std::mem::replace(&mut drain, self.new_drain());
+                    self.finish(d);
                     drain = self.new_drain();
                     match self.failed_check().and_then(|_| due_expiries(&self.db, now)) {
                         Ok(changes) => self.stage(&mut drain, changes, reply),
@@ -398,14 +510,18 @@ impl Committer {
                     }
                 }
                 Req::Compact { horizon, max_items, reply } => {
-                    self.finish(std::mem::replace(&mut drain, self.new_drain()));
+                    let d = std::mem::replace(&mut drain, self.new_drain());
+                    self.finish(d);
+                    self.barrier();
                     let r = self.failed_check().and_then(|_| compact::step(self, horizon, max_items));
                     self.note_failure(&r);
                     drain = self.new_drain();
                     let _ = reply.send(r);
                 }
                 Req::Reset { reply } => {
-                    self.finish(std::mem::replace(&mut drain, self.new_drain()));
+                    let d = std::mem::replace(&mut drain, self.new_drain());
+                    self.finish(d);
+                    self.barrier(); // no older sequence may be published after the reset
                     let r = self.failed_check().and_then(|_| self.reset());
                     self.note_failure(&r);
                     drain = self.new_drain();
@@ -422,17 +538,15 @@ impl Committer {
     }
 
     fn failed_check(&self) -> Result<(), StoreError> {
-        if self.failed {
-            let msg = self.shared.failed.lock().unwrap_or_else(|p| p.into_inner()).clone();
-            return Err(StoreError::Failed(msg.unwrap_or_default()));
+        match self.shared.failed.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            Some(msg) => Err(StoreError::Failed(msg)),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     fn note_failure<T>(&mut self, r: &Result<T, StoreError>) {
         if let Err(e @ StoreError::Io { .. }) = r {
-            self.failed = true;
-            *self.shared.failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+            mark_failed(&self.shared, &e.to_string());
         }
     }
 
@@ -479,7 +593,8 @@ impl Committer {
         Ok(())
     }
 
-    /// Write the drain as one batch, flush, then publish and reply.
+    /// Apply the drain as one atomic batch and hand it to the flusher, which flushes, then
+    /// publishes and replies. Drains without writes are answered at once.
     fn finish(&mut self, drain: Drain) {
         let Drain { mut writes, stats, last_seq, replies } = drain;
         if writes.is_empty() {
@@ -488,17 +603,21 @@ impl Committer {
             }
             return;
         }
-        writes.insert(keys::meta("hw"), Some(last_seq.to_be_bytes().to_vec()));
-        writes.insert(keys::meta("stats"), Some(stats.encode()));
-        let outcome = self.write_durably(writes, "committing a group");
+        writes.insert(keys::meta("state"), Some(state_record(last_seq, &stats)));
+        let outcome = self.apply(writes, "committing a group");
         self.note_failure(&outcome);
         match outcome {
             Ok(()) => {
+                crash_point("after-write");
                 self.high_water = last_seq;
                 self.stats = stats;
-                self.publish(last_seq);
-                for (reply, r) in replies {
-                    let _ = reply.send(r);
+                let msg = FlushMsg::Applied { last_seq, replies };
+                if let Some((tx, _)) = &self.flusher {
+                    if let Err(mpsc::SendError(FlushMsg::Applied { replies, .. })) = tx.send(msg) {
+                        for (reply, _) in replies {
+                            let _ = reply.send(Err(StoreError::Closed));
+                        }
+                    }
                 }
             }
             Err(e) => {
@@ -513,8 +632,8 @@ impl Committer {
         }
     }
 
-    /// One atomic batch, then a flush. Fail points bracket each step for the crash tests.
-    pub fn write_durably(&self, writes: Writes, what: &str) -> Result<(), StoreError> {
+    /// One atomic batch (not yet flushed).
+    pub fn apply(&self, writes: Writes, what: &str) -> Result<(), StoreError> {
         let mut batch = sled::Batch::default();
         for (k, v) in writes {
             match v {
@@ -523,20 +642,11 @@ impl Committer {
             }
         }
         crash_point("before-write");
-        self.db.apply_batch(batch).map_err(StoreError::io(what))?;
-        crash_point("after-write");
-        self.db.flush().map_err(StoreError::io(format!("flushing after {what}")))?;
-        crash_point("after-flush");
-        Ok(())
+        self.db.apply_batch(batch).map_err(StoreError::io(what))
     }
 
-    /// Readers only learn of a sequence after it is durable (BRC-193 §4).
-    pub fn publish(&self, hw: u64) {
-        self.shared.high_water.store(hw, Ordering::Release);
-        self.shared.watch.send_replace(hw);
-    }
-
-    /// New epoch, empty log and index; session records (`x`) and the secret survive.
+    /// New epoch, empty log and index; session records (`x`) and the secret survive. Runs
+    /// after a barrier, so nothing older is published afterwards.
     fn reset(&mut self) -> Result<String, StoreError> {
         let mut writes = Writes::new();
         for table in [keys::LOG, keys::ROW, keys::CURRENT, keys::INDEX, keys::TIMER, keys::BLOB, keys::REFS, keys::SERVICE] {
@@ -547,15 +657,15 @@ impl Committer {
         }
         let epoch = super::new_epoch()?;
         writes.insert(keys::meta("epoch"), Some(epoch.clone().into_bytes()));
-        writes.insert(keys::meta("hw"), Some(0u64.to_be_bytes().to_vec()));
+        writes.insert(keys::meta("state"), Some(state_record(0, &Stats::default())));
         writes.insert(keys::meta("compacted"), Some(0u64.to_be_bytes().to_vec()));
-        writes.insert(keys::meta("stats"), Some(Stats::default().encode()));
-        self.write_durably(writes, "resetting the epoch")?;
+        self.apply(writes, "resetting the epoch")?;
+        self.db.flush().map_err(StoreError::io("flushing the reset"))?;
         *self.shared.epoch.write().unwrap_or_else(|p| p.into_inner()) = epoch.clone();
         self.shared.compacted.store(0, Ordering::Release);
         self.high_water = 0;
         self.stats = Stats::default();
-        self.publish(0);
+        publish(&self.shared, 0);
         Ok(epoch)
     }
 }

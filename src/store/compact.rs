@@ -18,7 +18,8 @@ use super::{keys, StoreError};
 /// One step: compact consecutive groups after compactedThrough up to `horizon` until about
 /// `max_items` deletions; returns whether groups at or below the horizon remain.
 pub(crate) fn step(c: &mut Committer, horizon: u64, max_items: usize) -> Result<bool, StoreError> {
-    let horizon = horizon.min(c.high_water);
+    // Only published (durable) groups are compacted.
+    let horizon = horizon.min(c.shared.high_water.load(Ordering::Acquire));
     let start = c.shared.compacted.load(Ordering::Acquire);
     if start >= horizon {
         return Ok(false);
@@ -68,7 +69,7 @@ pub(crate) fn step(c: &mut Committer, horizon: u64, max_items: usize) -> Result<
         }
     }
     batch.insert(keys::meta("compacted"), last.to_be_bytes().to_vec());
-    batch.insert(keys::meta("stats"), stats.encode());
+    batch.insert(keys::meta("state"), super::commit::state_record(c.high_water, &stats));
     c.db.apply_batch(batch).map_err(StoreError::io("compacting"))?;
     crash_point("compaction");
     c.db.flush().map_err(StoreError::io("flushing compaction"))?;

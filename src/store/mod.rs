@@ -275,8 +275,7 @@ fn read_meta(db: &sled::Db, path: &Path) -> Result<Meta, StoreError> {
         return Err(corrupt(path, "epoch is malformed"));
     }
     let secret: [u8; 32] = get("secret")?.as_ref().try_into().map_err(|_| corrupt(path, "secret is malformed"))?;
-    let stats = Stats::decode(&get("stats")?).ok_or_else(|| corrupt(path, "stats are malformed"))?;
-    let high_water = read_u64(db, path, "hw")?;
+    let (high_water, stats) = commit::parse_state(&get("state")?).ok_or_else(|| corrupt(path, "state is malformed"))?;
     let compacted = read_u64(db, path, "compacted")?;
     if compacted > high_water {
         return Err(corrupt(path, "compactedThrough is above highWater"));
@@ -328,9 +327,8 @@ fn init_meta(db: &sled::Db) -> Result<(), StoreError> {
     b.insert(keys::meta("schema"), SCHEMA_VERSION.to_be_bytes().to_vec());
     b.insert(keys::meta("epoch"), new_epoch()?.into_bytes());
     b.insert(keys::meta("secret"), random::<32>()?.to_vec());
-    b.insert(keys::meta("hw"), 0u64.to_be_bytes().to_vec());
+    b.insert(keys::meta("state"), commit::state_record(0, &Stats::default()));
     b.insert(keys::meta("compacted"), 0u64.to_be_bytes().to_vec());
-    b.insert(keys::meta("stats"), Stats::default().encode());
     db.apply_batch(b).map_err(StoreError::io("initializing the store"))?;
     db.flush().map_err(StoreError::io("flushing the new store"))?;
     Ok(())
@@ -347,6 +345,10 @@ impl Store {
         }
         if path.exists() && !path.is_dir() {
             return Err(corrupt(&path, "path is not a directory"));
+        }
+        // Never scatter a new store into a directory that holds something else.
+        if !existed && path.is_dir() && std::fs::read_dir(&path).map(|mut d| d.next().is_some()).unwrap_or(true) {
+            return Err(corrupt(&path, "directory is not empty and holds no store"));
         }
         let db = open_sled(&path)?;
         let has_schema = db.contains_key(keys::meta("schema")).map_err(StoreError::io("reading store metadata"))?;
@@ -518,7 +520,10 @@ impl Store {
 
     /// Delete log groups with seq <= horizon, the row versions they removed, and blobs nobody
     /// references any more; at most about `max_items` deletions per call. Returns whether more
-    /// remains below the horizon. The horizon is clamped to highWater.
+    /// remains below the horizon. The horizon is clamped to highWater. The session layer picks
+    /// `horizon <= min(W of every session still reading its snapshot, through of every session
+    /// whose replayUntil has not passed)`; afterwards snapshots below the horizon and log reads
+    /// from below it fail with `Gone` (reset-required), never with missing data.
     pub fn compact_step(&self, horizon: u64, max_items: usize) -> Result<bool, StoreError> {
         self.request(|reply| Req::Compact { horizon, max_items: max_items.max(1), reply })
     }
@@ -569,12 +574,12 @@ impl Store {
 
     pub fn stats(&self) -> Result<StoreStats, StoreError> {
         let db = self.db()?;
-        let s = Stats::decode(
-            &db.get(keys::meta("stats"))
+        let (_, s) = commit::parse_state(
+            &db.get(keys::meta("state"))
                 .map_err(StoreError::io("reading stats"))?
-                .ok_or_else(|| corrupt(self.path(), "stats missing"))?,
+                .ok_or_else(|| corrupt(self.path(), "state missing"))?,
         )
-        .ok_or_else(|| corrupt(self.path(), "stats malformed"))?;
+        .ok_or_else(|| corrupt(self.path(), "state malformed"))?;
         Ok(StoreStats {
             high_water: self.high_water(),
             compacted_through: self.compacted_through(),
@@ -592,5 +597,19 @@ impl Store {
 impl Drop for Store {
     fn drop(&mut self) {
         let _ = self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The session layer shares the store across threads and moves iterators into blocking tasks.
+    #[test]
+    fn store_and_iterators_are_thread_safe() {
+        fn send_sync<T: Send + Sync>() {}
+        fn send<T: Send>() {}
+        send_sync::<super::Store>();
+        send::<super::SnapshotIter<'static>>();
+        send::<super::LogIter>();
+        send_sync::<super::StoreError>();
     }
 }

@@ -10,9 +10,11 @@
 //!   range, sort by (created, outpoint), fetch; if the range holds more than 10,000 entries it is
 //!   not selective and the plan falls back to:
 //! - admission order otherwise: walk the row table in admission order, stop at W.
-//! - attribute order: walk that attribute's index (narrowed by an `eq`/`prefix`/`range` on the same
-//!   attribute), forwards or backwards. A list attribute has one entry per element; only the entry
-//!   of its smallest element counts.
+//! - attribute order with a filter on another attribute whose index cover holds at most 10,000
+//!   entries: collect, fetch, sort by (order value, created, outpoint) — per page.
+//! - attribute order otherwise: walk that attribute's index (narrowed by an `eq`/`prefix`/`range`
+//!   on the same attribute), forwards or backwards. A list attribute has one entry per element;
+//!   only the entry of its smallest element counts.
 //!
 //! Resume keys are the 44-byte row-version suffix (created, outpoint) for every order: to resume
 //! an attribute-order scan, the row version is read back to recompute its position.
@@ -98,7 +100,18 @@ impl<'a> SnapshotIter<'a> {
         let sel = sel.clone();
         let inner: Box<dyn Iterator<Item = Item> + Send + 'a> = match sel.order.clone() {
             Order::Attribute { name, desc } => {
-                Box::new(attribute_scan(db, service, sel, &name, desc, w, after)?)
+                // A filter on another attribute with a small index cover: sort its matches.
+                let narrowed = {
+                    let base = keys::index_attr_prefix(service, &name);
+                    attribute_range(&sel.filter, &name, &base) != (base.clone(), keys::prefix_end(&base))
+                };
+                let cover = if narrowed { None } else { collect_cover(&db, service, &sel.filter, w)? };
+                match cover {
+                    Some(suffixes) => {
+                        Box::new(sorted_by_attribute(&db, service, &sel, &name, desc, w, after, suffixes)?.into_iter().map(Ok))
+                    }
+                    None => Box::new(attribute_scan(db, service, sel, &name, desc, w, after)?),
+                }
             }
             Order::Admission => match index_prefixes(&sel.filter) {
                 Some(p) => Box::new(index_merge(db, service, sel, p, w, after)),
@@ -310,6 +323,78 @@ fn collect_range(
     Ok(Some(out))
 }
 
+/// Row versions (created <= W) from the filter's index cover — `eq`/`in`/`or` prefixes or a
+/// `range`/`prefix` — sorted by (created, outpoint), or `None` without a cover of at most
+/// [`MAX_COLLECT`] entries.
+fn collect_cover(db: &sled::Db, service: &str, f: &Filter, w: u64) -> Result<Option<Vec<[u8; VERSION_KEY_LEN]>>, StoreError> {
+    let Some(prefixes) = index_prefixes(f) else { return collect_range(db, service, f, w, None) };
+    let mut out = Vec::new();
+    for (a, v) in prefixes {
+        let mut p = keys::index_attr_prefix(service, &a);
+        encode_scalar(&v, &mut p);
+        for kv in db.scan_prefix(&p) {
+            if out.len() >= MAX_COLLECT {
+                return Ok(None);
+            }
+            let (k, _) = kv.map_err(StoreError::io("scanning an index"))?;
+            let suffix: [u8; VERSION_KEY_LEN] = k[p.len()..].try_into().map_err(|_| corrupt("malformed index key"))?;
+            if u64::from_be_bytes(suffix[..8].try_into().unwrap()) > w {
+                break; // each prefix is in created order
+            }
+            out.push(suffix);
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(Some(out))
+}
+
+/// Attribute order over a collected candidate list: fetch, keep visible selected rows, sort by
+/// (order value, created, outpoint), reverse for `desc`, and drop everything up to `after`.
+#[allow(clippy::too_many_arguments)]
+fn sorted_by_attribute(
+    db: &sled::Db,
+    service: &str,
+    sel: &Selection,
+    name: &str,
+    desc: bool,
+    w: u64,
+    after: Option<&[u8]>,
+    suffixes: Vec<[u8; VERSION_KEY_LEN]>,
+) -> Result<Vec<SnapshotRow>, StoreError> {
+    let mut rows = Vec::new();
+    for sfx in suffixes {
+        if let Some((row, full)) = fetch_visible(db, service, &sfx, w, sel)? {
+            // `matches` guarantees an order value under attribute order.
+            if let Some(v) = order_value(full.attributes.get(name)) {
+                rows.push(((v, sfx), row));
+            }
+        }
+    }
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    if desc {
+        rows.reverse();
+    }
+    if let Some(a) = after {
+        let pos = resume_position(db, service, name, a)?;
+        rows.retain(|(k, _)| if desc { *k < pos } else { *k > pos });
+    }
+    Ok(rows.into_iter().map(|(_, r)| r).collect())
+}
+
+/// (order value, suffix) of the row version a resume key names.
+fn resume_position(db: &sled::Db, service: &str, name: &str, a: &[u8]) -> Result<(Scalar, [u8; VERSION_KEY_LEN]), StoreError> {
+    let (created, op) = keys::parse_version_suffix(a).ok_or_else(|| StoreError::Invalid("bad resume key".into()))?;
+    let v = db
+        .get(keys::row(service, created, &op))
+        .map_err(StoreError::io("reading a row"))?
+        .ok_or_else(|| StoreError::Gone("the snapshot row to resume from was compacted".into()))?;
+    let row = decode_row(&v)?;
+    let ov = order_value(row.attributes.get(name))
+        .ok_or_else(|| StoreError::Invalid("resume key does not belong to this selection".into()))?;
+    Ok((ov, a.try_into().map_err(|_| StoreError::Invalid("bad resume key".into()))?))
+}
+
 /// Fetch and re-check each row version in the given (already ordered) list.
 fn fetch_each(
     db: sled::Db,
@@ -333,8 +418,11 @@ fn fetch_visible(
     let mut k = keys::service_prefix(keys::ROW, service);
     k.extend_from_slice(suffix);
     let Some(v) = db.get(&k).map_err(StoreError::io("reading a row"))? else {
-        // Index entries and rows are written and compacted together.
-        return Err(corrupt("index entry without its row version"));
+        // Compaction deletes a version and its index entries in one batch, but a concurrent
+        // reader can see the batch half-applied. Compaction only deletes versions removed at or
+        // below its horizon (<= W of every snapshot still read), so such a version is not
+        // visible here anyway.
+        return Ok(None);
     };
     let created = u64::from_be_bytes(suffix[..8].try_into().unwrap());
     let removed = row_removed(&v).ok_or_else(|| corrupt("short row version"))?;
@@ -406,14 +494,7 @@ fn attribute_scan<'a>(
     };
     if let Some(a) = after {
         // Reposition at the resumed row's own index entry.
-        let (created, op) = keys::parse_version_suffix(a).ok_or_else(|| StoreError::Invalid("bad resume key".into()))?;
-        let v = db
-            .get(keys::row(service, created, &op))
-            .map_err(StoreError::io("reading a row"))?
-            .ok_or_else(|| StoreError::Gone("the snapshot row to resume from was compacted".into()))?;
-        let row = decode_row(&v)?;
-        let ov = order_value(row.attributes.get(name))
-            .ok_or_else(|| StoreError::Invalid("resume key does not belong to this selection".into()))?;
+        let (ov, _) = resume_position(&db, service, name, a)?;
         let mut k = base.clone();
         encode_scalar(&ov, &mut k);
         k.extend_from_slice(a);

@@ -1,0 +1,472 @@
+'use strict'
+// Interim HTTP plumbing tests of LiveLookupClient against a small lookup-live
+// provider written here (real Express on loopback, real sled store, real child
+// processes SIGKILLed at the client's crash points). The provider keeps a snapshot
+// at W per session, pages it, and serves live groups after W with long polls; it is
+// a stand-in for the project's server until that lands, not a mock of the client.
+
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const crypto = require('node:crypto')
+const { spawn } = require('node:child_process')
+const express = require('express')
+const { createAuthMiddleware } = require('@bsv/auth-express-middleware')
+const { AuthFetch, ProtoWallet, PrivateKey } = require('@bsv/sdk')
+const { LiveLookupClient, CheckpointStore, digest, PROFILE } = require('../js/client.js')
+
+const GENESIS = '000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f'
+const SERVICE = 'ls_notes'
+const QUERY = { author: 'alice' }
+const TXID = crypto.createHash('sha256').update('tx').digest('hex')
+const MANIFEST = { body: { provider: 'test', profiles: [PROFILE] }, signature: 'AAAA' }
+
+function startProvider ({ pageSize = 2, wallet = null, identityKey = null } = {}) {
+  const p = {
+    epoch: 'epoch-1',
+    seq: 0,
+    rows: new Map(), // outputIndex -> present
+    log: [], // {sequence, changes:[{index, present}]}
+    sessions: new Map(),
+    fences: new Map(), // requestId -> saved first batch
+    waiters: new Set(),
+    opens: 0,
+    reads: [], // cursors read, in order
+    inject: null, // one-shot {status, headers, body}
+    headerFaults: 0,
+    manifest: MANIFEST,
+    manifestFetches: 0
+  }
+  const app = express()
+  const scope = epoch => ({
+    chain: { network: 'main', genesisHash: GENESIS },
+    provider: p.providerName ?? identityKey ?? p.origin,
+    service: SERVICE,
+    queryDigest: digest('lookup-query', { service: SERVICE, query: QUERY }),
+    rulesDigest: digest('service-rules', { id: 'urn:test:rules' }),
+    access: 'public',
+    epoch
+  })
+  const obs = (id, s, index, present) => present
+    ? { id, scope: s, kind: 'output', payload: { evidence: { txid: TXID, outputIndex: index, beef: 'AQID' } } }
+    : { id, scope: s, kind: 'withdraw', payload: { outpoint: { chain: s.chain, txid: TXID, outputIndex: index }, reason: 'removed' } }
+  const body = (sess, phase, groups, cursor, snapshotComplete, through) => JSON.stringify({
+    version: 1,
+    session: sess.id,
+    scope: scope(sess.epoch),
+    phase,
+    groups,
+    cursor,
+    snapshotComplete,
+    through: String(through),
+    highWater: String(Math.max(through, p.seq)),
+    expiresAt: '4000000000',
+    replayUntil: '4000003600',
+    limits: { maxBytes: 65536, maxObservations: 64, waitMs: 0 }
+  })
+  const page = (sess, offset) => {
+    const s = scope(sess.epoch)
+    const slice = sess.snapshot.slice(offset, offset + pageSize)
+    const groups = slice.map(i => ({ id: `snap-${sess.id}-${i}`, sequence: String(sess.W), observations: [obs(`so-${sess.id}-${i}`, s, i, true)] }))
+    if (p.equivocateOnce && offset > 0) {
+      // Replays the first snapshot group's id with other content.
+      p.equivocateOnce = false
+      const i0 = sess.snapshot[0]
+      groups.unshift({ id: `snap-${sess.id}-${i0}`, sequence: String(sess.W), observations: [obs(`so-${sess.id}-${i0}`, s, 99, true)] })
+    }
+    const done = offset + pageSize >= sess.snapshot.length
+    return body(sess, 'snapshot', groups, done ? `live:${sess.W}` : `snap:${offset + pageSize}`, done, sess.W)
+  }
+  const live = (sess, after) => {
+    const s = scope(sess.epoch)
+    const groups = p.log.filter(g => g.sequence > after).map(g => ({
+      id: `live-${g.sequence}`,
+      sequence: String(g.sequence),
+      observations: g.changes.map((c, i) => obs(`lo-${g.sequence}-${i}`, s, c.index, c.present))
+    }))
+    const through = Math.max(after, p.seq)
+    return body(sess, 'live', groups, `live:${through}`, true, through)
+  }
+  const error = (res, status, code) => res.status(status).type('application/json').send(JSON.stringify({ version: 1, error: { code, message: code, retryable: false } }))
+
+  app.use(express.json())
+  if (wallet) app.use(createAuthMiddleware({ wallet, allowUnauthenticated: false }))
+  app.get('/overlay/v1/capabilities', (req, res) => { p.manifestFetches++; res.json(p.manifest) })
+  app.use('/overlay/v1/lookup', (req, res, next) => {
+    if (req.get('x-bsv-overlay-capability') !== digest('capabilities', p.manifest.body)) {
+      return error(res, 409, 'context-changed')
+    }
+    const ok = req.get('x-bsv-overlay-profile') === PROFILE &&
+      // AuthFetch cannot carry Cache-Control in a signed request (see js/client.js).
+      (wallet || req.get('cache-control') === 'no-store') && req.is('application/json')
+    if (!ok) { p.headerFaults++; return error(res, 400, 'invalid') }
+    if (p.hangAll) return // never answers
+    if (p.inject) {
+      const { status, headers = {}, text } = p.inject
+      p.inject = null
+      return res.status(status).set(headers).send(text)
+    }
+    next()
+  })
+  app.post('/overlay/v1/lookup/open', (req, res) => {
+    p.opens++
+    if (!/^[0-9a-f]{32}$/.test(req.body.requestId)) return error(res, 400, 'invalid')
+    // Identical retry of an open returns its saved first batch (BRC-193 §8).
+    const saved = p.fences.get(req.body.requestId)
+    if (saved) return res.type('application/json').send(saved)
+    const sess = {
+      id: crypto.randomBytes(8).toString('hex'),
+      epoch: p.epoch,
+      W: p.seq,
+      snapshot: [...p.rows].filter(([, present]) => present).map(([i]) => i).sort((a, b) => a - b)
+    }
+    p.sessions.set(sess.id, sess)
+    const first = page(sess, 0)
+    p.fences.set(req.body.requestId, first)
+    res.type('application/json').send(first)
+  })
+  app.post('/overlay/v1/lookup/read', async (req, res) => {
+    const { session, cursor, limits } = req.body
+    p.reads.push(cursor)
+    const sess = p.sessions.get(session)
+    if (!sess || sess.epoch !== p.epoch) return error(res, 409, 'reset-required')
+    const [kind, n] = cursor.split(':')
+    if (kind === 'snap') return res.type('application/json').send(page(sess, Number(n)))
+    const after = Number(n)
+    if (!p.log.some(g => g.sequence > after) && limits.waitMs > 0) {
+      await new Promise(resolve => {
+        const w = () => { clearTimeout(t); p.waiters.delete(w); resolve() }
+        const t = setTimeout(w, limits.waitMs)
+        p.waiters.add(w)
+      })
+      if (sess.epoch !== p.epoch) return error(res, 409, 'reset-required')
+    }
+    res.type('application/json').send(live(sess, after))
+  })
+  app.post('/overlay/v1/lookup/close', (req, res) => res.json({ version: 1, closed: true }))
+
+  p.mutate = changes => {
+    p.seq++
+    for (const c of changes) p.rows.set(c.index, c.present)
+    p.log.push({ sequence: p.seq, changes })
+    for (const w of [...p.waiters]) w()
+  }
+  p.seed = indexes => { for (const i of indexes) p.rows.set(i, true) }
+  // Storage loss: a new epoch; old sessions get reset-required.
+  p.reset = () => { p.epoch = `epoch-${Number(p.epoch.split('-')[1]) + 1}`; p.log = []; for (const w of [...p.waiters]) w() }
+  return new Promise(resolve => {
+    const server = app.listen(0, '127.0.0.1', () => {
+      p.origin = `http://127.0.0.1:${server.address().port}`
+      p.close = () => new Promise(r => { for (const w of [...p.waiters]) w(); server.closeAllConnections(); server.close(r) })
+      resolve(p)
+    })
+  })
+}
+
+let dir, provider
+beforeEach(async () => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'oll-http-'))
+  provider = await startProvider()
+})
+afterEach(async () => {
+  await provider.close()
+  fs.rmSync(dir, { recursive: true, force: true })
+})
+
+// A client wallet that records any attempt to fund a payment.
+function clientWallet () {
+  const w = new ProtoWallet(PrivateKey.fromRandom())
+  w.createActionCalls = 0
+  w.createAction = async () => { w.createActionCalls++; throw new Error('this test wallet never pays') }
+  return w
+}
+
+const present = members => members.filter(m => m.present).map(m => m.outpoint.outputIndex).sort((a, b) => a - b)
+
+// Follows until `until(event)` returns true; `step(event)` may mutate the provider.
+async function followUntil (store, until, { step, waitMs = 5000, limits } = {}) {
+  const ac = new AbortController()
+  const events = []
+  const client = new LiveLookupClient({ baseURL: provider.origin + '/', fetch, store, limits: { waitMs, ...limits } })
+  await client.follow(SERVICE, QUERY, {
+    signal: ac.signal,
+    onRevision (e) {
+      events.push(e)
+      if (step) step(e, events)
+      if (until(e)) ac.abort()
+    }
+  })
+  return events
+}
+
+test('drains a paged snapshot, then follows live enter/leave/re-enter with long polls', async () => {
+  provider.seed([0, 1, 2, 3, 4])
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  let phase = 0
+  const events = await followUntil(store, e => phase === 3 && present(e.members).includes(1), {
+    step (e) {
+      const live = e.state.currentGeneration === 0 && e.members.length === 5
+      if (phase === 0 && live) { phase = 1; setImmediate(() => provider.mutate([{ index: 1, present: false }, { index: 7, present: true }])) }
+      if (phase === 1 && e.members.some(m => m.outpoint.outputIndex === 7)) {
+        phase = 3
+        // The provider re-signs its manifest: the next request gets context-changed.
+        provider.manifest = { body: { ...MANIFEST.body, revision: 2 }, signature: 'BBBB' }
+        setImmediate(() => provider.mutate([{ index: 1, present: true }]))
+      }
+    }
+  })
+  expect(provider.headerFaults).toBe(0)
+  expect(provider.opens).toBe(1)
+  expect(provider.manifestFetches).toBe(2) // at start, and after context-changed
+  const members = store.members(events[0].sourceKey)
+  expect(present(members)).toEqual([0, 1, 2, 3, 4, 7])
+  expect(members.find(m => m.outpoint.outputIndex === 1)).toMatchObject({ sequence: '2', observationId: 'lo-2-0', phase: 'live', stale: false })
+  // 5 snapshot groups + 2 live groups, each received once.
+  expect(store.state(events[0].sourceKey)).toMatchObject({ received: 7, accepted: 7, pendingCount: 0, currentGeneration: 0 })
+  // Snapshot pages were read in order, each once.
+  expect(provider.reads.slice(0, 2)).toEqual(['snap:2', 'snap:4'])
+  // Before the snapshot completed nothing was published.
+  expect(events[0].members).toEqual([])
+  expect(events[0].partialMembers.length).toBe(2)
+  store.close()
+})
+
+test('resumes from the stored cursor after a restart and recovers a change missed offline', async () => {
+  provider.seed([0, 1])
+  let store = CheckpointStore.open(path.join(dir, 'store'))
+  await followUntil(store, e => e.members.length === 2)
+  store.close()
+  provider.mutate([{ index: 0, present: false }])
+  const readsBefore = provider.reads.length
+  store = CheckpointStore.open(path.join(dir, 'store'))
+  const events = await followUntil(store, e => present(e.members).join() === '1')
+  expect(provider.opens).toBe(1)
+  expect(provider.reads[readsBefore]).toBe('live:0')
+  expect(store.state(events[0].sourceKey)).toMatchObject({ received: 3, accepted: 3 })
+  store.close()
+})
+
+test('an epoch reset starts a new generation; the old one stays visible and stale until the swap', async () => {
+  provider.seed([0, 1, 2])
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  let resetDone = false
+  const seen = []
+  const events = await followUntil(store, e => e.state.currentGeneration === 1, {
+    step (e) {
+      seen.push({ current: e.state.currentGeneration, pending: e.state.pendingGeneration, stale: e.state.stale, gens: e.members.map(m => `${m.generation}:${m.outpoint.outputIndex}:${m.stale}`), swapped: e.outcome.swapped })
+      if (!resetDone && e.members.length === 3) {
+        resetDone = true
+        setImmediate(() => { provider.rows.set(0, false); provider.rows.set(5, true); provider.reset() })
+      }
+    }
+  })
+  const key = events[0].sourceKey
+  const during = seen.find(s => s.pending === 1)
+  expect(during).toMatchObject({ current: 0, stale: true })
+  expect(during.gens).toEqual(['0:0:true', '0:1:true', '0:2:true'])
+  const swap = seen.find(s => s.swapped && s.current === 1)
+  expect(swap.gens).toEqual(['1:1:false', '1:2:false', '1:5:false'])
+  expect(store.members(key).map(m => m.outpoint.outputIndex)).toEqual([1, 2, 5])
+  expect(store.checkpoint(key)).toMatchObject({ generation: 1, epoch: 'epoch-2' })
+  expect(provider.opens).toBe(2)
+  store.close()
+})
+
+test('402 pays nothing and commits nothing; unknown errors and bad bodies are never empty success', async () => {
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  const client = new LiveLookupClient({ baseURL: provider.origin, fetch, store })
+  const follow = () => client.follow(SERVICE, QUERY, {})
+  provider.inject = { status: 402, headers: { 'x-bsv-payment-version': '1.0', 'x-bsv-payment-satoshis-required': '100' }, text: '' }
+  await expect(follow()).rejects.toMatchObject({ code: 'unsupported', status: 402 })
+  provider.inject = { status: 500, headers: { 'content-type': 'text/html' }, text: '<h1>boom</h1>' }
+  await expect(follow()).rejects.toMatchObject({ code: 'unavailable', status: 500 })
+  provider.inject = { status: 200, headers: { 'content-type': 'text/plain' }, text: '{}' }
+  await expect(follow()).rejects.toMatchObject({ code: 'invalid' })
+  provider.inject = { status: 200, headers: { 'content-type': 'application/json' }, text: '{"version":1}' }
+  await expect(follow()).rejects.toMatchObject({ code: 'invalid' })
+  provider.inject = { status: 503, headers: { 'content-type': 'application/json' }, text: '{"version":1,"error":{"code":"limited","message":"too big","retryable":false}}' }
+  await expect(follow()).rejects.toMatchObject({ code: 'limited', status: 503 })
+  expect(provider.opens).toBe(0)
+  // A provider that never answers: a clean retryable error at the request deadline.
+  provider.hangAll = true
+  const impatient = new LiveLookupClient({ baseURL: provider.origin, fetch, store, requestTimeoutMs: 200 })
+  await expect(impatient.follow(SERVICE, QUERY, {})).rejects.toMatchObject({ code: 'unavailable', retryable: true })
+  provider.hangAll = false
+  provider.seed([0, 1, 2, 3])
+  // A body over the requested byte limit is refused on its actual length.
+  const tight = new LiveLookupClient({ baseURL: provider.origin, fetch, store, limits: { maxBytes: 600 } })
+  await expect(tight.follow(SERVICE, QUERY, {})).rejects.toMatchObject({ code: 'limited' })
+  expect(store.revision()).toBe(0)
+  store.close()
+})
+
+// --- crash points in a child process ----------------------------------------
+
+const CHILD = `
+const { LiveLookupClient, CheckpointStore } = require(${JSON.stringify(path.join(__dirname, '../js/client.js'))})
+const store = CheckpointStore.open(process.env.STORE)
+const ac = new AbortController()
+const client = new LiveLookupClient({ baseURL: process.env.BASE, fetch, store, limits: { waitMs: 5000 } })
+client.follow(${JSON.stringify(SERVICE)}, ${JSON.stringify(QUERY)}, {
+  signal: ac.signal,
+  onRevision ({ members, state }) {
+    const n = members.filter(m => m.present).length
+    if (n === Number(process.env.WANT) && state.pendingCount === 0) ac.abort()
+  }
+}).then(() => { store.close(); process.exit(0) }, e => { console.error(e); process.exit(3) })
+`
+
+function runChild (env) {
+  return new Promise((resolve, reject) => {
+    const c = spawn(process.execPath, ['-e', CHILD], {
+      env: { ...process.env, STORE: path.join(dir, 'store'), BASE: provider.origin, ...env },
+      stdio: ['ignore', 'ignore', 'pipe']
+    })
+    let err = ''
+    c.stderr.on('data', d => { err += d })
+    c.on('error', reject)
+    c.on('exit', (code, signal) => resolve({ code, signal, err }))
+  })
+}
+
+const keyFor = () => ({
+  provider: provider.origin,
+  service: SERVICE,
+  queryDigest: digest('lookup-query', { service: SERVICE, query: QUERY }),
+  access: 'public'
+})
+
+test.each([
+  ['after-receive', ['snap:2', 'snap:2', 'snap:4', 'live:0']],
+  ['after-commit', ['snap:2', 'snap:4', 'live:0']]
+])('SIGKILL %s the second batch: nothing lost, nothing applied twice', async (point, snapshotReads) => {
+  provider.seed([0, 1, 2, 3, 4])
+  const crashed = await runChild({ OLL_CLIENT_CRASH: point, OLL_CLIENT_CRASH_AT: '2', WANT: '5' })
+  expect(crashed.signal).toBe('SIGKILL')
+  let store = CheckpointStore.open(path.join(dir, 'store'))
+  const cp = store.checkpoint(keyFor())
+  // after-receive: only the open batch is committed; after-commit: the second too.
+  expect(cp.cursor).toBe(point === 'after-receive' ? 'snap:2' : 'snap:4')
+  store.close()
+  // A change while the client is down arrives live after the restart.
+  provider.mutate([{ index: 9, present: true }])
+  const done = await runChild({ WANT: '6' })
+  expect(done).toMatchObject({ code: 0, signal: null })
+  expect(provider.opens).toBe(1)
+  expect(provider.reads.slice(0, snapshotReads.length)).toEqual(snapshotReads)
+  store = CheckpointStore.open(path.join(dir, 'store'))
+  const key = keyFor()
+  expect(present(store.members(key))).toEqual([0, 1, 2, 3, 4, 9])
+  // 5 snapshot groups + 1 live group, each exactly once.
+  expect(store.state(key)).toMatchObject({ received: 6, accepted: 6, pendingCount: 0, currentGeneration: 0 })
+  store.close()
+})
+
+test('over BRC-103/104 with AuthFetch: follows, checks the provider identity, and never funds a 402', async () => {
+  await provider.close()
+  const serverKey = PrivateKey.fromRandom()
+  const serverWallet = new ProtoWallet(serverKey)
+  const { publicKey } = await serverWallet.getPublicKey({ identityKey: true })
+  provider = await startProvider({ wallet: serverWallet, identityKey: publicKey })
+  provider.seed([0, 1, 2])
+  const wallet = clientWallet()
+  const authFetch = new AuthFetch(wallet)
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  const ac = new AbortController()
+  const client = new LiveLookupClient({ baseURL: provider.origin, authFetch, store, limits: { waitMs: 0 } })
+  let last
+  await client.follow(SERVICE, QUERY, {
+    signal: ac.signal,
+    onRevision (e) { last = e; if (e.members.length === 3) ac.abort() }
+  })
+  expect(last.sourceKey.provider).toBe(publicKey)
+  expect(present(last.members)).toEqual([0, 1, 2])
+  expect(provider.headerFaults).toBe(0)
+
+  // A 402 carrying payment terms: AuthFetch would pay it; this client must not.
+  provider.inject = {
+    status: 402,
+    headers: { 'x-bsv-payment-version': '1.0', 'x-bsv-payment-satoshis-required': '1000', 'x-bsv-payment-derivation-prefix': 'abc' },
+    text: 'payment required'
+  }
+  await expect(client.follow(SERVICE, QUERY, {})).rejects.toMatchObject({ code: 'unsupported', status: 402 })
+  expect(wallet.createActionCalls).toBe(0)
+
+  // A scope naming some other provider is refused before anything is committed.
+  const rev = store.revision()
+  provider.providerName = '02' + 'ab'.repeat(32)
+  const other = new LiveLookupClient({ baseURL: provider.origin, authFetch, store })
+  await expect(other.follow(SERVICE, { author: 'bob' }, {})).rejects.toMatchObject({ code: 'invalid' })
+  expect(store.revision()).toBe(rev)
+  store.close()
+})
+
+test('plain fetch: the scope must name the exact origin', async () => {
+  provider.providerName = 'https://elsewhere.example'
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  const client = new LiveLookupClient({ baseURL: provider.origin, fetch, store })
+  await expect(client.follow(SERVICE, QUERY, {})).rejects.toMatchObject({ code: 'invalid' })
+  expect(store.revision()).toBe(0)
+  // The refused open is not retried with the same request id (it would return the
+  // same saved batch): the next attempt is a new open.
+  await expect(client.follow(SERVICE, QUERY, {})).rejects.toMatchObject({ code: 'invalid' })
+  expect(provider.fences.size).toBe(2)
+  store.close()
+})
+
+test('an equivocating provider is quarantined and the source recovers in a new generation', async () => {
+  provider.seed([0, 1, 2, 3])
+  provider.equivocateOnce = true
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  const events = await followUntil(store, e => e.state.currentGeneration !== null && e.members.length === 4)
+  const key = events[0].sourceKey
+  expect(provider.opens).toBe(2)
+  expect(store.state(key)).toMatchObject({ currentGeneration: 1, quarantined: 1, invalidated: null, stale: false })
+  expect(present(store.members(key))).toEqual([0, 1, 2, 3])
+  store.close()
+})
+
+test('two providers for one query: separate sources, receipts and memberships for the same outpoint', async () => {
+  const second = await startProvider()
+  try {
+    provider.seed([0, 1])
+    second.seed([1, 2])
+    const store = CheckpointStore.open(path.join(dir, 'store'))
+    const a = await followUntil(store, e => e.members.length === 2)
+    const ac = new AbortController()
+    let b
+    await new LiveLookupClient({ baseURL: second.origin, fetch, store, limits: { waitMs: 5000 } }).follow(SERVICE, QUERY, {
+      signal: ac.signal,
+      onRevision (e) { b = e; if (e.members.length === 2) ac.abort() }
+    })
+    const ka = a[0].sourceKey; const kb = b.sourceKey
+    expect(ka.provider).not.toBe(kb.provider)
+    expect(present(store.members(ka))).toEqual([0, 1])
+    expect(present(store.members(kb))).toEqual([1, 2])
+    // The first provider withdraws output 1; the second still reports it.
+    provider.mutate([{ index: 1, present: false }])
+    await followUntil(store, e => !present(e.members).includes(1))
+    expect(present(store.members(ka))).toEqual([0])
+    expect(present(store.members(kb))).toEqual([1, 2])
+    expect([store.state(ka).received, store.state(kb).received]).toEqual([3, 2])
+    store.close()
+  } finally {
+    await second.close()
+  }
+})
+
+test('SIGKILL after receiving the open response: the retry reuses the request id, one session', async () => {
+  provider.seed([0, 1, 2])
+  const crashed = await runChild({ OLL_CLIENT_CRASH: 'after-receive', OLL_CLIENT_CRASH_AT: '1', WANT: '3' })
+  expect(crashed.signal).toBe('SIGKILL')
+  const done = await runChild({ WANT: '3' })
+  expect(done).toMatchObject({ code: 0, signal: null })
+  expect(provider.opens).toBe(2)
+  expect(provider.sessions.size).toBe(1)
+  expect(provider.fences.size).toBe(1)
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  const key = keyFor()
+  expect(present(store.members(key))).toEqual([0, 1, 2])
+  expect(store.state(key)).toMatchObject({ received: 3, accepted: 3, currentGeneration: 1 })
+  store.close()
+})

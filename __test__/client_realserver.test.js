@@ -1,0 +1,153 @@
+'use strict'
+// LiveLookupClient against the project's own server: LiveLookup (sled store,
+// sessions, long polls) behind createRouter on real Express over loopback, in the
+// explicitly unauthenticated public mode.
+
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { spawn } = require('node:child_process')
+const express = require('express')
+const { PrivateKey } = require('@bsv/sdk')
+const { LiveLookup } = require('../js/live')
+const { createRouter } = require('../js/router')
+const wire = require('../js/wire')
+const { LiveLookupClient, CheckpointStore, digest } = require('../js/client.js')
+const { CHAIN, plainService, notesCompanion, txid, admit, remove } = require('./helpers/live')
+
+const SERVICE = 'ls_notes'
+const QUERY = { author: 'alice' }
+
+let dir, server, live, origin, routerRef
+beforeEach(async () => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'oll-real-'))
+  const app = express()
+  app.use((req, res, next) => routerRef(req, res, next))
+  await new Promise(resolve => { server = app.listen(0, '127.0.0.1', resolve) })
+  origin = `http://127.0.0.1:${server.address().port}`
+  live = await LiveLookup.open({ dataDir: path.join(dir, 'server'), create: true, chain: CHAIN, provider: origin })
+  live.wrap(SERVICE, plainService(), notesCompanion())
+  routerRef = createRouter(live, { authentication: 'none', baseURL: origin, allowLocalHttp: true, privateKey: PrivateKey.fromRandom().toHex() })
+})
+afterEach(async () => {
+  server.closeAllConnections()
+  await new Promise(resolve => server.close(resolve))
+  await live.close()
+  fs.rmSync(dir, { recursive: true, force: true })
+})
+
+const present = members => members.filter(m => m.present).map(m => m.outpoint.txid).sort()
+const txids = ns => ns.map(txid).sort()
+const keyFor = () => ({ provider: origin, service: SERVICE, queryDigest: digest('lookup-query', { service: SERVICE, query: QUERY }), access: 'public' })
+
+async function followUntil (store, until, step) {
+  const ac = new AbortController()
+  const events = []
+  const client = new LiveLookupClient({ baseURL: origin, fetch, store, limits: { maxObservations: 2, waitMs: 5000 } })
+  await client.follow(SERVICE, QUERY, {
+    signal: ac.signal,
+    onRevision (e) { events.push(e); if (step) step(e); if (until(e)) ac.abort() }
+  })
+  return events
+}
+
+test('queryDigest and capability digest agree with the wire module', () => {
+  expect(digest('lookup-query', { service: SERVICE, query: QUERY })).toBe(wire.digest('lookup-query', { service: SERVICE, query: QUERY }))
+})
+
+test('drains the paged snapshot, then follows live changes', async () => {
+  for (const n of [1, 2, 3, 4, 5]) await live.commit([admit(n)])
+  const store = CheckpointStore.open(path.join(dir, 'client'))
+  let stepped = false
+  const events = await followUntil(store, e => present(e.members).join() === txids([2, 3, 4, 5, 7]).join(), e => {
+    if (!stepped && e.state.currentGeneration === 0 && e.members.length === 5) {
+      stepped = true
+      setImmediate(async () => { await live.commit([remove(1)]); await live.commit([admit(7)]) })
+    }
+  })
+  const key = events[0].sourceKey
+  expect(key).toEqual(keyFor())
+  expect(events[0].members).toEqual([]) // nothing published before the snapshot completed
+  const st = store.state(key)
+  expect(st).toMatchObject({ currentGeneration: 0, pendingCount: 0 })
+  expect(st.received).toBe(7) // 5 snapshot groups + 2 live groups, once each
+  const row1 = store.members(key).find(m => m.outpoint.txid === txid(1))
+  expect(row1).toMatchObject({ present: false, phase: 'live' })
+  store.close()
+})
+
+test('an epoch reset produces a new generation and a clean swap', async () => {
+  for (const n of [1, 2, 3]) await live.commit([admit(n)])
+  const store = CheckpointStore.open(path.join(dir, 'client'))
+  let reset = false
+  const seen = []
+  const want = txids([2, 3, 4]).join()
+  await followUntil(store, e => e.state.currentGeneration === 1 && present(e.members).join() === want, e => {
+    seen.push({ current: e.state.currentGeneration, gens: [...new Set(e.members.map(m => m.generation))], swapped: e.outcome.swapped })
+    if (!reset && e.members.length === 3) {
+      reset = true
+      // A new epoch (the server's store starts empty), then the collection is rebuilt.
+      setImmediate(async () => {
+        await live.resetEpoch()
+        for (const n of [2, 3, 4]) await live.commit([admit(n)])
+      })
+    }
+  })
+  const key = keyFor()
+  // Every revision showed one generation's membership, never a mixture; generation 0
+  // stayed published until generation 1's snapshot completed.
+  expect(seen.every(s => s.gens.length <= 1)).toBe(true)
+  const swap = seen.findIndex(s => s.swapped && s.current === 1)
+  expect(swap).toBeGreaterThan(0)
+  expect(seen.slice(0, swap).every(s => s.gens.join() !== '1')).toBe(true)
+  const m = store.members(key)
+  expect(m.every(r => r.generation === 1 && !r.stale)).toBe(true)
+  expect(present(m)).toEqual(txids([2, 3, 4]))
+  expect(m.some(r => r.outpoint.txid === txid(1))).toBe(false) // unseen member removed by the swap
+  expect(store.checkpoint(key).generation).toBe(1)
+  store.close()
+})
+
+const CHILD = `
+const { LiveLookupClient, CheckpointStore } = require(${JSON.stringify(path.join(__dirname, '../js/client.js'))})
+const store = CheckpointStore.open(process.env.STORE)
+const ac = new AbortController()
+const client = new LiveLookupClient({ baseURL: process.env.BASE, fetch, store, limits: { maxObservations: 2, waitMs: 5000 } })
+client.follow(${JSON.stringify(SERVICE)}, ${JSON.stringify(QUERY)}, {
+  signal: ac.signal,
+  onRevision ({ members, state }) {
+    if (members.filter(m => m.present).length === Number(process.env.WANT) && state.pendingCount === 0) ac.abort()
+  }
+}).then(() => { store.close(); process.exit(0) }, e => { console.error(e); process.exit(3) })
+`
+
+function runChild (env) {
+  return new Promise((resolve, reject) => {
+    const c = spawn(process.execPath, ['-e', CHILD], {
+      env: { ...process.env, STORE: path.join(dir, 'client'), BASE: origin, ...env },
+      stdio: ['ignore', 'ignore', 'pipe']
+    })
+    let err = ''
+    c.stderr.on('data', d => { err += d })
+    c.on('error', reject)
+    c.on('exit', (code, signal) => resolve({ code, signal, err }))
+  })
+}
+
+test.each(['after-receive', 'after-commit'])('client SIGKILLed %s the second batch: nothing lost, nothing applied twice', async (point) => {
+  for (const n of [1, 2, 3, 4, 5]) await live.commit([admit(n)])
+  const crashed = await runChild({ OLL_CLIENT_CRASH: point, OLL_CLIENT_CRASH_AT: '2', WANT: '5' })
+  expect(crashed.signal).toBe('SIGKILL')
+  let store = CheckpointStore.open(path.join(dir, 'client'))
+  const before = store.state(keyFor())
+  expect(before.received).toBe(point === 'after-receive' ? 2 : 4)
+  store.close()
+  await live.commit([admit(6)]) // while the client is down
+  const done = await runChild({ WANT: '6' })
+  expect(done).toMatchObject({ code: 0, signal: null })
+  store = CheckpointStore.open(path.join(dir, 'client'))
+  const key = keyFor()
+  expect(present(store.members(key))).toEqual(txids([1, 2, 3, 4, 5, 6]))
+  expect(store.state(key)).toMatchObject({ received: 6, accepted: 6, pendingCount: 0, currentGeneration: 0 })
+  store.close()
+})

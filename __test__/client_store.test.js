@@ -1,0 +1,171 @@
+'use strict'
+// The native CheckpointStore through its JS wrapper, on real sled directories:
+// commit, replay no-op, equivocation quarantine, stale cursor refusal, restart,
+// two sources for one outpoint, and the interim digest against the spec vectors.
+
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const crypto = require('node:crypto')
+const { CheckpointStore, digest, canonicalJson } = require('../js/client.js')
+
+const GENESIS = '000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f'
+const hex32 = s => crypto.createHash('sha256').update(s).digest('hex')
+
+function scope (provider, epoch = 'e1') {
+  return {
+    chain: { network: 'main', genesisHash: GENESIS },
+    provider, service: 'ls_notes', queryDigest: hex32('q'), rulesDigest: hex32('rules'),
+    access: 'public', epoch
+  }
+}
+const keyOf = s => ({ provider: s.provider, service: s.service, queryDigest: s.queryDigest, access: s.access })
+const output = (id, s, index, txid = hex32('tx')) =>
+  ({ id, scope: s, kind: 'output', payload: { evidence: { txid, outputIndex: index, beef: 'AQID' } } })
+const withdraw = (id, s, index, txid = hex32('tx')) =>
+  ({ id, scope: s, kind: 'withdraw', payload: { outpoint: { chain: s.chain, txid, outputIndex: index }, reason: 'gone' } })
+const group = (id, sequence, observations) => ({ id, sequence: String(sequence), observations })
+function batch (s, phase, groups, cursor, snapshotComplete, through, highWater = through, session = 'sess') {
+  return Buffer.from(JSON.stringify({
+    version: 1, session, scope: s, phase, groups, cursor, snapshotComplete,
+    through: String(through), highWater: String(highWater), expiresAt: '4000000000', replayUntil: '4000003600',
+    limits: { maxBytes: 65536, maxObservations: 64, waitMs: 0 }
+  }))
+}
+
+let dir
+beforeEach(() => { dir = fs.mkdtempSync(path.join(os.tmpdir(), 'oll-client-')) })
+afterEach(() => fs.rmSync(dir, { recursive: true, force: true }))
+
+function opened (s) {
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  const key = keyOf(s)
+  const gen = store.beginGeneration(key, 'label')
+  store.commitBatch(key, gen, null, batch(s, 'snapshot', [group('snap', 10, [output('o0', s, 0)])], 'c1', true, 10))
+  return { store, key, gen }
+}
+
+test('commit publishes after the snapshot and a restart keeps the checkpoint', () => {
+  const s = scope('02aa')
+  const { store, key, gen } = opened(s)
+  expect(gen).toBe(0)
+  const out = store.commitBatch(key, gen, 'c1', batch(s, 'live', [group('l12', 12, [output('o12', s, 1)])], 'c2', true, 12, 15))
+  expect(out).toMatchObject({ applied: 1, accepted: 1, duplicates: 0, ignored: false })
+  store.close()
+  expect(() => store.members(key)).toThrow(/closed/)
+  const again = CheckpointStore.open(path.join(dir, 'store'))
+  expect(again.sourceForLabel('label')).toEqual(key)
+  expect(again.checkpoint(key)).toMatchObject({ generation: 0, session: 'sess', cursor: 'c2', phase: 'live', through: '12', highWater: '15', snapshotComplete: true, epoch: 'e1', invalidated: null })
+  const m = again.members(key)
+  expect(m.map(r => [r.outpoint.outputIndex, r.present, r.sequence, r.stale])).toEqual([[0, true, '10', false], [1, true, '12', false]])
+  again.close()
+})
+
+test('a replayed batch is a no-op; a stale cursor with new content is a conflict', () => {
+  const s = scope('02aa')
+  const { store, key, gen } = opened(s)
+  const live = batch(s, 'live', [group('l12', 12, [withdraw('w12', s, 0)])], 'c2', true, 12)
+  store.commitBatch(key, gen, 'c1', live)
+  const rev = store.revision()
+  expect(store.commitBatch(key, gen, 'c1', live)).toMatchObject({ applied: 0, duplicates: 1, revision: rev })
+  const other = batch(s, 'live', [group('l13', 13, [output('o13', s, 3)])], 'c3', true, 13)
+  expect(() => store.commitBatch(key, gen, 'c1', other)).toThrow(expect.objectContaining({ code: 'conflict' }))
+  expect(() => store.commitBatch(key, gen, 'never-committed', other)).toThrow(expect.objectContaining({ code: 'conflict' }))
+  expect(store.checkpoint(key).cursor).toBe('c2')
+  expect(store.members(key)[0].present).toBe(false)
+  expect(store.state(key)).toMatchObject({ received: 2, accepted: 2, pendingCount: 0 })
+  store.close()
+})
+
+test('equivocation is quarantined, invalidates the source, and survives a restart', () => {
+  const s = scope('02aa')
+  const { store, key, gen } = opened(s)
+  const forged = batch(s, 'snapshot', [group('snap', 10, [output('o0', s, 7)])], 'c1', true, 10)
+  expect(() => store.commitBatch(key, gen, null, forged)).toThrow(expect.objectContaining({ code: 'equivocation' }))
+  store.close()
+  const again = CheckpointStore.open(path.join(dir, 'store'))
+  expect(again.state(key)).toMatchObject({ invalidated: 'equivocation', quarantined: 1, stale: true })
+  expect(again.members(key).map(m => m.outpoint.outputIndex)).toEqual([0])
+  const next = batch(s, 'live', [], 'c2', true, 11)
+  expect(() => again.commitBatch(key, gen, 'c1', next)).toThrow(expect.objectContaining({ code: 'reset-required' }))
+  expect(again.beginGeneration(key)).toBe(1)
+  again.close()
+})
+
+test('checks run before commit: boundary, sequences, size, scope', () => {
+  const s = scope('02aa')
+  const { store, key, gen } = opened(s)
+  const cases = [
+    [batch(s, 'snapshot', [], 'c2', true, 10), 'invalid'], // snapshot after completion
+    [batch(s, 'live', [group('x', 10, [output('x', s, 4)])], 'c2', true, 12), 'invalid'], // not above through
+    [batch(s, 'live', [group('x', 13, [output('x', s, 4)])], 'c2', true, 12), 'invalid'], // above through
+    [batch(s, 'live', [], 'c2', true, 9), 'invalid'], // through decreased
+    [batch(s, 'live', [], 'c2', true, 12, 11), 'invalid'], // through > highWater
+    [batch(scope('02aa', 'e2'), 'live', [], 'c2', true, 12), 'invalid'], // scope changed
+    [batch(s, 'live', [], 'c2', true, 12, 12, 'other-session'), 'invalid'],
+    [Buffer.from('<html>oops</html>'), 'invalid']
+  ]
+  for (const [body, code] of cases) {
+    expect(() => store.commitBatch(key, gen, 'c1', body)).toThrow(expect.objectContaining({ code }))
+  }
+  const ok = batch(s, 'live', [group('x', 11, [output('x', s, 4)])], 'c2', true, 12)
+  expect(() => store.commitBatch(key, gen, 'c1', ok, { maxBytes: ok.length - 1 })).toThrow(expect.objectContaining({ code: 'limited' }))
+  expect(() => store.commitBatch(key, gen, 'c1', ok, { maxObservations: 0 })).toThrow(expect.objectContaining({ code: 'limited' }))
+  expect(store.checkpoint(key).cursor).toBe('c1')
+  expect(store.commitBatch(key, gen, 'c1', ok, { maxBytes: ok.length })).toMatchObject({ applied: 1 })
+  expect(() => store.beginGeneration({ ...key, queryDigest: 'nope' })).toThrow(expect.objectContaining({ code: 'invalid' }))
+  store.close()
+})
+
+test('two providers keep separate receipts and memberships for the same outpoint', () => {
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  const a = scope('02aa'); const b = scope('02bb')
+  const ka = keyOf(a); const kb = keyOf(b)
+  const ga = store.beginGeneration(ka); const gb = store.beginGeneration(kb)
+  store.commitBatch(ka, ga, null, batch(a, 'snapshot', [group('snap', 5, [output('o', a, 0)])], 'c1', true, 5))
+  store.commitBatch(kb, gb, null, batch(b, 'snapshot', [group('snap', 9, [output('o', b, 0)])], 'c1', true, 9))
+  store.commitBatch(ka, ga, 'c1', batch(a, 'live', [group('l6', 6, [withdraw('w', a, 0)])], 'c2', true, 6))
+  const ma = store.members(ka); const mb = store.members(kb)
+  expect(ma[0].outpoint).toEqual(mb[0].outpoint)
+  expect([ma[0].present, ma[0].sequence, mb[0].present, mb[0].sequence]).toEqual([false, '6', true, '9'])
+  expect([store.state(ka).received, store.state(kb).received]).toEqual([2, 1])
+  store.close()
+})
+
+test('pending verification blocks later membership but not receipt', () => {
+  const s = scope('02aa')
+  const { store, key, gen } = opened(s)
+  store.commitBatch(key, gen, 'c1', batch(s, 'live', [group('l11', 11, [withdraw('w', s, 0)])], 'c2', true, 11), { verified: false })
+  store.commitBatch(key, gen, 'c2', batch(s, 'live', [group('l12', 12, [output('p', s, 0)])], 'c3', true, 12))
+  expect(store.state(key)).toMatchObject({ pendingCount: 2, pendingGroups: [{ groupId: 'l11', sequence: '11', generation: 0 }, { groupId: 'l12', sequence: '12', generation: 0 }] })
+  expect(store.members(key)[0]).toMatchObject({ present: true, sequence: '10' })
+  expect(store.markVerified(key, gen, 'l11')).toMatchObject({ accepted: 2 })
+  expect(store.members(key)[0]).toMatchObject({ present: true, sequence: '12', observationId: 'p' })
+  store.close()
+})
+
+test('interim digest matches the spec vectors', () => {
+  const v = JSON.parse(fs.readFileSync(path.join(__dirname, '../../shared/spec/digest-vectors.json'), 'utf8'))
+  expect(canonicalJson(v.body)).toBe(v.canonical)
+  expect(v.vectors.length).toBeGreaterThan(0)
+  for (const vec of v.vectors) expect(digest(vec.domain, v.body)).toBe(vec.sha256)
+})
+
+test('a pending open request id survives a restart and is consumed by the open commit', () => {
+  const s = scope('02aa')
+  let store = CheckpointStore.open(path.join(dir, 'store'))
+  expect(store.pendingOpen('lbl')).toBeNull()
+  store.setPendingOpen('lbl', 'a'.repeat(32))
+  store.close()
+  store = CheckpointStore.open(path.join(dir, 'store'))
+  expect(store.pendingOpen('lbl')).toBe('a'.repeat(32))
+  const key = keyOf(s)
+  const gen = store.beginGeneration(key, 'lbl')
+  // A failed commit keeps it (the open can be retried with the same id)...
+  expect(() => store.commitBatch(key, gen, null, Buffer.from('{}'), { openLabel: 'lbl' })).toThrow(expect.objectContaining({ code: 'invalid' }))
+  expect(store.pendingOpen('lbl')).toBe('a'.repeat(32))
+  // ...a committed open response removes it in the same write.
+  store.commitBatch(key, gen, null, batch(s, 'snapshot', [], 'c1', true, 3), { openLabel: 'lbl' })
+  expect(store.pendingOpen('lbl')).toBeNull()
+  store.close()
+})

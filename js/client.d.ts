@@ -1,0 +1,164 @@
+// Types for js/client.js (lookup-live-v1 client, BRC-193).
+
+/** A source, i.e. one session branch: the BRC-192 Scope minus chain, rules and epoch. */
+export interface SourceKey {
+  provider: string
+  service: string
+  queryDigest: string
+  access: string
+}
+
+/** Decimal string of a U64 (BRC-192 §1). */
+export type U64 = string
+
+export interface Checkpoint {
+  generation: number
+  session: string | null
+  cursor: string | null
+  phase: 'snapshot' | 'live' | null
+  through: U64
+  highWater: U64
+  snapshotComplete: boolean
+  expiresAt: U64
+  replayUntil: U64
+  epoch: string | null
+  /** Set (e.g. "equivocation") when this generation may no longer receive. */
+  invalidated: string | null
+}
+
+export interface CommitOutcome {
+  revision: number
+  /** Groups newly received and committed. */
+  applied: number
+  /** Groups already held with identical content (replay). */
+  duplicates: number
+  /** Groups accepted into membership by this commit. */
+  accepted: number
+  /** The generation was retired or superseded: nothing was written. */
+  ignored: boolean
+  /** This commit swapped in a newly complete generation. */
+  swapped: boolean
+}
+
+export interface Member {
+  outpoint: { txid: string; outputIndex: number }
+  present: boolean
+  sequence: U64
+  observationId: string
+  /** The newest context of an `output` observation, if any. */
+  context: { schema: string; bytes: string } | null
+  phase: 'snapshot' | 'live'
+  generation: number
+  /** The source is being replaced or its continuity was invalidated. */
+  stale: boolean
+  /** A row of an incomplete replacement generation (from partialMembers). */
+  partial: boolean
+}
+
+export interface PendingGroup {
+  generation: number
+  groupId: string
+  sequence: U64
+}
+
+export interface SourceState {
+  revision: number
+  currentGeneration: number | null
+  pendingGeneration: number | null
+  stale: boolean
+  invalidated: string | null
+  /** Received but not yet accepted groups (at most 64 listed). */
+  pendingGroups: PendingGroup[]
+  pendingCount: number
+  received: number
+  accepted: number
+  quarantined: number
+}
+
+export interface CommitBatchOptions {
+  maxBytes?: number
+  maxObservations?: number
+  /** false keeps the groups pending until markVerified. Default true. */
+  verified?: boolean
+  /** For an open response: the label whose pending open request id this commit consumes. */
+  openLabel?: string
+}
+
+export type ErrorCode =
+  | 'invalid' | 'unsupported' | 'unauthorized' | 'conflict' | 'equivocation' | 'limited'
+  | 'unavailable' | 'expired' | 'reset-required' | 'cancelled' | 'context-changed' | 'not-found'
+
+export declare class LiveLookupError extends Error {
+  code: ErrorCode | string
+  status?: number
+  retryable?: boolean
+  retryAfterMs?: number
+  limit?: unknown
+}
+
+export declare class CheckpointStore {
+  static open (path: string): CheckpointStore
+  close (): void
+  beginGeneration (sourceKey: SourceKey, label?: string | null): number
+  sourceForLabel (label: string): SourceKey | null
+  /** Request id of an open sent but not yet committed under this label. */
+  setPendingOpen (label: string, requestId: string): void
+  pendingOpen (label: string): string | null
+  checkpoint (sourceKey: SourceKey): Checkpoint | null
+  commitBatch (sourceKey: SourceKey, generation: number, expectedCursor: string | null, batch: Buffer, options?: CommitBatchOptions): CommitOutcome
+  markVerified (sourceKey: SourceKey, generation: number, groupId: string): CommitOutcome
+  members (sourceKey: SourceKey): Member[]
+  partialMembers (sourceKey: SourceKey): Member[]
+  state (sourceKey: SourceKey): SourceState
+  revision (): number
+}
+
+export interface Limits {
+  maxBytes?: number
+  maxObservations?: number
+  waitMs?: number
+}
+
+export interface RevisionEvent {
+  sourceKey: SourceKey
+  members: Member[]
+  partialMembers: Member[]
+  state: SourceState
+  outcome: CommitOutcome
+  /** The exact response bytes that were committed. */
+  batch: Buffer
+}
+
+export interface FollowOptions {
+  onRevision?: (event: RevisionEvent) => void | Promise<void>
+  signal?: AbortSignal
+  waitMs?: number
+  /** Pause between empty polls when waitMs is 0. Default 1000. */
+  pollIntervalMs?: number
+  /** Commit groups as pending verification (accept later with markVerified). Default true. */
+  verified?: boolean
+  requiredRulesDigest?: string
+}
+
+export interface AuthFetchLike {
+  fetch (url: string, config: { method: string; headers: Record<string, string>; body?: string }): Promise<Response>
+}
+
+export declare class LiveLookupClient {
+  constructor (options: {
+    baseURL: string
+    authFetch?: AuthFetchLike
+    fetch?: typeof fetch
+    store: CheckpointStore
+    limits?: Limits
+    /** Added to the long-poll wait for each request's deadline. Default 30000. */
+    requestTimeoutMs?: number
+  })
+  capabilityDigest (signal?: AbortSignal): Promise<string>
+  follow (service: string, query: unknown, options?: FollowOptions): Promise<{ sourceKey: SourceKey | null }>
+  close (sourceKey: SourceKey, signal?: AbortSignal): Promise<{ version: 1; closed: true }>
+}
+
+export declare function digest (type: string, body: unknown): string
+export declare function canonicalJson (value: unknown): string
+export declare const PROFILE: string

@@ -1,0 +1,415 @@
+'use strict'
+// A durable lookup-live-v1 consumer (BRC-193): opens a session, drains the snapshot,
+// follows live changes with long polls, resumes from its stored checkpoint after a
+// restart, and starts a new source generation on reset-required. Every batch is
+// committed to the native CheckpointStore (sled, src/client) from its exact bytes
+// before its cursor is used (BRC-193 §4); membership per source generation follows
+// BRC-193 §9 / BRC-192 §10.5.
+
+const crypto = require('node:crypto')
+const native = require('../index.js')
+
+const PROFILE = 'https://bsv.brc.dev/overlays/0193#lookup-live-v1'
+const PROFILE_MAX_BYTES = 4 * 1024 * 1024 // BRC-193 §2
+const PROFILE_MAX_OBSERVATIONS = 1024
+const PROFILE_MAX_WAIT_MS = 25000
+// Error bodies: a `limited` body is at most 4096 bytes (BRC-193 §8); other errors are
+// small JSON objects too, so a generous but fixed bound keeps reads bounded.
+const ERROR_BODY_MAX = 64 * 1024
+const MANIFEST_MAX = 1024 * 1024
+const OPEN_ATTEMPTS = 3
+
+class LiveLookupError extends Error {
+  constructor (code, message, extra = {}) {
+    super(message)
+    this.name = 'LiveLookupError'
+    this.code = code
+    Object.assign(this, extra)
+  }
+}
+
+// --- native store wrapper --------------------------------------------------
+
+// The native layer prefixes messages with "[code] "; surface it as error.code.
+function nativeCall (fn) {
+  try {
+    return fn()
+  } catch (e) {
+    const m = /^\[([a-z-]+)\] ([\s\S]*)$/.exec(e && e.message)
+    if (m) throw new LiveLookupError(m[1], m[2])
+    throw e
+  }
+}
+
+/** Durable checkpoint store (one sled directory). See docs/client.md. */
+class CheckpointStore {
+  constructor (inner) { this._inner = inner }
+  static open (path) { return new CheckpointStore(nativeCall(() => native.CheckpointStore.open(path))) }
+  close () { return nativeCall(() => this._inner.close()) }
+  beginGeneration (sourceKey, label) { return nativeCall(() => this._inner.beginGeneration(sourceKey, label ?? null)) }
+  sourceForLabel (label) { return nativeCall(() => this._inner.sourceForLabel(label)) }
+  setPendingOpen (label, requestId) { return nativeCall(() => this._inner.setPendingOpen(label, requestId)) }
+  pendingOpen (label) { return nativeCall(() => this._inner.pendingOpen(label)) ?? null }
+  checkpoint (sourceKey) { return nativeCall(() => this._inner.checkpoint(sourceKey)) }
+  commitBatch (sourceKey, generation, expectedCursor, batch, options) {
+    return nativeCall(() => this._inner.commitBatch(sourceKey, generation, expectedCursor ?? null, batch, options ?? null))
+  }
+  markVerified (sourceKey, generation, groupId) { return nativeCall(() => this._inner.markVerified(sourceKey, generation, groupId)) }
+  members (sourceKey) { return nativeCall(() => this._inner.members(sourceKey)) }
+  partialMembers (sourceKey) { return nativeCall(() => this._inner.partialMembers(sourceKey)) }
+  state (sourceKey) { return nativeCall(() => this._inner.state(sourceKey)) }
+  revision () { return nativeCall(() => this._inner.revision()) }
+}
+
+// --- digests (BRC-192 §1) ----------------------------------------------------
+// The package's one implementation of RFC 8785 and digest(T, B) (Rust wire module).
+const { canonicalize: canonicalJson, digest } = require('./wire')
+
+// --- crash points for tests --------------------------------------------------
+// OLL_CLIENT_CRASH=after-receive|after-commit (and OLL_CLIENT_CRASH_AT=n, the n-th
+// batch, default 1) SIGKILLs this process at that point, so tests can prove that
+// nothing is lost and nothing is applied twice across a crash.
+let crashCounter = 0
+function crashPoint (name) {
+  if (process.env.OLL_CLIENT_CRASH !== name) return
+  crashCounter++
+  if (crashCounter >= Number(process.env.OLL_CLIENT_CRASH_AT || 1)) process.kill(process.pid, 'SIGKILL')
+}
+
+// --- HTTP --------------------------------------------------------------------
+
+// An AuthFetch would pay a 402 automatically; this profile forbids that (BRC-193 §1,
+// §6). A view of the caller's AuthFetch whose payment step hands the 402 back.
+function withoutFunding (authFetch) {
+  const view = Object.create(authFetch)
+  view.handlePaymentAndRetry = async (_url, _config, response) => response
+  return view
+}
+
+async function readCapped (response, max) {
+  const body = response.body
+  if (body && typeof body.getReader === 'function') {
+    const reader = body.getReader()
+    const chunks = []
+    let total = 0
+    for (;;) {
+      const { done, value } = await reader.read()
+      if (done) break
+      total += value.byteLength
+      if (total > max) {
+        await reader.cancel().catch(() => {})
+        throw new LiveLookupError('limited', `response body exceeds ${max} bytes`)
+      }
+      chunks.push(Buffer.from(value.buffer, value.byteOffset, value.byteLength))
+    }
+    return Buffer.concat(chunks, total)
+  }
+  const buf = Buffer.from(await response.arrayBuffer())
+  if (buf.length > max) throw new LiveLookupError('limited', `response body exceeds ${max} bytes`)
+  return buf
+}
+
+// An error response must be the protocol's error object; anything else is an
+// operational failure, never an empty success (BRC-193 §6).
+function errorFrom (status, bytes) {
+  let parsed
+  try { parsed = JSON.parse(bytes.toString('utf8')) } catch { parsed = null }
+  const e = parsed && parsed.version === 1 && parsed.error
+  if (e && typeof e.code === 'string' && typeof e.message === 'string') {
+    return new LiveLookupError(e.code, e.message, {
+      status,
+      retryable: e.retryable === true,
+      retryAfterMs: Number.isInteger(e.retryAfterMs) ? e.retryAfterMs : undefined,
+      limit: e.limit
+    })
+  }
+  return new LiveLookupError('unavailable', `HTTP ${status} without a protocol error body`, { status, retryable: false })
+}
+
+function randomRequestId () {
+  return crypto.randomBytes(16).toString('hex') // 128 bits (BRC-193 §2)
+}
+
+function sleep (ms, signal) {
+  return new Promise(resolve => {
+    const t = setTimeout(done, ms)
+    function done () { clearTimeout(t); signal?.removeEventListener('abort', done); resolve() }
+    signal?.addEventListener('abort', done, { once: true })
+  })
+}
+
+function timedOut (ms) {
+  return new LiveLookupError('unavailable', `no response within ${ms} ms`, { retryable: true })
+}
+
+function raceDeadline (promise, ms, signal) {
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(() => finish(reject, timedOut(ms)), ms)
+    const onAbort = () => finish(reject, new LiveLookupError('cancelled', 'aborted'))
+    function finish (f, v) { clearTimeout(t); signal?.removeEventListener('abort', onAbort); f(v) }
+    signal?.addEventListener('abort', onAbort, { once: true })
+    promise.then(v => finish(resolve, v), e => finish(reject, e))
+  })
+}
+
+class LiveLookupClient {
+  /**
+   * @param {object} o
+   * @param {string} o.baseURL the provider's advertised base URL
+   * @param {object} [o.authFetch] an @bsv/sdk AuthFetch (BRC-103/104)
+   * @param {Function} [o.fetch] plain fetch, for an explicitly unauthenticated public service
+   * @param {CheckpointStore} o.store
+   * @param {{maxBytes?:number,maxObservations?:number,waitMs?:number}} [o.limits]
+   */
+  constructor ({ baseURL, authFetch, fetch, store, limits = {}, requestTimeoutMs = 30000 }) {
+    if (typeof baseURL !== 'string' || !/^https?:\/\//.test(baseURL)) throw new LiveLookupError('invalid', 'baseURL must be an http(s) URL')
+    if (!store) throw new LiveLookupError('invalid', 'a CheckpointStore is required')
+    if (!authFetch && typeof (fetch ?? globalThis.fetch) !== 'function') throw new LiveLookupError('invalid', 'authFetch or fetch is required')
+    this.baseURL = baseURL.replace(/\/+$/, '')
+    this.authFetch = authFetch ? withoutFunding(authFetch) : null
+    this.fetch = authFetch ? null : (fetch ?? globalThis.fetch)
+    this.store = store
+    this.limits = {
+      maxBytes: Math.min(limits.maxBytes ?? PROFILE_MAX_BYTES, PROFILE_MAX_BYTES),
+      maxObservations: Math.min(limits.maxObservations ?? PROFILE_MAX_OBSERVATIONS, PROFILE_MAX_OBSERVATIONS),
+      waitMs: Math.min(limits.waitMs ?? 20000, PROFILE_MAX_WAIT_MS)
+    }
+    this.requestTimeoutMs = requestTimeoutMs
+    this._capability = null
+  }
+
+  // Every request has a deadline (long-poll wait plus a margin), so a provider that
+  // never answers is an `unavailable` error, never a hang.
+  async _send (method, url, headers, body, signal, waitMs = 0) {
+    const ms = waitMs + this.requestTimeoutMs
+    if (this.authFetch) {
+      // AuthFetch carries only content-type, authorization and x-bsv-* headers inside
+      // the signed BRC-104 request, so Cache-Control cannot be sent on this path. It
+      // takes no AbortSignal: the deadline and the caller's signal race it instead.
+      const signed = {}
+      for (const [k, v] of Object.entries(headers)) if (k.toLowerCase() !== 'cache-control') signed[k] = v
+      return raceDeadline(this.authFetch.fetch(url, { method, headers: signed, body }), ms, signal)
+    }
+    const timeout = AbortSignal.timeout(ms)
+    try {
+      return await this.fetch(url, {
+        method,
+        headers: { ...headers, 'Accept-Encoding': 'identity' },
+        body,
+        redirect: 'manual',
+        signal: signal ? AbortSignal.any([signal, timeout]) : timeout
+      })
+    } catch (e) {
+      if (timeout.aborted && !signal?.aborted) throw timedOut(ms)
+      throw e
+    }
+  }
+
+  /** The capability digest of the provider's signed manifest (BRC-194). */
+  async capabilityDigest (signal) {
+    if (this._capability) return this._capability
+    const res = await this._send('GET', this.baseURL + '/overlay/v1/capabilities', { 'Cache-Control': 'no-store' }, undefined, signal)
+    const bytes = await readCapped(res, res.status === 200 ? MANIFEST_MAX : ERROR_BODY_MAX)
+    if (res.status !== 200) throw errorFrom(res.status, bytes)
+    let signed
+    try { signed = JSON.parse(bytes.toString('utf8')) } catch { signed = null }
+    if (!signed || typeof signed.body !== 'object' || signed.body === null || typeof signed.signature !== 'string') {
+      throw new LiveLookupError('invalid', 'capabilities response is not a signed manifest')
+    }
+    this._capability = digest('capabilities', signed.body)
+    return this._capability
+  }
+
+  // One POST; resolves with the exact 200 body bytes or throws the protocol error.
+  // A `context-changed` answer means the provider's manifest changed: fetch it again
+  // and repeat the request once with the new capability digest (BRC-194).
+  async _post (path, payload, signal, waitMs = 0) {
+    try {
+      return await this._postOnce(path, payload, signal, waitMs)
+    } catch (e) {
+      if (e.code !== 'context-changed') throw e
+      this._capability = null
+      return this._postOnce(path, payload, signal, waitMs)
+    }
+  }
+
+  async _postOnce (path, payload, signal, waitMs) {
+    const headers = {
+      'Content-Type': 'application/json',
+      'Cache-Control': 'no-store',
+      'x-bsv-overlay-profile': PROFILE,
+      'x-bsv-overlay-capability': await this.capabilityDigest(signal)
+    }
+    const res = await this._send('POST', `${this.baseURL}/overlay/v1/lookup/${path}`, headers, JSON.stringify(payload), signal, waitMs)
+    if (res.status === 402) {
+      // Never funding: charging is outside this profile.
+      await readCapped(res, ERROR_BODY_MAX).catch(() => {})
+      throw new LiveLookupError('unsupported', 'provider asked for payment (402); lookup-live-v1 does not pay', { status: 402 })
+    }
+    const encoding = res.headers.get('content-encoding')
+    if (encoding && encoding.toLowerCase() !== 'identity') {
+      throw new LiveLookupError('invalid', `response Content-Encoding ${encoding} is not identity`)
+    }
+    const ok = res.status === 200
+    const bytes = await readCapped(res, ok ? this.limits.maxBytes : ERROR_BODY_MAX)
+    if (!ok) throw errorFrom(res.status, bytes)
+    // A BRC-104 response carries only the signed headers (no Content-Type); the body
+    // itself is authenticated and parsed strictly by the native commit.
+    const type = res.headers.get('content-type') || ''
+    if (!this.authFetch && !/^application\/json\b/i.test(type)) throw new LiveLookupError('invalid', `batch Content-Type ${type}`)
+    return bytes
+  }
+
+  // Who must be named as scope.provider (BRC-193 §1): the identity key the BRC-103
+  // handshake authenticated, or the exact origin of an unauthenticated service.
+  _expectedProvider () {
+    const origin = new URL(this.baseURL).origin
+    if (!this.authFetch) return origin
+    const peer = this.authFetch.peers && this.authFetch.peers[origin]
+    return peer && typeof peer.identityKey === 'string' ? peer.identityKey : null
+  }
+
+  // The source key of an open response. Routing only: the native commit re-parses the
+  // exact bytes and checks every batch of the generation against this key.
+  _sourceKeyOf (bytes, service, queryDigest) {
+    let scope
+    try { scope = JSON.parse(bytes.toString('utf8')).scope } catch { scope = null }
+    if (!scope || typeof scope !== 'object') throw new LiveLookupError('invalid', 'batch has no scope')
+    const expected = this._expectedProvider()
+    if (expected === null || scope.provider !== expected) {
+      throw new LiveLookupError('invalid', `batch scope provider ${scope.provider} is not the provider this client talked to`)
+    }
+    if (scope.service !== service || scope.queryDigest !== queryDigest) {
+      throw new LiveLookupError('invalid', 'batch scope is for another service or query')
+    }
+    return { provider: scope.provider, service: scope.service, queryDigest: scope.queryDigest, access: scope.access }
+  }
+
+  _commit (key, generation, expectedCursor, bytes, verified, openLabel) {
+    crashPoint('after-receive')
+    const outcome = this.store.commitBatch(key, generation, expectedCursor, bytes, {
+      maxBytes: this.limits.maxBytes,
+      maxObservations: this.limits.maxObservations,
+      verified,
+      openLabel
+    })
+    crashPoint('after-commit')
+    return outcome
+  }
+
+  async _open (service, query, queryDigest, label, opts) {
+    // The request id is stored before it is sent: after a crash the same open is
+    // retried and the provider answers with its saved first batch (BRC-193 §8). The
+    // commit of that batch removes it.
+    let requestId = this.store.pendingOpen(label)
+    if (!requestId) {
+      requestId = randomRequestId()
+      this.store.setPendingOpen(label, requestId)
+    }
+    for (let attempt = 1; ; attempt++) {
+      const open = { version: 1, requestId, service, query, limits: { ...this.limits, waitMs: 0 } }
+      if (opts.requiredRulesDigest) open.requiredRulesDigest = opts.requiredRulesDigest
+      let bytes = null
+      try {
+        bytes = await this._post('open', open, opts.signal)
+        const key = this._sourceKeyOf(bytes, service, queryDigest)
+        const generation = this.store.beginGeneration(key, label)
+        const outcome = this._commit(key, generation, null, bytes, opts.verified, label)
+        return { key, outcome, bytes }
+      } catch (e) {
+        // A response refused here would come back identically for the same request
+        // id, so a later open starts from a fresh one.
+        if (bytes !== null) this.store.setPendingOpen(label, randomRequestId())
+        // A stored request id may be fenced (expired) or its parameters changed (conflict).
+        if ((e.code === 'expired' || e.code === 'conflict') && attempt < OPEN_ATTEMPTS) {
+          requestId = randomRequestId()
+          this.store.setPendingOpen(label, requestId)
+          continue
+        }
+        if (e.retryable && attempt < OPEN_ATTEMPTS) { await sleep(e.retryAfterMs ?? 1000, opts.signal); continue }
+        throw e
+      }
+    }
+  }
+
+  _emit (onRevision, key, outcome, bytes) {
+    if (!onRevision) return
+    return onRevision({
+      sourceKey: key,
+      members: this.store.members(key),
+      partialMembers: this.store.partialMembers(key),
+      state: this.store.state(key),
+      outcome,
+      batch: bytes
+    })
+  }
+
+  /**
+   * Follows `query` on `service` until `signal` aborts (or an unrecoverable error).
+   * Resumes from the stored checkpoint; on reset-required or equivocation, begins a
+   * new generation and opens again.
+   * @returns {Promise<{sourceKey: object|null}>}
+   */
+  async follow (service, query, opts = {}) {
+    const { onRevision, signal } = opts
+    const o = {
+      signal,
+      verified: opts.verified ?? true,
+      requiredRulesDigest: opts.requiredRulesDigest,
+      waitMs: Math.min(opts.waitMs ?? this.limits.waitMs, PROFILE_MAX_WAIT_MS),
+      pollIntervalMs: opts.pollIntervalMs ?? 1000
+    }
+    const queryDigest = digest('lookup-query', { service, query })
+    const label = JSON.stringify([this.baseURL, service, queryDigest])
+    let key = this.store.sourceForLabel(label)
+    let reopen = false
+    while (!signal?.aborted) {
+      const cp = key && !reopen ? this.store.checkpoint(key) : null
+      if (!cp || !cp.cursor || cp.invalidated) {
+        const r = await this._open(service, query, queryDigest, label, o)
+        key = r.key
+        reopen = false
+        await this._emit(onRevision, key, r.outcome, r.bytes)
+        continue
+      }
+      let bytes
+      try {
+        bytes = await this._post('read', {
+          version: 1,
+          session: cp.session,
+          cursor: cp.cursor,
+          limits: { maxBytes: this.limits.maxBytes, maxObservations: this.limits.maxObservations, waitMs: o.waitMs }
+        }, signal, o.waitMs)
+      } catch (e) {
+        if (signal?.aborted) break
+        if (e.code === 'reset-required' || e.code === 'expired') { reopen = true; continue }
+        if (e.retryable) { await sleep(e.retryAfterMs ?? 1000, signal); continue }
+        throw e
+      }
+      let outcome
+      try {
+        outcome = this._commit(key, cp.generation, cp.cursor, bytes, o.verified)
+      } catch (e) {
+        // Continuity of this source is gone: a new generation replaces it.
+        if (e.code === 'equivocation' || e.code === 'reset-required') { reopen = true; continue }
+        // Another follower of this branch committed first: continue from its cursor.
+        if (e.code === 'conflict') continue
+        throw e
+      }
+      await this._emit(onRevision, key, outcome, bytes)
+      // Without a server-side wait, pace empty polls instead of spinning.
+      if (o.waitMs === 0 && outcome.applied === 0) await sleep(o.pollIntervalMs, signal)
+    }
+    return { sourceKey: key }
+  }
+
+  /** Closes the current session of a followed source (idempotent on the server). */
+  async close (sourceKey, signal) {
+    const cp = this.store.checkpoint(sourceKey)
+    if (!cp || !cp.session) return { closed: true }
+    const bytes = await this._post('close', { version: 1, session: cp.session }, signal)
+    return JSON.parse(bytes.toString('utf8'))
+  }
+}
+
+module.exports = { LiveLookupClient, CheckpointStore, LiveLookupError, digest, canonicalJson, PROFILE }

@@ -1,0 +1,131 @@
+'use strict'
+// The BRC-194 capability manifest a provider serves at GET .../overlay/v1/capabilities.
+// The body is built and signed natively (BRC-77 over preimage("capabilities", body)
+// with the provider identity key); this class decides when to issue a new one and
+// which capability digests requests may still select.
+
+const { PrivateKey } = require('@bsv/sdk')
+const native = require('./native')
+const wire = require('./wire')
+
+const PROFILE = 'https://bsv.brc.dev/overlays/0193#lookup-live-v1'
+const MAX_REQUEST_BYTES = 1024 * 1024
+const KEEP_DIGESTS = 32
+const META = 'capability-manifest'
+
+class CapabilityManifest {
+  /**
+   * @param {import('./live').LiveLookup} live
+   * @param {{privateKey: string, baseURL: string, authentication: 'brc103'|'none',
+   *          allowLocalHttp?: boolean, ttlSeconds?: number, now?: () => number}} options
+   */
+  constructor (live, options) {
+    if (!/^[0-9a-f]{64}$/.test(options.privateKey || '')) {
+      throw new TypeError('the manifest needs privateKey: the provider identity key as 64 lowercase hex')
+    }
+    this.live = live
+    this.options = options
+    this.identity = PrivateKey.fromHex(options.privateKey).toPublicKey().toString()
+    this.ttl = options.ttlSeconds || 86400
+    this.now = options.now || (() => Math.floor(Date.now() / 1000))
+    this.issued = null
+    this.recent = [] // [{digest, validUntil}]
+  }
+
+  /** The services part of the configuration; a change issues a new manifest. */
+  services () {
+    const o = this.live.options
+    return [...this.live.services.values()].map(svc => ({
+      name: svc.name,
+      rules: svc.rules,
+      rulesDigest: svc.rulesDigest,
+      profile: {
+        authentication: this.options.authentication,
+        maxRequestBytes: MAX_REQUEST_BYTES,
+        maxResponseBytes: o.maxBytes || 4 * 1024 * 1024,
+        sessionSeconds: o.sessionSeconds,
+        replaySeconds: o.replaySeconds,
+        maxObservations: o.maxObservations || 1024,
+        maxWaitMs: o.maxWaitMs === undefined ? 25000 : o.maxWaitMs
+      }
+    }))
+  }
+
+  /**
+   * The issuance persisted by an earlier process (same store): reusing it keeps
+   * the capability digest that open sessions selected valid across a restart.
+   */
+  restore () {
+    this.restored = true
+    try {
+      const saved = JSON.parse(this.live.core.metaGet(META) || 'null')
+      if (!saved || !saved.issued) return
+      this.issued = { ...saved.issued, bytes: Buffer.from(saved.issued.bytes, 'base64') }
+      this.recent = Array.isArray(saved.recent) ? saved.recent : []
+    } catch {
+      this.issued = null
+    }
+  }
+
+  persist () {
+    const i = this.issued
+    this.live.core.metaPut(META, JSON.stringify({
+      issued: { key: i.key, signed: i.signed, digest: i.digest, bytes: i.bytes.toString('base64'), expiresAt: i.expiresAt },
+      recent: this.recent
+    }))
+  }
+
+  /** The current signed manifest: `{signed, bytes, digest}`. */
+  current () {
+    if (!this.restored) this.restore()
+    const now = this.now()
+    const services = this.services()
+    const key = JSON.stringify({ identity: this.identity, baseURL: this.options.baseURL, services })
+    const i = this.issued
+    if (i && i.key === key && now < i.expiresAt - Math.floor(this.ttl / 10)) return i
+    const body = native.buildManifest({
+      identity: this.identity,
+      baseURL: this.options.baseURL,
+      allowLocalHttp: !!this.options.allowLocalHttp,
+      chain: this.live.options.chain,
+      issuedAt: now,
+      expiresAt: now + this.ttl,
+      services
+    })
+    const signed = native.signManifest(body, this.options.privateKey)
+    const digest = wire.digest('capabilities', body)
+    this.issued = { key, signed, digest, bytes: Buffer.from(JSON.stringify(signed)), expiresAt: now + this.ttl }
+    // A session keeps the manifest it was opened under for its whole lifetime
+    // (BRC-194 §1), so digests stay acceptable for reads that long.
+    const o = this.live.options
+    this.recent.push({ digest, validUntil: now + this.ttl + o.sessionSeconds + o.replaySeconds })
+    while (this.recent.length > KEEP_DIGESTS) this.recent.shift()
+    this.persist()
+    return this.issued
+  }
+
+  bytes () {
+    return this.current().bytes
+  }
+
+  digest () {
+    return this.current().digest
+  }
+
+  /**
+   * Checks the selection headers (BRC-194 §1). Opens must select the current
+   * manifest; reads and closes may select any manifest issued within their
+   * sessions' lifetime. Returns `[code, message]` or null.
+   */
+  check (operation, capability, profile) {
+    const current = this.current().digest
+    const now = this.now()
+    const digests = operation === 'open'
+      ? [current]
+      : [current, ...this.recent.filter(r => r.validUntil > now).map(r => r.digest)]
+    const failure = native.selectionCheck(digests, [PROFILE], capability == null ? null : capability, profile == null ? null : profile)
+    return failure ? [failure.code, failure.message] : null
+  }
+}
+
+module.exports = { CapabilityManifest, PROFILE }

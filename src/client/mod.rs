@@ -1,0 +1,117 @@
+//! Durable client side of lookup-live-v1: a checkpoint store that commits each
+//! received batch with its cursor, and per-source membership (BRC-193 §4, §8, §9;
+//! BRC-192 §2, §10.5).
+//!
+//! - [`parse`]: the batch from its exact bytes (one function, to be switched to `wire`).
+//! - [`checks`]: pure invariant checks of a batch against the committed position.
+//! - [`membership`]: applying an accepted group to a source generation's rows.
+//! - [`store`]: the sled-backed [`CheckpointStore`].
+
+pub mod checks;
+pub mod fixture;
+pub mod membership;
+pub mod parse;
+pub mod store;
+
+use serde::{Deserialize, Serialize};
+
+pub use parse::{parse_batch, Phase, Scope};
+pub use store::{CheckpointStore, CommitOptions, CommitOutcome, MemberView, SourceCheckpoint, SourceState};
+
+/// Error codes use the BRC-192 §6 vocabulary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorCode {
+    Invalid,
+    Unsupported,
+    Conflict,
+    Equivocation,
+    Limited,
+    ResetRequired,
+    Unavailable,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::Invalid => "invalid",
+            ErrorCode::Unsupported => "unsupported",
+            ErrorCode::Conflict => "conflict",
+            ErrorCode::Equivocation => "equivocation",
+            ErrorCode::Limited => "limited",
+            ErrorCode::ResetRequired => "reset-required",
+            ErrorCode::Unavailable => "unavailable",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ClientError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ClientError { code, message: message.into() }
+    }
+    pub fn invalid(m: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Invalid, m)
+    }
+    pub fn unsupported(m: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Unsupported, m)
+    }
+    pub fn conflict(m: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Conflict, m)
+    }
+    pub fn storage(e: impl std::fmt::Display) -> Self {
+        Self::new(ErrorCode::Unavailable, format!("checkpoint store: {e}"))
+    }
+}
+
+impl std::fmt::Display for ClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code.as_str(), self.message)
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+/// A source (one session branch): who serves it, which query, under which access
+/// partition. Epoch, rules digest and session belong to a generation of the source.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceKey {
+    pub provider: String,
+    pub service: String,
+    #[serde(rename = "queryDigest")]
+    pub query_digest: String,
+    pub access: String,
+}
+
+impl SourceKey {
+    pub fn validate(&self) -> Result<(), ClientError> {
+        parse::check_text("provider", &self.provider)?;
+        parse::check_text("service", &self.service)?;
+        parse::check_text("access", &self.access)?;
+        parse::check_hex32("queryDigest", &self.query_digest)
+    }
+
+    pub fn of_scope(s: &Scope) -> SourceKey {
+        SourceKey {
+            provider: s.provider.clone(),
+            service: s.service.clone(),
+            query_digest: s.query_digest.clone(),
+            access: s.access.clone(),
+        }
+    }
+
+    /// Fixed-length key prefix: sha256 of the length-prefixed fields.
+    pub fn id(&self) -> [u8; 32] {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        for f in [&self.provider, &self.service, &self.query_digest, &self.access] {
+            h.update((f.len() as u64).to_be_bytes());
+            h.update(f.as_bytes());
+        }
+        h.finalize().into()
+    }
+}

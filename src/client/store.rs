@@ -1,0 +1,824 @@
+//! The durable checkpoint store (BRC-193 §4, §8, §9; BRC-192 §2, §10.5) on sled.
+//!
+//! One `sled::Db` per path, one tree `client-v1`, key prefixes:
+//!
+//! | key | value |
+//! |---|---|
+//! | `meta/revision` | store revision, u64 big-endian |
+//! | `S` sid | [`SourceRecord`]: current/pending generation, next generation |
+//! | `G` sid gen | [`GenRecord`]: session, scope, cursor, watermarks, receipt/acceptance counters |
+//! | `R` sid gen ordinal | [`GroupRecord`]: a received group, its effects, verified/accepted |
+//! | `I` sid gen groupId | ordinal of that group (group identity) |
+//! | `O` sid gen observationId | ordinal of its group (observation identity) |
+//! | `M` sid gen outpoint | [`MemberRow`] of that generation |
+//! | `Q` sid gen n | quarantined conflicting batch (equivocation) |
+//! | `L` label | [`SourceKey`] JSON (so a client can find its source before opening) |
+//! | `P` label | request id of an open sent but not yet committed |
+//!
+//! `sid` is [`SourceKey::id`] (32 bytes), `gen` and ordinals are u64 big-endian,
+//! `outpoint` is 32 txid bytes + u32 big-endian index. Values are JSON.
+//!
+//! Invariants:
+//! - every mutation is one sled batch (all-or-nothing) followed by a flush before the
+//!   call returns, so a cursor handed back to the caller is durable with its groups;
+//! - commits are serialized by one mutex, and sled's file lock keeps a second
+//!   process out, so two cursors are never advanced concurrently for one branch;
+//! - a batch is committed only against the generation's committed cursor; a stale
+//!   cursor is `conflict` unless the batch is an exact replay (then a no-op);
+//! - only the newest generation of a source receives; older ones are no-ops;
+//! - acceptance into membership follows receipt order and stops at the first
+//!   unverified group; a pending generation replaces the current one only once its
+//!   whole snapshot is accepted, in the same commit.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::checks::{self, BatchLimits, Position};
+use super::membership::{self, MemberRow, RetainedObservation};
+use super::parse::{self, OutpointId, ParsedBatch, Phase, Scope};
+use super::{ClientError, ErrorCode, SourceKey};
+
+const REVISION_KEY: &[u8] = b"meta/revision";
+/// Bounded durable pending work: received but not yet accepted groups per generation.
+pub const MAX_PENDING_GROUPS: u64 = 65_536;
+/// Bounded quarantine per generation (the generation stops receiving after the first).
+const MAX_QUARANTINE: u64 = 4;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct SourceRecord {
+    key: SourceKey,
+    current: Option<u64>,
+    pending: Option<u64>,
+    next_generation: u64,
+}
+
+impl SourceRecord {
+    fn newest(&self) -> Option<u64> {
+        self.next_generation.checked_sub(1)
+    }
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct GenRecord {
+    generation: u64,
+    session: Option<String>,
+    scope: Option<Scope>,
+    cursor: Option<String>,
+    phase: Option<Phase>,
+    snapshot_complete: bool,
+    through: u64,
+    high_water: u64,
+    expires_at: u64,
+    replay_until: u64,
+    /// Groups received (next ordinal).
+    received: u64,
+    /// Groups accepted into membership: always a prefix of the received ones.
+    accepted: u64,
+    /// Received-group count when the snapshot-complete batch was committed.
+    snapshot_groups: Option<u64>,
+    /// The whole snapshot is accepted.
+    complete: bool,
+    invalidated: Option<String>,
+    retired: bool,
+    quarantined: u64,
+}
+
+impl GenRecord {
+    fn position(&self) -> Position {
+        Position {
+            session: self.session.clone(),
+            scope: self.scope.clone(),
+            phase: self.phase,
+            snapshot_complete: self.snapshot_complete,
+            through: self.through,
+            expires_at: self.expires_at,
+            replay_until: self.replay_until,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct GroupRecord {
+    id: String,
+    sequence: u64,
+    phase: Phase,
+    digest: String,
+    observations: Vec<RetainedObservation>,
+    verified: bool,
+    accepted: bool,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct QuarantineRecord {
+    reason: String,
+    batch: String,
+}
+
+/// Options of one commit.
+#[derive(Clone, Debug)]
+pub struct CommitOptions {
+    /// Byte limit the client requested for this response (the profile maximum applies too).
+    pub max_bytes: usize,
+    pub max_observations: usize,
+    /// Whether the batch's groups are accepted now. `false` keeps them as durable
+    /// pending work until [`CheckpointStore::mark_verified`].
+    pub verified: bool,
+    /// For the open response: the label whose pending open request id this commit
+    /// consumes (removed in the same write).
+    pub open_label: Option<String>,
+}
+
+impl Default for CommitOptions {
+    fn default() -> Self {
+        CommitOptions {
+            max_bytes: checks::PROFILE_MAX_BYTES,
+            max_observations: checks::PROFILE_MAX_OBSERVATIONS,
+            verified: true,
+            open_label: None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CommitOutcome {
+    pub revision: u64,
+    /// Groups newly received and committed.
+    pub applied: u64,
+    /// Groups already held with identical content.
+    pub duplicates: u64,
+    /// Groups accepted into membership by this commit.
+    pub accepted: u64,
+    /// The generation was retired or superseded: nothing was written.
+    pub ignored: bool,
+    /// This commit swapped in a newly complete generation.
+    pub swapped: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SourceCheckpoint {
+    pub generation: u64,
+    pub session: Option<String>,
+    pub cursor: Option<String>,
+    pub phase: Option<Phase>,
+    pub through: u64,
+    #[serde(rename = "highWater")]
+    pub high_water: u64,
+    #[serde(rename = "snapshotComplete")]
+    pub snapshot_complete: bool,
+    #[serde(rename = "expiresAt")]
+    pub expires_at: u64,
+    #[serde(rename = "replayUntil")]
+    pub replay_until: u64,
+    pub epoch: Option<String>,
+    pub invalidated: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PendingGroup {
+    pub generation: u64,
+    #[serde(rename = "groupId")]
+    pub group_id: String,
+    pub sequence: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SourceState {
+    pub revision: u64,
+    #[serde(rename = "currentGeneration")]
+    pub current_generation: Option<u64>,
+    #[serde(rename = "pendingGeneration")]
+    pub pending_generation: Option<u64>,
+    /// The published membership is not being kept up to date: a replacement is in
+    /// progress or continuity was invalidated.
+    pub stale: bool,
+    pub invalidated: Option<String>,
+    /// Received but not yet accepted groups (at most 64 listed).
+    #[serde(rename = "pendingGroups")]
+    pub pending_groups: Vec<PendingGroup>,
+    #[serde(rename = "pendingCount")]
+    pub pending_count: u64,
+    /// Receipt/acceptance counters of the newest generation.
+    pub received: u64,
+    pub accepted: u64,
+    /// Equivocating batches quarantined for this source, all generations.
+    pub quarantined: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MemberView {
+    pub outpoint: OutpointId,
+    pub present: bool,
+    pub sequence: u64,
+    #[serde(rename = "observationId")]
+    pub observation_id: String,
+    pub context: Option<Value>,
+    pub phase: Phase,
+    pub generation: u64,
+    pub stale: bool,
+    pub partial: bool,
+}
+
+pub struct CheckpointStore {
+    db: sled::Db,
+    tree: sled::Tree,
+    lock: Mutex<()>,
+}
+
+/// A commit under construction: reads see its own writes; [`Tx::finish`] applies it
+/// as one sled batch and flushes.
+struct Tx<'a> {
+    tree: &'a sled::Tree,
+    writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+}
+
+impl<'a> Tx<'a> {
+    fn new(tree: &'a sled::Tree) -> Self {
+        Tx { tree, writes: BTreeMap::new() }
+    }
+    fn get(&self, k: &[u8]) -> Result<Option<Vec<u8>>, ClientError> {
+        if let Some(v) = self.writes.get(k) {
+            return Ok(v.clone());
+        }
+        Ok(self.tree.get(k).map_err(ClientError::storage)?.map(|v| v.to_vec()))
+    }
+    fn get_json<T: serde::de::DeserializeOwned>(&self, k: &[u8]) -> Result<Option<T>, ClientError> {
+        self.get(k)?.map(|v| decode(&v)).transpose()
+    }
+    fn put(&mut self, k: Vec<u8>, v: Vec<u8>) {
+        self.writes.insert(k, Some(v));
+    }
+    fn put_json<T: Serialize>(&mut self, k: Vec<u8>, v: &T) {
+        self.put(k, serde_json::to_vec(v).expect("records serialize"));
+    }
+    fn delete_prefix(&mut self, prefix: &[u8]) -> Result<(), ClientError> {
+        for kv in self.tree.scan_prefix(prefix) {
+            let (k, _) = kv.map_err(ClientError::storage)?;
+            self.writes.insert(k.to_vec(), None);
+        }
+        let pending: Vec<Vec<u8>> = self.writes.keys().filter(|k| k.starts_with(prefix)).cloned().collect();
+        for k in pending {
+            self.writes.insert(k, None);
+        }
+        Ok(())
+    }
+    fn bump_revision(&mut self) -> Result<u64, ClientError> {
+        let r = self.get(REVISION_KEY)?.map(|v| be_u64(&v)).unwrap_or(0) + 1;
+        self.put(REVISION_KEY.to_vec(), r.to_be_bytes().to_vec());
+        Ok(r)
+    }
+    fn finish(self, db: &sled::Db) -> Result<(), ClientError> {
+        let mut batch = sled::Batch::default();
+        for (k, v) in self.writes {
+            match v {
+                Some(v) => batch.insert(k, v),
+                None => batch.remove(k),
+            }
+        }
+        self.tree.apply_batch(batch).map_err(ClientError::storage)?;
+        db.flush().map_err(ClientError::storage)?;
+        Ok(())
+    }
+}
+
+fn decode<T: serde::de::DeserializeOwned>(v: &[u8]) -> Result<T, ClientError> {
+    serde_json::from_slice(v).map_err(|e| ClientError::storage(format!("corrupt record: {e}")))
+}
+
+fn be_u64(v: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&v[..8]);
+    u64::from_be_bytes(b)
+}
+
+fn key(tag: u8, sid: &[u8; 32], gen: Option<u64>, rest: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + 32 + 8 + rest.len());
+    k.push(tag);
+    k.extend_from_slice(sid);
+    if let Some(g) = gen {
+        k.extend_from_slice(&g.to_be_bytes());
+    }
+    k.extend_from_slice(rest);
+    k
+}
+
+fn pending_open_key(label: &str) -> Vec<u8> {
+    let mut k = vec![b'P'];
+    k.extend_from_slice(label.as_bytes());
+    k
+}
+
+fn label_key(label: &str) -> Vec<u8> {
+    let mut k = vec![b'L'];
+    k.extend_from_slice(label.as_bytes());
+    k
+}
+
+fn reset_required(m: impl Into<String>) -> ClientError {
+    ClientError::new(ErrorCode::ResetRequired, m)
+}
+
+/// How a received group relates to what the generation already holds.
+enum Identity {
+    New,
+    Duplicate,
+    Equivocation(String),
+}
+
+impl CheckpointStore {
+    /// Opens (or creates) the store at `path`. Only one open store per path.
+    pub fn open(path: impl AsRef<Path>) -> Result<CheckpointStore, ClientError> {
+        let db = open_db(path.as_ref())?;
+        let tree = db.open_tree("client-v1").map_err(ClientError::storage)?;
+        Ok(CheckpointStore { db, tree, lock: Mutex::new(()) })
+    }
+
+    /// Flushes and releases the path so it can be reopened.
+    pub fn close(self) -> Result<(), ClientError> {
+        self.db.flush().map_err(ClientError::storage)?;
+        drop(self.tree);
+        drop(self.db);
+        Ok(())
+    }
+
+    fn guard(&self) -> std::sync::MutexGuard<'_, ()> {
+        // A panic while holding the lock cannot leave a half-applied commit (writes
+        // are applied only by `finish`), so a poisoned lock is safe to reuse.
+        self.lock.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn revision(&self) -> Result<u64, ClientError> {
+        Ok(Tx::new(&self.tree).get(REVISION_KEY)?.map(|v| be_u64(&v)).unwrap_or(0))
+    }
+
+    /// Starts a new generation of `source` (first open, or after reset-required /
+    /// equivocation). The current generation stays visible, marked stale, until the
+    /// new one's snapshot is accepted. A still-pending older replacement is retired.
+    pub fn begin_generation(&self, source: &SourceKey, label: Option<&str>) -> Result<u64, ClientError> {
+        source.validate()?;
+        if let Some(l) = label {
+            parse::check_text("label", l)?;
+        }
+        let _g = self.guard();
+        let sid = source.id();
+        let mut tx = Tx::new(&self.tree);
+        let mut src: SourceRecord = tx.get_json(&key(b'S', &sid, None, &[]))?.unwrap_or(SourceRecord {
+            key: source.clone(),
+            current: None,
+            pending: None,
+            next_generation: 0,
+        });
+        let generation = src.next_generation;
+        src.next_generation = generation.checked_add(1).ok_or_else(|| ClientError::invalid("generation overflow"))?;
+        if let Some(old) = src.pending.take() {
+            retire(&mut tx, &sid, old)?;
+        }
+        src.pending = Some(generation);
+        tx.put_json(key(b'G', &sid, Some(generation), &[]), &GenRecord { generation, ..Default::default() });
+        tx.put_json(key(b'S', &sid, None, &[]), &src);
+        if let Some(l) = label {
+            tx.put_json(label_key(l), source);
+        }
+        tx.bump_revision()?;
+        tx.finish(&self.db)?;
+        Ok(generation)
+    }
+
+    /// Records the request id of an open about to be sent, so that after a crash the
+    /// same open is retried with it and the provider returns its saved first batch
+    /// instead of creating a second session (BRC-193 §8).
+    pub fn set_pending_open(&self, label: &str, request_id: &str) -> Result<(), ClientError> {
+        parse::check_text("label", label)?;
+        parse::check_text("requestId", request_id)?;
+        let _g = self.guard();
+        let mut tx = Tx::new(&self.tree);
+        tx.put(pending_open_key(label), request_id.as_bytes().to_vec());
+        tx.finish(&self.db)
+    }
+
+    pub fn pending_open(&self, label: &str) -> Result<Option<String>, ClientError> {
+        let v = Tx::new(&self.tree).get(&pending_open_key(label))?;
+        v.map(|b| String::from_utf8(b).map_err(|_| ClientError::storage("corrupt pending open")))
+            .transpose()
+    }
+
+    pub fn source_for_label(&self, label: &str) -> Result<Option<SourceKey>, ClientError> {
+        Tx::new(&self.tree).get_json(&label_key(label))
+    }
+
+    /// The newest generation's committed position, or `None` for an unknown source.
+    pub fn checkpoint(&self, source: &SourceKey) -> Result<Option<SourceCheckpoint>, ClientError> {
+        let sid = source.id();
+        let tx = Tx::new(&self.tree);
+        let Some(src) = tx.get_json::<SourceRecord>(&key(b'S', &sid, None, &[]))? else { return Ok(None) };
+        let Some(newest) = src.newest() else { return Ok(None) };
+        let g: GenRecord = load_gen(&tx, &sid, newest)?;
+        Ok(Some(SourceCheckpoint {
+            generation: g.generation,
+            session: g.session,
+            cursor: g.cursor,
+            phase: g.phase,
+            through: g.through,
+            high_water: g.high_water,
+            snapshot_complete: g.snapshot_complete,
+            expires_at: g.expires_at,
+            replay_until: g.replay_until,
+            epoch: g.scope.map(|s| s.epoch),
+            invalidated: g.invalidated,
+        }))
+    }
+
+    /// Commits one received batch (exact response bytes) for `generation`, after every
+    /// check of BRC-193 §3/§8, against `expected_cursor` (the cursor the read used;
+    /// `None` for the open response). Returns only after the commit is durable.
+    pub fn commit_batch(
+        &self,
+        source: &SourceKey,
+        generation: u64,
+        expected_cursor: Option<&str>,
+        body: &[u8],
+        opts: &CommitOptions,
+    ) -> Result<CommitOutcome, ClientError> {
+        let limits = BatchLimits::new(opts.max_bytes, opts.max_observations);
+        checks::check_size(body.len(), &limits)?;
+        let batch = parse::parse_batch(body)?;
+        let _g = self.guard();
+        let sid = source.id();
+        let mut tx = Tx::new(&self.tree);
+        let mut src: SourceRecord = tx
+            .get_json(&key(b'S', &sid, None, &[]))?
+            .ok_or_else(|| ClientError::invalid("unknown source: begin a generation first"))?;
+        let mut gen = load_gen(&tx, &sid, generation)?;
+        if gen.retired || src.newest() != Some(generation) {
+            // Late work from a retired or superseded generation changes nothing.
+            return Ok(CommitOutcome { revision: self.revision()?, ignored: true, ..no_outcome() });
+        }
+        if let Some(why) = &gen.invalidated {
+            return Err(reset_required(format!("source continuity invalidated ({why}): begin a new generation")));
+        }
+        let identities = classify(&tx, &sid, generation, &batch)?;
+        if let Some(why) = identities.iter().find_map(|i| match i {
+            Identity::Equivocation(w) => Some(w.clone()),
+            _ => None,
+        }) {
+            quarantine(&mut tx, &sid, &mut gen, body, &why)?;
+            tx.bump_revision()?;
+            tx.finish(&self.db)?;
+            return Err(ClientError::new(ErrorCode::Equivocation, why));
+        }
+        let duplicates = identities.iter().filter(|i| matches!(i, Identity::Duplicate)).count() as u64;
+        if expected_cursor != gen.cursor.as_deref() {
+            // A replay of groups already committed is harmless (BRC-193 §4); anything
+            // else against a stale cursor would advance a second cursor.
+            if !batch.groups.is_empty() && duplicates == batch.groups.len() as u64 {
+                return Ok(CommitOutcome { revision: self.revision()?, duplicates, ..no_outcome() });
+            }
+            return Err(ClientError::conflict("expected cursor is not the committed cursor"));
+        }
+        checks::check_batch(&gen.position(), source, &batch, &limits)?;
+        let applied = receive(&mut tx, &sid, &mut gen, &batch, &identities, opts.verified)?;
+        if let (None, Some(label)) = (expected_cursor, &opts.open_label) {
+            tx.writes.insert(pending_open_key(label), None);
+        }
+        advance_position(&mut gen, &batch);
+        let (accepted, swapped) = accept(&mut tx, &sid, &mut src, &mut gen)?;
+        tx.put_json(key(b'G', &sid, Some(generation), &[]), &gen);
+        tx.put_json(key(b'S', &sid, None, &[]), &src);
+        let revision = tx.bump_revision()?;
+        tx.finish(&self.db)?;
+        Ok(CommitOutcome { revision, applied, duplicates, accepted, ignored: false, swapped })
+    }
+
+    /// Marks a received group verified and accepts whatever that unblocks, in order.
+    pub fn mark_verified(&self, source: &SourceKey, generation: u64, group_id: &str) -> Result<CommitOutcome, ClientError> {
+        let _g = self.guard();
+        let sid = source.id();
+        let mut tx = Tx::new(&self.tree);
+        let mut src: SourceRecord =
+            tx.get_json(&key(b'S', &sid, None, &[]))?.ok_or_else(|| ClientError::invalid("unknown source"))?;
+        let mut gen = load_gen(&tx, &sid, generation)?;
+        if gen.retired {
+            return Ok(CommitOutcome { revision: self.revision()?, ignored: true, ..no_outcome() });
+        }
+        let ord = tx
+            .get(&key(b'I', &sid, Some(generation), group_id.as_bytes()))?
+            .ok_or_else(|| ClientError::invalid(format!("group {group_id} was not received in this generation")))?;
+        let rkey = key(b'R', &sid, Some(generation), &ord[..8]);
+        let mut rec: GroupRecord = tx.get_json(&rkey)?.ok_or_else(|| ClientError::storage("group record missing"))?;
+        if rec.verified {
+            return Ok(CommitOutcome { revision: self.revision()?, duplicates: 1, ..no_outcome() });
+        }
+        rec.verified = true;
+        tx.put_json(rkey, &rec);
+        let (accepted, swapped) = accept(&mut tx, &sid, &mut src, &mut gen)?;
+        tx.put_json(key(b'G', &sid, Some(generation), &[]), &gen);
+        tx.put_json(key(b'S', &sid, None, &[]), &src);
+        let revision = tx.bump_revision()?;
+        tx.finish(&self.db)?;
+        Ok(CommitOutcome { revision, accepted, swapped, ..no_outcome() })
+    }
+
+    /// The published membership: the current generation's rows, present and absent.
+    pub fn members(&self, source: &SourceKey) -> Result<Vec<MemberView>, ClientError> {
+        let sid = source.id();
+        let tx = Tx::new(&self.tree);
+        let Some(src) = tx.get_json::<SourceRecord>(&key(b'S', &sid, None, &[]))? else { return Ok(vec![]) };
+        let Some(cur) = src.current else { return Ok(vec![]) };
+        let g = load_gen(&tx, &sid, cur)?;
+        let stale = src.pending.is_some() || g.invalidated.is_some();
+        self.rows(&sid, cur, stale, false)
+    }
+
+    /// The replacement in progress, shown explicitly as partial (BRC-193 §9).
+    pub fn partial_members(&self, source: &SourceKey) -> Result<Vec<MemberView>, ClientError> {
+        let sid = source.id();
+        let tx = Tx::new(&self.tree);
+        let Some(src) = tx.get_json::<SourceRecord>(&key(b'S', &sid, None, &[]))? else { return Ok(vec![]) };
+        match src.pending {
+            Some(p) => self.rows(&sid, p, false, true),
+            None => Ok(vec![]),
+        }
+    }
+
+    fn rows(&self, sid: &[u8; 32], generation: u64, stale: bool, partial: bool) -> Result<Vec<MemberView>, ClientError> {
+        let mut out = Vec::new();
+        for kv in self.tree.scan_prefix(key(b'M', sid, Some(generation), &[])) {
+            let (_, v) = kv.map_err(ClientError::storage)?;
+            let r: MemberRow = decode(&v)?;
+            out.push(MemberView {
+                outpoint: r.outpoint,
+                present: r.present,
+                sequence: r.sequence,
+                observation_id: r.observation_id,
+                context: r.context,
+                phase: r.phase,
+                generation,
+                stale,
+                partial,
+            });
+        }
+        Ok(out)
+    }
+
+    pub fn state(&self, source: &SourceKey) -> Result<SourceState, ClientError> {
+        let sid = source.id();
+        let tx = Tx::new(&self.tree);
+        let revision = self.revision()?;
+        let Some(src) = tx.get_json::<SourceRecord>(&key(b'S', &sid, None, &[]))? else {
+            return Ok(SourceState {
+                revision,
+                current_generation: None,
+                pending_generation: None,
+                stale: false,
+                invalidated: None,
+                pending_groups: vec![],
+                pending_count: 0,
+                received: 0,
+                accepted: 0,
+                quarantined: 0,
+            });
+        };
+        let mut pending_groups = Vec::new();
+        let mut pending_count = 0;
+        let mut invalidated = None;
+        for g in [src.current, src.pending].into_iter().flatten() {
+            let rec = load_gen(&tx, &sid, g)?;
+            if rec.invalidated.is_some() {
+                invalidated = rec.invalidated.clone();
+            }
+            pending_count += rec.received - rec.accepted;
+            for ord in rec.accepted..rec.received.min(rec.accepted + 64) {
+                if pending_groups.len() >= 64 {
+                    break;
+                }
+                let r: GroupRecord = tx
+                    .get_json(&key(b'R', &sid, Some(g), &ord.to_be_bytes()))?
+                    .ok_or_else(|| ClientError::storage("group record missing"))?;
+                pending_groups.push(PendingGroup { generation: g, group_id: r.id, sequence: r.sequence });
+            }
+        }
+        let newest = match src.newest() {
+            Some(n) => load_gen(&tx, &sid, n)?,
+            None => GenRecord::default(),
+        };
+        if newest.invalidated.is_some() {
+            invalidated = newest.invalidated.clone();
+        }
+        // Quarantined claims are kept across generations (retiring does not drop them).
+        let mut quarantined = 0;
+        for g in 0..src.next_generation {
+            quarantined += load_gen(&tx, &sid, g)?.quarantined;
+        }
+        let cur_invalid = match src.current {
+            Some(c) => load_gen(&tx, &sid, c)?.invalidated.is_some(),
+            None => false,
+        };
+        Ok(SourceState {
+            revision,
+            current_generation: src.current,
+            pending_generation: src.pending,
+            stale: src.current.is_some() && (src.pending.is_some() || cur_invalid),
+            invalidated,
+            pending_groups,
+            pending_count,
+            received: newest.received,
+            accepted: newest.accepted,
+            quarantined,
+        })
+    }
+}
+
+/// How long `open` waits for sled's file lock: a store closed a moment ago in this
+/// process can keep it while sled's background threads finish with the dropped Db.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+fn open_db(path: &Path) -> Result<sled::Db, ClientError> {
+    let started = std::time::Instant::now();
+    loop {
+        match sled::Config::new().path(path).open() {
+            Ok(db) => return Ok(db),
+            Err(sled::Error::Io(io))
+                if (io.kind() == std::io::ErrorKind::WouldBlock || io.to_string().contains("could not acquire lock"))
+                    && started.elapsed() < LOCK_WAIT =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(sled::Error::Io(io)) if io.kind() == std::io::ErrorKind::WouldBlock || io.to_string().contains("could not acquire lock") => {
+                return Err(ClientError::new(
+                    ErrorCode::Unavailable,
+                    format!("checkpoint store {} is open elsewhere (locked)", path.display()),
+                ))
+            }
+            Err(e) => return Err(ClientError::storage(e)),
+        }
+    }
+}
+
+fn no_outcome() -> CommitOutcome {
+    CommitOutcome { revision: 0, applied: 0, duplicates: 0, accepted: 0, ignored: false, swapped: false }
+}
+
+fn load_gen(tx: &Tx, sid: &[u8; 32], generation: u64) -> Result<GenRecord, ClientError> {
+    tx.get_json(&key(b'G', sid, Some(generation), &[]))?
+        .ok_or_else(|| ClientError::invalid(format!("unknown generation {generation}")))
+}
+
+/// Group and observation identity against what this generation already holds
+/// (dedupe key: source scope + generation + id, BRC-192 §2).
+fn classify(tx: &Tx, sid: &[u8; 32], generation: u64, b: &ParsedBatch) -> Result<Vec<Identity>, ClientError> {
+    let mut out = Vec::with_capacity(b.groups.len());
+    for g in &b.groups {
+        let digest = hex::encode(g.digest);
+        if let Some(ord) = tx.get(&key(b'I', sid, Some(generation), g.id.as_bytes()))? {
+            let rec: GroupRecord = tx
+                .get_json(&key(b'R', sid, Some(generation), &ord[..8]))?
+                .ok_or_else(|| ClientError::storage("group record missing"))?;
+            out.push(if rec.digest == digest {
+                Identity::Duplicate
+            } else {
+                Identity::Equivocation(format!("group {} replayed with different content", g.id))
+            });
+            continue;
+        }
+        let mut id = Identity::New;
+        for o in &g.observations {
+            if tx.get(&key(b'O', sid, Some(generation), o.id.as_bytes()))?.is_some() {
+                id = Identity::Equivocation(format!("observation {} reappeared in another group", o.id));
+                break;
+            }
+        }
+        out.push(id);
+    }
+    Ok(out)
+}
+
+/// Keeps the conflicting claim (bounded) and invalidates the generation's continuity.
+fn quarantine(tx: &mut Tx, sid: &[u8; 32], gen: &mut GenRecord, body: &[u8], why: &str) -> Result<(), ClientError> {
+    use base64::Engine;
+    if gen.quarantined < MAX_QUARANTINE {
+        let rec = QuarantineRecord {
+            reason: why.to_string(),
+            batch: base64::engine::general_purpose::STANDARD.encode(body),
+        };
+        tx.put_json(key(b'Q', sid, Some(gen.generation), &gen.quarantined.to_be_bytes()), &rec);
+    }
+    gen.quarantined += 1;
+    gen.invalidated = Some("equivocation".into());
+    tx.put_json(key(b'G', sid, Some(gen.generation), &[]), gen);
+    Ok(())
+}
+
+/// Stores the new groups as durable receipts (pending work until accepted).
+fn receive(
+    tx: &mut Tx,
+    sid: &[u8; 32],
+    gen: &mut GenRecord,
+    b: &ParsedBatch,
+    identities: &[Identity],
+    verified: bool,
+) -> Result<u64, ClientError> {
+    let fresh = identities.iter().filter(|i| matches!(i, Identity::New)).count() as u64;
+    if gen.received - gen.accepted + fresh > MAX_PENDING_GROUPS {
+        return Err(ClientError::new(ErrorCode::Limited, "too many groups awaiting acceptance"));
+    }
+    let g = gen.generation;
+    for (group, identity) in b.groups.iter().zip(identities) {
+        if !matches!(identity, Identity::New) {
+            continue;
+        }
+        let ord = gen.received;
+        let rec = GroupRecord {
+            id: group.id.clone(),
+            sequence: group.sequence,
+            phase: b.phase,
+            digest: hex::encode(group.digest),
+            observations: group
+                .observations
+                .iter()
+                .map(|o| RetainedObservation { id: o.id.clone(), effect: o.effect.clone() })
+                .collect(),
+            verified,
+            accepted: false,
+        };
+        tx.put_json(key(b'R', sid, Some(g), &ord.to_be_bytes()), &rec);
+        tx.put(key(b'I', sid, Some(g), group.id.as_bytes()), ord.to_be_bytes().to_vec());
+        for o in &group.observations {
+            tx.put(key(b'O', sid, Some(g), o.id.as_bytes()), ord.to_be_bytes().to_vec());
+        }
+        gen.received += 1;
+    }
+    Ok(fresh)
+}
+
+fn advance_position(gen: &mut GenRecord, b: &ParsedBatch) {
+    gen.session = Some(b.session.clone());
+    gen.scope = Some(b.scope.clone());
+    gen.cursor = Some(b.cursor.clone());
+    gen.phase = Some(b.phase);
+    gen.snapshot_complete = b.snapshot_complete;
+    gen.through = b.through;
+    gen.high_water = b.high_water;
+    gen.expires_at = b.expires_at;
+    gen.replay_until = b.replay_until;
+    if b.phase == Phase::Snapshot && b.snapshot_complete {
+        gen.snapshot_groups = Some(gen.received);
+    }
+}
+
+/// Accepts verified groups in receipt order (snapshot order, then ascending live
+/// sequence), stopping at the first unverified one; then, if the whole snapshot is
+/// accepted, publishes the generation, swapping out the one it replaces.
+fn accept(tx: &mut Tx, sid: &[u8; 32], src: &mut SourceRecord, gen: &mut GenRecord) -> Result<(u64, bool), ClientError> {
+    let g = gen.generation;
+    let mut n = 0;
+    while gen.accepted < gen.received {
+        let rkey = key(b'R', sid, Some(g), &gen.accepted.to_be_bytes());
+        let mut rec: GroupRecord = tx.get_json(&rkey)?.ok_or_else(|| ClientError::storage("group record missing"))?;
+        if !rec.verified {
+            break;
+        }
+        let mut rows = BTreeMap::new();
+        for op in membership::touched(&rec.observations) {
+            let k = op.key();
+            if let Some(r) = tx.get_json::<MemberRow>(&key(b'M', sid, Some(g), &k))? {
+                rows.insert(k, r);
+            }
+        }
+        membership::apply_group(&mut rows, rec.phase, rec.sequence, &rec.observations);
+        for (k, r) in &rows {
+            tx.put_json(key(b'M', sid, Some(g), k), r);
+        }
+        rec.accepted = true;
+        tx.put_json(rkey, &rec);
+        gen.accepted += 1;
+        n += 1;
+    }
+    let mut swapped = false;
+    if !gen.complete && gen.snapshot_groups.is_some_and(|s| gen.accepted >= s) {
+        gen.complete = true;
+        if src.pending == Some(g) {
+            if let Some(old) = src.current.take() {
+                retire(tx, sid, old)?;
+            }
+            src.current = Some(g);
+            src.pending = None;
+            swapped = true;
+        }
+    }
+    Ok((n, swapped))
+}
+
+/// Retires a generation: its rows and receipts go (only this source's), and its
+/// record stays as a fence so late work from it is a no-op.
+fn retire(tx: &mut Tx, sid: &[u8; 32], generation: u64) -> Result<(), ClientError> {
+    for tag in [b'M', b'R', b'I', b'O'] {
+        tx.delete_prefix(&key(tag, sid, Some(generation), &[]))?;
+    }
+    let mut g = load_gen(tx, sid, generation)?;
+    g.retired = true;
+    tx.put_json(key(b'G', sid, Some(generation), &[]), &g);
+    Ok(())
+}
