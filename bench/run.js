@@ -181,6 +181,13 @@ async function main () {
   const cfgs = plans(args)
   results.plans = cfgs
   const heapMb = Math.max(2048, Math.floor(os.totalmem() / (1024 * 1024) / 2))
+  const write = () => {
+    results.durationSeconds = (Date.now() - started) / 1000
+    results.machine.loadAverageAtEnd = os.loadavg()
+    results.plots = writePlots(results, args.out)
+    fs.writeFileSync(path.join(args.out, 'results.json'), JSON.stringify(results, null, 2) + '\n')
+    fs.writeFileSync(path.join(args.out, 'RESULTS.md'), renderReport(results))
+  }
   try {
     for (const name of SECTIONS) {
       if (args.only && !args.only.includes(name)) continue
@@ -190,17 +197,16 @@ async function main () {
       results.sectionSeconds[name] = (Date.now() - t0) / 1000
     }
     if (args.cargo) {
+      write() // the JS sections are kept even if a cargo bench fails to build or run
       const env = { OLL_BENCH_DIR: tmp, ...(args.quick ? { OLL_BENCH_QUICK: '1' } : {}) }
+      const t0 = Date.now()
       results.cargo = [await cargoBench('wire', env), await cargoBench('store', env)]
+      results.sectionSeconds.cargo = (Date.now() - t0) / 1000
     }
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true })
   }
-  results.durationSeconds = (Date.now() - started) / 1000
-  results.machine.loadAverageAtEnd = os.loadavg()
-  results.plots = writePlots(results, args.out)
-  fs.writeFileSync(path.join(args.out, 'results.json'), JSON.stringify(results, null, 2) + '\n')
-  fs.writeFileSync(path.join(args.out, 'RESULTS.md'), renderReport(results))
+  write()
   process.stderr.write(`[bench] done in ${results.durationSeconds.toFixed(0)} s; wrote ${path.join(args.out, 'RESULTS.md')}\n`)
 }
 
