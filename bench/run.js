@@ -9,6 +9,7 @@
 //   npm run bench -- --cargo           also run the native `cargo bench` targets and include them
 //   npm run bench -- --only a,b        only these sections (catalogue, commits, waiters, disk, caps)
 //   npm run bench -- --engine-at-1m    also measure Engine.lookup at 1M rows (slow, several GB of heap)
+//   node bench/run.js --render FILE    rewrite RESULTS.md and the plots from an existing results.json
 // Figures are min/median/max of repeated runs; ratios pair values of the same run.
 
 const fs = require('node:fs')
@@ -30,6 +31,7 @@ function parseArgs (argv) {
     else if (k === '--only') a.only = argv[++i].split(',')
     else if (k === '--engine-at-1m') a.engineAt1m = true
     else if (k === '--tmp') a.tmp = path.resolve(argv[++i])
+    else if (k === '--render') a.render = path.resolve(argv[++i])
     else throw new Error(`unknown argument ${k} (see the header of bench/run.js)`)
   }
   for (const s of a.only || []) if (!SECTIONS.includes(s)) throw new Error(`unknown section ${s}`)
@@ -164,8 +166,19 @@ function writePlots (results, out) {
   return files
 }
 
+/** Re-renders the report and plots of a finished run next to its results.json (no measuring). */
+function renderOnly (file) {
+  const results = JSON.parse(fs.readFileSync(file, 'utf8'))
+  results.reRenderedAt = new Date().toISOString()
+  const out = path.dirname(file)
+  writePlots(results, out)
+  fs.writeFileSync(path.join(out, 'RESULTS.md'), renderReport(results))
+  process.stderr.write(`[bench] re-rendered ${path.join(out, 'RESULTS.md')} from ${file}\n`)
+}
+
 async function main () {
   const args = parseArgs(process.argv.slice(2))
+  if (args.render) return renderOnly(args.render)
   const started = Date.now()
   fs.mkdirSync(args.out, { recursive: true })
   const tmp = fs.mkdtempSync(path.join(args.tmp, 'overlay-live-bench-'))
