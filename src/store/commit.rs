@@ -16,10 +16,10 @@ use std::thread::JoinHandle;
 
 use crate::select::{index_values, validate_attributes};
 
-use super::codec::{LogChange, LogGroup, NewVersion, OldVersion, RowVersion};
+use super::codec::{Invalidation, LogChange, LogGroup, NewVersion, OldVersion, RowVersion};
 use super::crash::crash_point;
 use super::{compact, keys, sha256, Change, Outpoint, RemoveReason, Shared, StoreError};
-use super::{MAX_BEEF_BYTES, MAX_CONTEXT_BYTES, MAX_SERVICE_BYTES, MAX_TOPIC_BYTES};
+use super::{MAX_BEEF_BYTES, MAX_CONTEXT_BYTES, MAX_INVALIDATION_TEXT_BYTES, MAX_SERVICE_BYTES, MAX_TOPIC_BYTES};
 
 type Reply<T> = SyncSender<Result<T, StoreError>>;
 /// Each staged group's reply channel and its outcome, answered after the flush.
@@ -71,7 +71,11 @@ fn check_name(what: &str, s: &str, max: usize) -> Result<(), StoreError> {
 
 /// Reject malformed changes before they reach the committer (runs on the caller's thread).
 pub(crate) fn validate(changes: &[Change]) -> Result<(), StoreError> {
+    let mut saw_row_change = false;
     for c in changes {
+        if !matches!(c, Change::Invalidate { .. }) {
+            saw_row_change = true;
+        }
         match c {
             Change::Admit { service, topic, attributes, beef, context, .. } => {
                 check_name("service", service, MAX_SERVICE_BYTES)?;
@@ -96,6 +100,20 @@ pub(crate) fn validate(changes: &[Change]) -> Result<(), StoreError> {
                     if s.beef.is_empty() || s.beef.len() > MAX_BEEF_BYTES {
                         return Err(StoreError::Invalid(format!("spend beef must be 1..={MAX_BEEF_BYTES} bytes")));
                     }
+                }
+            }
+            Change::Refresh { service, beef, .. } => {
+                check_name("service", service, MAX_SERVICE_BYTES)?;
+                if beef.is_empty() || beef.len() > MAX_BEEF_BYTES {
+                    return Err(StoreError::Invalid(format!("beef must be 1..={MAX_BEEF_BYTES} bytes")));
+                }
+            }
+            Change::Invalidate { service, context_id, reason } => {
+                check_name("service", service, MAX_SERVICE_BYTES)?;
+                check_name("invalidation contextId", context_id, MAX_INVALIDATION_TEXT_BYTES)?;
+                check_name("invalidation reason", reason, MAX_INVALIDATION_TEXT_BYTES)?;
+                if saw_row_change {
+                    return Err(StoreError::Invalid("invalidations must precede the row changes of their group".into()));
                 }
             }
         }
@@ -255,47 +273,29 @@ impl<'a> Txn<'a> {
 }
 
 /// Apply one group's changes at `seq`; returns the effective changes (empty = no change).
-fn apply_changes(txn: &mut Txn, seq: u64, changes: Vec<Change>) -> Result<Vec<LogChange>, StoreError> {
+fn apply_changes(txn: &mut Txn, seq: u64, changes: Vec<Change>) -> Result<LogGroup, StoreError> {
     let mut log = Vec::new();
+    let mut invalidations = Vec::new();
     for c in changes {
         match c {
             Change::Admit { service, outpoint, topic, attributes, beef, context, expires_at } => {
                 let beef_hash = sha256(&beef);
                 let new_row = RowVersion { removed: 0, expires_at, beef_hash, topic, context, attributes };
                 let cur = txn.current(&service, &outpoint)?;
-                if let Some((_, old)) = &cur {
-                    if *old == new_row {
-                        continue; // identical re-admission: no change
-                    }
+                if let Some(change) = replace_row(txn, seq, service, outpoint, cur, new_row, &beef)? {
+                    log.push(change);
                 }
-                let old = match cur {
-                    Some((created, old)) => {
-                        txn.remove_version(&service, &outpoint, created, &old, seq)?;
-                        Some((created, old))
-                    }
-                    None => None,
-                };
-                txn.add_ref(&beef_hash, &beef)?; // the row version's reference
-                txn.add_ref(&beef_hash, &beef)?; // the log record's reference
-                txn.create_version(&service, seq, &outpoint, &new_row)?;
-                let evidence_changed = old.as_ref().is_some_and(|(_, o)| {
-                    o.topic != new_row.topic || o.beef_hash != new_row.beef_hash || o.context != new_row.context
-                });
-                log.push(LogChange {
-                    service,
-                    outpoint,
-                    old: old.map(|(created, o)| OldVersion { created, topic: o.topic, attributes: o.attributes }),
-                    new: Some(NewVersion {
-                        topic: new_row.topic,
-                        attributes: new_row.attributes,
-                        beef_hash,
-                        context: new_row.context,
-                        expires_at,
-                    }),
-                    reason: None,
-                    spend: None,
-                    evidence_changed,
-                });
+            }
+            Change::Refresh { service, outpoint, beef } => {
+                // Only a present row's evidence is replaced: a refresh never admits.
+                let Some((created, old)) = txn.current(&service, &outpoint)? else { continue };
+                let new_row = RowVersion { removed: 0, beef_hash: sha256(&beef), ..old.clone() };
+                if let Some(change) = replace_row(txn, seq, service, outpoint, Some((created, old)), new_row, &beef)? {
+                    log.push(change);
+                }
+            }
+            Change::Invalidate { service, context_id, reason } => {
+                invalidations.push(Invalidation { service, context_id, reason });
             }
             Change::Remove { service, outpoint, reason, spend } => {
                 let Some((created, old)) = txn.current(&service, &outpoint)? else { continue };
@@ -320,7 +320,54 @@ fn apply_changes(txn: &mut Txn, seq: u64, changes: Vec<Change>) -> Result<Vec<Lo
             }
         }
     }
-    Ok(log)
+    Ok(LogGroup { changes: log, invalidations })
+}
+
+/// Make `new_row` the current version of (service, outpoint) at `seq`, replacing `cur`.
+/// `None` when it equals the current version (no change).
+fn replace_row(
+    txn: &mut Txn,
+    seq: u64,
+    service: String,
+    outpoint: Outpoint,
+    cur: Option<(u64, RowVersion)>,
+    new_row: RowVersion,
+    beef: &[u8],
+) -> Result<Option<LogChange>, StoreError> {
+    if let Some((_, old)) = &cur {
+        if *old == new_row {
+            return Ok(None); // identical re-admission: no change
+        }
+    }
+    let old = match cur {
+        Some((created, old)) => {
+            txn.remove_version(&service, &outpoint, created, &old, seq)?;
+            Some((created, old))
+        }
+        None => None,
+    };
+    let beef_hash = new_row.beef_hash;
+    txn.add_ref(&beef_hash, beef)?; // the row version's reference
+    txn.add_ref(&beef_hash, beef)?; // the log record's reference
+    txn.create_version(&service, seq, &outpoint, &new_row)?;
+    let evidence_changed = old.as_ref().is_some_and(|(_, o)| {
+        o.topic != new_row.topic || o.beef_hash != new_row.beef_hash || o.context != new_row.context
+    });
+    Ok(Some(LogChange {
+        service,
+        outpoint,
+        old: old.map(|(created, o)| OldVersion { created, topic: o.topic, attributes: o.attributes }),
+        new: Some(NewVersion {
+            topic: new_row.topic,
+            attributes: new_row.attributes,
+            beef_hash,
+            context: new_row.context,
+            expires_at: new_row.expires_at,
+        }),
+        reason: None,
+        spend: None,
+        evidence_changed,
+    }))
 }
 
 /// Changes withdrawing every row due at `now`, ordered by (expiresAt, service, outpoint).
@@ -558,11 +605,11 @@ impl Committer {
         }
         let seq = drain.last_seq + 1;
         let mut txn = Txn::new(&self.db, &drain.writes, drain.stats);
-        let result = apply_changes(&mut txn, seq, changes).and_then(|log| {
-            if log.is_empty() {
+        let result = apply_changes(&mut txn, seq, changes).and_then(|group| {
+            if group.changes.is_empty() && group.invalidations.is_empty() {
                 return Ok(None);
             }
-            let enc = LogGroup { changes: log }.encode();
+            let enc = group.encode();
             txn.stats.log_groups += 1;
             txn.stats.log_bytes += 9 + enc.len() as u64;
             txn.put(keys::log(seq).to_vec(), enc);

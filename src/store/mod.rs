@@ -31,7 +31,7 @@ mod keys;
 mod project;
 mod scan;
 
-pub use codec::{LogChange, LogGroup, NewVersion, OldVersion};
+pub use codec::{Invalidation, LogChange, LogGroup, NewVersion, OldVersion};
 pub use keys::VERSION_KEY_LEN;
 pub use project::Projected;
 pub use scan::{LogIter, SnapshotIter, SnapshotRow};
@@ -107,7 +107,19 @@ pub enum Change {
     },
     /// Remove the row if present (absent rows: no change). `spend` only with `Spent`.
     Remove { service: String, outpoint: Outpoint, reason: RemoveReason, spend: Option<SpendInput> },
+    /// Replace only the evidence of a present row (a merkle proof arrived for it or an
+    /// ancestor): same topic, attributes, context and expiry, new BEEF. An absent row or the
+    /// same BEEF is no change, so a refresh can never admit a non-member.
+    Refresh { service: String, outpoint: Outpoint, beef: Vec<u8> },
+    /// A log-only record: every assessment made under the chain-view context `context_id` is
+    /// invalid for every session of `service` (BRC-192 §2 `assessment-invalidated`, §3). Always
+    /// an effective change. Invalidations must precede the row changes of their group, because
+    /// a changed view is announced before anything reassessed under the new one (BRC-192 §3).
+    Invalidate { service: String, context_id: String, reason: String },
 }
+
+/// Bound on `Invalidate` strings (BRC-192 §1: strings are at most 1024 encoded bytes).
+pub const MAX_INVALIDATION_TEXT_BYTES: usize = 1024;
 
 #[derive(Clone, Debug)]
 pub struct StoreConfig {
