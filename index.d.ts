@@ -78,6 +78,11 @@ export declare class NativeLive {
   compact(maxItems: number): Promise<boolean>
   /** Deliberate reset: a new epoch; every existing cursor gets reset-required. */
   resetEpoch(): Promise<string>
+  /**
+   * The sequence of the latest group carrying an invalidation in this epoch ("0" if
+   * none): the current chain view is named after it.
+   */
+  viewSince(): string
   epoch(): string
   highWater(): string
   stats(): LiveStats

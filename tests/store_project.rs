@@ -234,6 +234,10 @@ fn invalidation_projects_first_to_every_session_of_its_service() {
     // Never a withdraw or spend: membership is unchanged.
     let hw = s.high_water();
     assert_eq!(scan_ops(&s, "ls", &Selection::all(), hw), vec![op(2), op(1)]);
+    let first = s.high_water();
+    assert_eq!(s.view_since().unwrap(), first, "the view begins with the invalidating group");
+    commit_group(&s, vec![admit_full("ls", 3, "tm", json!({}), beef(3), None, None)]);
+    assert_eq!(s.view_since().unwrap(), first, "ordinary groups do not start a view");
     // An invalidation alone is an effective group, and survives a reopen.
     let g2 = commit_group(&s, vec![invalidate("ls", "chain-view/1")]);
     assert_eq!(s.project(&g2, "ls", &red), vec![inv("chain-view/1")]);
@@ -243,6 +247,9 @@ fn invalidation_projects_first_to_every_session_of_its_service() {
     let s = reopen(dir.path());
     let (_, back) = s.log_after(seq - 1, seq).next().unwrap().unwrap();
     assert_eq!(back, g2);
+    assert_eq!(s.view_since().unwrap(), seq);
+    s.reset_epoch().unwrap();
+    assert_eq!(s.view_since().unwrap(), 0, "a new epoch starts at view 0");
 }
 
 #[test]

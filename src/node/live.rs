@@ -412,6 +412,13 @@ impl NativeLive {
         blocking(move || p.store().reset_epoch().map_err(store_error)).await
     }
 
+    /// The sequence of the latest group carrying an invalidation in this epoch ("0" if
+    /// none): the current chain view is named after it.
+    #[napi]
+    pub fn view_since(&self) -> napi::Result<String, String> {
+        self.provider.store().view_since().map(|v| v.to_string()).map_err(store_error)
+    }
+
     #[napi]
     pub fn epoch(&self) -> String {
         self.provider.store().epoch()

@@ -609,6 +609,11 @@ impl Committer {
             if group.changes.is_empty() && group.invalidations.is_empty() {
                 return Ok(None);
             }
+            if !group.invalidations.is_empty() {
+                // The chain view current from here on is named after this group; written in the
+                // same batch as the group so a crash cannot separate them.
+                txn.put(keys::meta(super::VIEW_SINCE), seq.to_be_bytes().to_vec());
+            }
             let enc = group.encode();
             txn.stats.log_groups += 1;
             txn.stats.log_bytes += 9 + enc.len() as u64;
@@ -706,6 +711,7 @@ impl Committer {
         writes.insert(keys::meta("epoch"), Some(epoch.clone().into_bytes()));
         writes.insert(keys::meta("state"), Some(state_record(0, &Stats::default())));
         writes.insert(keys::meta("compacted"), Some(0u64.to_be_bytes().to_vec()));
+        writes.insert(keys::meta(super::VIEW_SINCE), None); // a new epoch starts a new view at 0
         self.apply(writes, "resetting the epoch")?;
         self.db.flush().map_err(StoreError::io("flushing the reset"))?;
         *self.shared.epoch.write().unwrap_or_else(|p| p.into_inner()) = epoch.clone();

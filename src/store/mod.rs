@@ -118,6 +118,9 @@ pub enum Change {
     Invalidate { service: String, context_id: String, reason: String },
 }
 
+/// Meta record: the sequence of the latest group carrying an invalidation in this epoch.
+pub(crate) const VIEW_SINCE: &str = "view-since";
+
 /// Bound on `Invalidate` strings (BRC-192 §1: strings are at most 1024 encoded bytes).
 pub const MAX_INVALIDATION_TEXT_BYTES: usize = 1024;
 
@@ -524,6 +527,17 @@ impl Store {
     /// Evidence bytes by sha256.
     pub fn blob(&self, hash: &[u8; 32]) -> Result<Option<sled::IVec>, StoreError> {
         self.db()?.get(keys::blob(hash)).map_err(StoreError::io("reading a blob"))
+    }
+
+    /// The sequence of the latest committed group carrying an invalidation in this epoch, 0 if
+    /// none: the chain view current now began with that group (docs/chain-events.md).
+    pub fn view_since(&self) -> Result<u64, StoreError> {
+        match self.db()?.get(keys::meta(VIEW_SINCE)).map_err(StoreError::io("reading store metadata"))? {
+            None => Ok(0),
+            Some(v) => Ok(u64::from_be_bytes(
+                v.as_ref().try_into().map_err(|_| corrupt(self.path(), "view-since is malformed"))?,
+            )),
+        }
     }
 
     pub fn compacted_through(&self) -> u64 {
