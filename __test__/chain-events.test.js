@@ -41,7 +41,9 @@ async function setup (options = {}) {
     lookupServices: async (knex) => {
       const inner = new NotesLookupService(knex)
       await inner.init()
-      return { ls_notes: live.wrap('ls_notes', inner, companionWithOffList()) }
+      const services = { ls_notes: live.wrap('ls_notes', inner, companionWithOffList()) }
+      if (options.secondService) services.ls_b = live.wrap('ls_b', h.plainService(), onlyTextsStartingWithB())
+      return services
     }
   })
   cleanup.push(() => t.close())
@@ -49,11 +51,24 @@ async function setup (options = {}) {
   await live.attach(t.engine)
   const factory = new NoteFactory(t.chainTracker)
   const submit = (built) => t.engine.submit({ beef: built.beef, topics: [NOTES_TOPIC] })
-  return { live, t, factory, submit, logged }
+  return { live, t, factory, submit, logged, dir }
 }
 
-async function openSession (live) {
-  const res = await live.open(openBody({ query: {} }), ALICE)
+/** A second collection over the same topic: only notes whose text starts with 'B'. */
+function onlyTextsStartingWithB () {
+  const c = createNotesCompanion()
+  return {
+    ...c,
+    rules: { id: 'urn:test:b-notes', parameters: {} },
+    index (output) {
+      const r = c.index(output)
+      return r !== null && r.context.text.startsWith('B') ? r : null
+    }
+  }
+}
+
+async function openSession (live, service = 'ls_notes') {
+  const res = await live.open(openBody({ service, query: {} }), ALICE)
   expect(res.status).toBe(200)
   const batches = await h.drainSnapshot(live, json(res))
   return batches[batches.length - 1]
@@ -309,6 +324,42 @@ describe('reorganizations', () => {
     // The new epoch holds the Engine's collection again, without the unreadable row.
     expect(await members(live)).toEqual([`${p.txid}.0`, `${q.txid}.0`, `${u.txid}.0`].sort())
     expect(live.chainView.id).toBe('chain-view/0')
+  })
+
+  test('every wrapped service learns of the view change from the same group; unaffected services get only the invalidation', async () => {
+    const ctx = await setup({ secondService: true })
+    const { live, factory, submit, t } = ctx
+    const a = await factory.createNotes(['A note'])
+    await submit(a)
+    const b = await factory.createNotes(['B note'])
+    await submit(b)
+    const ha = await prove(t, a.txid)
+    const startA = await openSession(live, 'ls_notes')
+    const startB = await openSession(live, 'ls_b')
+    // Only the A note is proven at >= ha; it is a member of ls_notes but not of ls_b.
+    const r = await live.handleReorg({ rebuildFromHeight: ha })
+    expect(r).toMatchObject({ action: 'invalidated', affected: 1 })
+    const gotA = await next(live, startA)
+    const gotB = await next(live, startB)
+    expect(kinds(gotA)).toEqual([['invalidated chain-view/0']])
+    expect(kinds(gotB)).toEqual([['invalidated chain-view/0']])
+    expect(gotA.groups[0].sequence).toBe(r.sequence)
+    expect(gotB.groups[0].sequence).toBe(r.sequence)
+  })
+
+  test('the chain view survives a restart', async () => {
+    const ctx = await setup()
+    const { live, dir } = ctx
+    const { hq } = await threeNotes(ctx)
+    const r = await live.handleReorg({ rebuildFromHeight: hq, newTipHeight: hq + 3 })
+    const view = live.chainView
+    expect(view).toEqual({ id: `chain-view/${r.sequence}`, since: r.sequence, tipHeight: hq + 3 })
+    await live.close()
+    const again = await h.openLive(dir)
+    cleanup.push(() => again.close())
+    expect(again.chainView).toEqual(view)
+    await again.resetEpoch()
+    expect(again.chainView).toEqual({ id: 'chain-view/0', since: '0', tipHeight: null })
   })
 
   test('malformed reorganization events are rejected before anything happens', async () => {
