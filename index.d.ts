@@ -83,6 +83,11 @@ export declare class NativeLive {
    * none): the current chain view is named after it.
    */
   viewSince(): string
+  /**
+   * A new epoch whose first group is `changes`, written atomically with the reset (so the
+   * new epoch is never seen empty). Resolves with the new epoch and the group's sequence.
+   */
+  resetEpochWith(changes: Array<NativeChange>): Promise<EpochReset>
   epoch(): string
   highWater(): string
   stats(): LiveStats
@@ -136,6 +141,12 @@ export interface CommitBatchOptions {
   verified?: boolean
   /** For an open response: the label whose pending open request id is consumed. */
   openLabel?: string
+}
+
+export interface EpochReset {
+  epoch: string
+  /** Sequence (decimal) of the new epoch's first group, or null when it changed nothing. */
+  sequence?: string
 }
 
 export interface LiveConfig {

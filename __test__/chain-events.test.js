@@ -316,6 +316,9 @@ describe('reorganizations', () => {
     const r = await live.handleReorg({ orphanedBlockHashes: [], rebuildFromHeight: 1 })
     expect(r.action).toBe('reset')
     expect(r.reason).toContain(garbage)
+    // The restated collection is the new epoch's first group, written with the reset itself.
+    expect(r.sequence).toBe('1')
+    expect(live.highWater).toBe('1')
     expect(logged.some(e => e.op === 'chain-reorg' && e.action === 'reset-epoch' && e.reason.includes(garbage))).toBe(true)
     expect(live.epoch).not.toBe(epoch)
     const res = await read(live, start, 0)

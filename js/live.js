@@ -283,11 +283,11 @@ class LiveLookup {
         groups.push((await ingest.collectBackfill(engine, svc.name, topics, svc.companion)).changes)
       }
     }
-    // Everything is read before the reset so the new epoch is empty only for one commit.
-    await this.resetEpoch()
+    // The starting state is written in the same atomic step as the reset: a session opened
+    // meanwhile sees the old epoch or the restated collection, never an empty new epoch.
     const changes = groups.flat()
-    const sequence = changes.length > 0 ? await this.commit(changes) : null
-    return { action: 'reset', affected: 0, refreshed: 0, sequence, reason }
+    const { sequence } = await call(this.core.resetEpochWith(changes.map(toNativeChange)))
+    return { action: 'reset', affected: 0, refreshed: 0, sequence: sequence ?? null, reason }
   }
 
   rememberTip (tipHeight) {

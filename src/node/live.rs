@@ -78,6 +78,13 @@ pub struct MemberRow {
 }
 
 #[napi(object)]
+pub struct EpochReset {
+    pub epoch: String,
+    /// Sequence (decimal) of the new epoch's first group, or null when it changed nothing.
+    pub sequence: Option<String>,
+}
+
+#[napi(object)]
 pub struct MemberPage {
     pub rows: Vec<MemberRow>,
     /// Pass back as `afterKey` for the next page; null when the scan is complete.
@@ -417,6 +424,21 @@ impl NativeLive {
     #[napi]
     pub fn view_since(&self) -> napi::Result<String, String> {
         self.provider.store().view_since().map(|v| v.to_string()).map_err(store_error)
+    }
+
+    /// A new epoch whose first group is `changes`, written atomically with the reset (so the
+    /// new epoch is never seen empty). Resolves with the new epoch and the group's sequence.
+    #[napi]
+    pub async fn reset_epoch_with(&self, changes: Vec<NativeChange>) -> napi::Result<EpochReset> {
+        let changes = changes.into_iter().map(to_change).collect::<Res<Vec<_>>>().map_err(to_async)?;
+        let p = self.provider.clone();
+        blocking(move || {
+            p.store()
+                .reset_epoch_with(changes)
+                .map(|(epoch, seq)| EpochReset { epoch, sequence: seq.map(|v| v.to_string()) })
+                .map_err(store_error)
+        })
+        .await
     }
 
     #[napi]

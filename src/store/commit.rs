@@ -29,7 +29,9 @@ pub(crate) enum Req {
     Commit { changes: Vec<Change>, reply: Reply<Option<u64>> },
     Expire { now: u64, reply: Reply<Option<u64>> },
     Compact { horizon: u64, max_items: usize, reply: Reply<bool> },
-    Reset { reply: Reply<String> },
+    /// A new epoch whose first group (sequence 1, unless `first` changes nothing) is written
+    /// in the same batch as the reset.
+    Reset { first: Vec<Change>, reply: Reply<(String, Option<u64>)> },
     Shutdown,
 }
 
@@ -370,6 +372,24 @@ fn replace_row(
     }))
 }
 
+/// Stage `group` as log record `seq`; false when it holds no effective change (then nothing
+/// of it may be kept: the caller drops the transaction).
+fn record_group(txn: &mut Txn, seq: u64, group: LogGroup) -> bool {
+    if group.changes.is_empty() && group.invalidations.is_empty() {
+        return false;
+    }
+    if !group.invalidations.is_empty() {
+        // The chain view current from here on is named after this group; written in the same
+        // batch as the group so a crash cannot separate them.
+        txn.put(keys::meta(super::VIEW_SINCE), seq.to_be_bytes().to_vec());
+    }
+    let enc = group.encode();
+    txn.stats.log_groups += 1;
+    txn.stats.log_bytes += 9 + enc.len() as u64;
+    txn.put(keys::log(seq).to_vec(), enc);
+    true
+}
+
 /// Changes withdrawing every row due at `now`, ordered by (expiresAt, service, outpoint).
 fn due_expiries(db: &sled::Db, now: u64) -> Result<Vec<Change>, StoreError> {
     let mut out = Vec::new();
@@ -565,11 +585,11 @@ impl Committer {
                     drain = self.new_drain();
                     let _ = reply.send(r);
                 }
-                Req::Reset { reply } => {
+                Req::Reset { first, reply } => {
                     let d = std::mem::replace(&mut drain, self.new_drain());
                     self.finish(d);
                     self.barrier(); // no older sequence may be published after the reset
-                    let r = self.failed_check().and_then(|_| self.reset());
+                    let r = self.failed_check().and_then(|_| self.reset(first));
                     self.note_failure(&r);
                     drain = self.new_drain();
                     let _ = reply.send(r);
@@ -606,18 +626,9 @@ impl Committer {
         let seq = drain.last_seq + 1;
         let mut txn = Txn::new(&self.db, &drain.writes, drain.stats);
         let result = apply_changes(&mut txn, seq, changes).and_then(|group| {
-            if group.changes.is_empty() && group.invalidations.is_empty() {
+            if !record_group(&mut txn, seq, group) {
                 return Ok(None);
             }
-            if !group.invalidations.is_empty() {
-                // The chain view current from here on is named after this group; written in the
-                // same batch as the group so a crash cannot separate them.
-                txn.put(keys::meta(super::VIEW_SINCE), seq.to_be_bytes().to_vec());
-            }
-            let enc = group.encode();
-            txn.stats.log_groups += 1;
-            txn.stats.log_bytes += 9 + enc.len() as u64;
-            txn.put(keys::log(seq).to_vec(), enc);
             self.check_caps(&drain.stats, &txn.stats)?;
             Ok(Some(seq))
         });
@@ -698,8 +709,10 @@ impl Committer {
     }
 
     /// New epoch, empty log and index; session records (`x`) and the secret survive. Runs
-    /// after a barrier, so nothing older is published afterwards.
-    fn reset(&mut self) -> Result<String, StoreError> {
+    /// after a barrier, so nothing older is published afterwards. `first` becomes the new
+    /// epoch's first group in the same atomic batch: no reader can observe the new epoch
+    /// without it (a reset that restates the collection never shows it empty in between).
+    fn reset(&mut self, first: Vec<Change>) -> Result<(String, Option<u64>), StoreError> {
         let mut writes = Writes::new();
         for table in [keys::LOG, keys::ROW, keys::CURRENT, keys::INDEX, keys::TIMER, keys::BLOB, keys::REFS, keys::SERVICE] {
             for kv in self.db.scan_prefix([table]) {
@@ -712,13 +725,25 @@ impl Committer {
         writes.insert(keys::meta("state"), Some(state_record(0, &Stats::default())));
         writes.insert(keys::meta("compacted"), Some(0u64.to_be_bytes().to_vec()));
         writes.insert(keys::meta(super::VIEW_SINCE), None); // a new epoch starts a new view at 0
+        // The deletions above are the base the first group reads through: it sees an empty store.
+        let mut txn = Txn::new(&self.db, &writes, Stats::default());
+        let group = apply_changes(&mut txn, 1, first)?;
+        let (seq, stats) = if record_group(&mut txn, 1, group) {
+            self.check_caps(&self.stats, &txn.stats)?;
+            let Txn { writes: staged, stats, .. } = txn;
+            writes.extend(staged);
+            (1, stats)
+        } else {
+            (0, Stats::default())
+        };
+        writes.insert(keys::meta("state"), Some(state_record(seq, &stats)));
         self.apply(writes, "resetting the epoch")?;
         self.db.flush().map_err(StoreError::io("flushing the reset"))?;
         *self.shared.epoch.write().unwrap_or_else(|p| p.into_inner()) = epoch.clone();
         self.shared.compacted.store(0, Ordering::Release);
-        self.high_water = 0;
-        self.stats = Stats::default();
-        publish(&self.shared, 0);
-        Ok(epoch)
+        self.high_water = seq;
+        self.stats = stats;
+        publish(&self.shared, seq);
+        Ok((epoch, (seq > 0).then_some(seq)))
     }
 }

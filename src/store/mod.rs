@@ -595,7 +595,16 @@ impl Store {
     /// Deliberate reset: a new epoch with an empty log and no rows (session records are kept;
     /// the secret is kept). Returns the new epoch.
     pub fn reset_epoch(&self) -> Result<String, StoreError> {
-        self.request(|reply| Req::Reset { reply })
+        self.reset_epoch_with(Vec::new()).map(|(epoch, _)| epoch)
+    }
+
+    /// A new epoch whose first group is `first`, committed in the same atomic write as the
+    /// reset: readers see either the old epoch or the new one with that group, never the new
+    /// epoch empty. Returns the new epoch and the group's sequence (`None` if it changed
+    /// nothing). On error nothing was reset.
+    pub fn reset_epoch_with(&self, first: Vec<Change>) -> Result<(String, Option<u64>), StoreError> {
+        commit::validate(&first)?;
+        self.request(|reply| Req::Reset { first, reply })
     }
 
     pub fn stats(&self) -> Result<StoreStats, StoreError> {
