@@ -350,6 +350,18 @@ describe('reorganizations', () => {
     expect(gotB.groups[0].sequence).toBe(r.sequence)
   })
 
+  test('concurrent reorganizations are handled one after the other, each naming the view the previous began', async () => {
+    const ctx = await setup()
+    const { live } = ctx
+    await threeNotes(ctx)
+    const start = await openSession(live)
+    const [r1, r2] = await Promise.all([live.handleReorg({ rebuildFromHeight: 0 }), live.handleReorg({ rebuildFromHeight: 0 })])
+    expect(Number(r2.sequence)).toBe(Number(r1.sequence) + 1)
+    const b = await next(live, start)
+    expect(kinds(b)).toEqual([['invalidated chain-view/0'], [`invalidated chain-view/${r1.sequence}`]])
+    expect(live.chainView.id).toBe(`chain-view/${r2.sequence}`)
+  })
+
   test('the chain view survives a restart', async () => {
     const ctx = await setup()
     const { live, dir } = ctx

@@ -246,31 +246,52 @@ class LiveLookup {
       this.logEvent({ op: 'chain-reorg', action: 'invalidated', ended, next: this.chainView.id, affected: found.affected.length, refreshed: refreshes.length })
       return { action: 'invalidated', affected: found.affected.length, refreshed: refreshes.length, sequence }
     }
-    return engine ? ingest.withSubmitsPaused(engine, run) : run()
+    // Chain events are handled one at a time: each names the view the previous one began.
+    const turn = (this.chainEventTail || Promise.resolve()).then(() => engine ? ingest.withSubmitsPaused(engine, run) : run())
+    this.chainEventTail = turn.then(() => {}, () => {})
+    return turn
   }
 
   /** Current members (all wrapped services) with a proof at height >= `height`. */
   async affectedMembers (height) {
     const affected = []
     for (const service of [...this.services.keys()].sort()) {
-      let at = null
-      let after = null
-      do {
-        const page = await call(this.core.scanMembers(service, at, after, 256))
-        at = page.at
-        after = page.next
-        for (const row of page.rows) {
-          let heights
-          try {
-            heights = proofHeights(row.beef)
-          } catch (err) {
-            return { affected, unreadable: `the evidence of member ${row.txid}.${row.outputIndex} of ${service} cannot be parsed (${String(err && err.message)})` }
-          }
-          if (heights.some(h => h >= height)) affected.push({ service, ...row })
-        }
-      } while (after)
+      const found = await this.scanService(service, height)
+      if (found.unreadable !== null) return found
+      affected.push(...found.affected)
     }
     return { affected, unreadable: null }
+  }
+
+  /**
+   * One service's scan at one snapshot. Background compaction may remove that snapshot between
+   * pages (the scan is not a session that holds it back); the scan then starts over, a few times.
+   */
+  async scanService (service, height) {
+    for (let attempt = 1; ; attempt++) {
+      const affected = []
+      let at = null
+      let after = null
+      try {
+        do {
+          const page = await call(this.core.scanMembers(service, at, after, 256))
+          at = page.at
+          after = page.next
+          for (const row of page.rows) {
+            let heights
+            try {
+              heights = proofHeights(row.beef)
+            } catch (err) {
+              return { affected, unreadable: `the evidence of member ${row.txid}.${row.outputIndex} of ${service} cannot be parsed (${String(err && err.message)})` }
+            }
+            if (heights.some(h => h >= height)) affected.push({ service, ...row })
+          }
+        } while (after)
+        return { affected, unreadable: null }
+      } catch (err) {
+        if (attempt >= 3 || at === null) throw err
+      }
+    }
   }
 
   /** The store cannot reassess coherently: a new epoch, then every service backfilled again. */
