@@ -19,7 +19,15 @@ use super::error::{coded, invalid_arg, js_error, JsResult};
 type Res<T> = JsResult<T>;
 
 fn store_error(e: crate::store::StoreError) -> napi::Error<String> {
-    coded("unavailable", e.to_string())
+    use crate::store::StoreError as E;
+    let code = match &e {
+        // A configured cap: explicit, and not worth retrying as is.
+        E::Limit { .. } => "limited",
+        E::Missing { .. } | E::Invalid(_) => "invalid",
+        E::Gone(_) => "reset-required",
+        _ => "unavailable",
+    };
+    coded(code, e.to_string())
 }
 
 #[napi(object)]
