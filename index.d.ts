@@ -78,9 +78,25 @@ export declare class NativeLive {
   compact(maxItems: number): Promise<boolean>
   /** Deliberate reset: a new epoch; every existing cursor gets reset-required. */
   resetEpoch(): Promise<string>
+  /**
+   * The sequence of the latest group carrying an invalidation in this epoch ("0" if
+   * none): the current chain view is named after it.
+   */
+  viewSince(): string
+  /**
+   * A new epoch whose first group is `changes`, written atomically with the reset (so the
+   * new epoch is never seen empty). Resolves with the new epoch and the group's sequence.
+   */
+  resetEpochWith(changes: Array<NativeChange>): Promise<EpochReset>
   epoch(): string
   highWater(): string
   stats(): LiveStats
+  /**
+   * One page of the current members of `service` with their evidence, in admission
+   * order, read at one immutable snapshot: `at` (null on the first page = highWater now).
+   * Used to find members whose proofs a reorganization may have orphaned.
+   */
+  scanMembers(service: string, at: string | undefined | null, afterKey: Buffer | undefined | null, limit: number): Promise<MemberPage>
   /**
    * Small JS-layer records kept in the store (e.g. the issued capability
    * manifest, so a restart keeps its digest valid for open sessions).
@@ -127,6 +143,12 @@ export interface CommitBatchOptions {
   openLabel?: string
 }
 
+export interface EpochReset {
+  epoch: string
+  /** Sequence (decimal) of the new epoch's first group, or null when it changed nothing. */
+  sequence?: string
+}
+
 export interface LiveConfig {
   dataDir: string
   /** Create the store when it does not exist yet. Without it a missing store is an error. */
@@ -159,13 +181,34 @@ export interface LiveStats {
   diskBytes: number
 }
 
-/** One membership change handed over by the JS ingest layer. */
-export interface NativeChange {
-  /** `admit` or `remove`. */
-  op: string
-  service: string
+export interface MemberPage {
+  rows: Array<MemberRow>
+  /** Pass back as `afterKey` for the next page; null when the scan is complete. */
+  next?: Buffer
+  /** The sequence the whole scan reads at; pass it back with `afterKey`. */
+  at: string
+}
+
+/** One current member of a service, as a reorganization check needs it. */
+export interface MemberRow {
   txid: string
   outputIndex: number
+  topic: string
+  /** The member's current evidence (BEEF bytes). */
+  beef: Buffer
+}
+
+/** One membership change handed over by the JS ingest layer. */
+export interface NativeChange {
+  /**
+   * `admit`, `remove`, `refresh` (new evidence for a present row) or `invalidate`
+   * (a chain-view change; needs `contextId` and `reason`, no outpoint).
+   */
+  op: string
+  service: string
+  /** Required except for `invalidate`. */
+  txid?: string
+  outputIndex?: number
   topic?: string
   attributes?: any
   beef?: Buffer
@@ -176,6 +219,8 @@ export interface NativeChange {
   reason?: string
   spendingTxid?: string
   spendBeef?: Buffer
+  /** For `invalidate`: the chain-view context whose assessments no longer hold. */
+  contextId?: string
 }
 
 export interface NativeResponse {

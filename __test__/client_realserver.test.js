@@ -151,3 +151,43 @@ test.each(['after-receive', 'after-commit'])('client SIGKILLed %s the second bat
   expect(store.state(key)).toMatchObject({ received: 6, accepted: 6, pendingCount: 0, currentGeneration: 0 })
   store.close()
 })
+
+test('follows over BRC-103: AuthFetch, signed answers, provider identity from the handshake', async () => {
+  const { AuthFetch, ProtoWallet } = require('@bsv/sdk')
+  const serverKey = PrivateKey.fromRandom()
+  const authDir = fs.mkdtempSync(path.join(os.tmpdir(), 'oll-real-auth-'))
+  const authLive = await LiveLookup.open({ dataDir: path.join(authDir, 'server'), create: true, chain: CHAIN, provider: serverKey.toPublicKey().toString() })
+  try {
+    authLive.wrap(SERVICE, plainService(), notesCompanion())
+    routerRef = createRouter(authLive, { authentication: 'brc103', baseURL: origin, allowLocalHttp: true, privateKey: serverKey.toHex() })
+    for (const n of [1, 2]) await authLive.commit([admit(n)])
+    const store = CheckpointStore.open(path.join(authDir, 'client'))
+    const ac = new AbortController()
+    const events = []
+    const client = new LiveLookupClient({
+      baseURL: origin,
+      authFetch: new AuthFetch(new ProtoWallet(PrivateKey.fromRandom())),
+      store,
+      limits: { maxObservations: 1, waitMs: 5000 }
+    })
+    let stepped = false
+    await client.follow(SERVICE, QUERY, {
+      signal: ac.signal,
+      onRevision (e) {
+        events.push(e)
+        if (!stepped && present(e.members).length === 2) {
+          stepped = true
+          setImmediate(() => authLive.commit([admit(3)]))
+        }
+        if (present(e.members).join() === txids([1, 2, 3]).join()) ac.abort()
+      }
+    })
+    const key = events[events.length - 1].sourceKey
+    expect(key.provider).toBe(serverKey.toPublicKey().toString())
+    expect(store.state(key).received).toBe(3)
+    store.close()
+  } finally {
+    await authLive.close()
+    fs.rmSync(authDir, { recursive: true, force: true })
+  }
+})

@@ -381,3 +381,15 @@ test('capacity caps answer unavailable with retryAfterMs, and slots are released
   await live.closeSession(Buffer.from(JSON.stringify({ version: 1, session: a.session })), ALICE)
   expect((await live.open(openBody(), ALICE)).status).toBe(200)
 })
+
+test('a configured row cap is an explicit limited error and writes nothing', async () => {
+  await setup({ maxRows: 2 })
+  await live.commit([admit(1)])
+  await live.commit([admit(2)])
+  const before = live.highWater
+  await expect(live.commit([admit(3), admit(4)])).rejects.toMatchObject({ code: 'limited' })
+  expect(live.highWater).toBe(before)
+  // Removing makes room again.
+  await live.commit([remove(1)])
+  await expect(live.commit([admit(3)])).resolves.toBeTruthy()
+})

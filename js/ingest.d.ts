@@ -118,7 +118,33 @@ export interface RemoveChange {
   spend: { spendingTxid: string, beef: Buffer } | null
 }
 
-export type Change = AdmitChange | RemoveChange
+/**
+ * New evidence for a present member (a merkle proof arrived for its transaction or an ancestor):
+ * topic, attributes, context and expiry stay; a non-member is left alone (no change).
+ */
+export interface RefreshChange {
+  op: 'refresh'
+  service: string
+  txid: string
+  outputIndex: number
+  /** Atomic BEEF with the new proofs. */
+  beef: Buffer
+}
+
+/**
+ * A chain-view change: every session of `service` receives `assessment-invalidated`
+ * {contextId, reason} (BRC-192 §2). Must precede the row changes of its group.
+ */
+export interface InvalidateChange {
+  op: 'invalidate'
+  service: string
+  /** 1..1024 bytes; the chain view that ended, e.g. 'chain-view/0'. */
+  contextId: string
+  /** 1..1024 bytes. */
+  reason: string
+}
+
+export type Change = AdmitChange | RemoveChange | RefreshChange | InvalidateChange
 
 /**
  * Where change groups go. One call = one indivisible group; resolve only once it is durable.
@@ -126,6 +152,8 @@ export type Change = AdmitChange | RemoveChange
  */
 export interface ChangeSink {
   commit(changes: Change[]): Promise<unknown>
+  /** Optional: told when a proof update refreshes nothing because its proof or a BEEF is bad. */
+  log?(entry: { op: string, action: string, txid: string, reason: string }): void
 }
 
 /**
@@ -138,7 +166,7 @@ export declare function wrapLookupService(name: string, inner: LookupService, co
 export declare function liveServiceInfo(service: unknown): { name: string, inner: LookupService, companion: LiveCompanion, sink: ChangeSink } | null
 
 export interface AttachHandle {
-  /** Restores engine.submit and the instrumented storage and service methods. */
+  /** Restores engine.submit, engine.handleNewMerkleProof and the instrumented storage and service methods. */
   detach(): void
 }
 
@@ -146,7 +174,10 @@ export interface AttachHandle {
 export interface EngineLike {
   submit(taggedBEEF: { beef: number[], topics: string[] }, onSteakReady?: (steak: unknown) => void, mode?: 'historical-tx' | 'current-tx', offChainValues?: number[]): Promise<unknown>
   lookupServices: Record<string, LookupService>
+  /** Bracketed when present: each proof update commits one group refreshing the members it changed. */
+  handleNewMerkleProof?(txid: string, proof: unknown, blockHeight?: number): Promise<void>
   storage: {
+    findOutputsForTransaction?(txid: string, includeBEEF?: boolean): Promise<Array<{ txid: string, outputIndex: number, topic: string, beef?: number[], consumedBy?: Array<{ txid: string, outputIndex: number }> }>>
     findUTXOsForTopic(topic: string, since?: number, limit?: number, includeBEEF?: boolean): Promise<Array<{ txid: string, outputIndex: number, outputScript: number[], satoshis: number, score?: number, beef?: number[] }>>
     findOutput(txid: string, outputIndex: number, topic?: string, spent?: boolean, includeBEEF?: boolean): Promise<{ beef?: number[] } | null>
   }
@@ -155,6 +186,9 @@ export interface EngineLike {
 /**
  * Brackets engine.submit: everything one submit causes commits as one group (per sink) after the
  * Engine and every hook it started, awaited or not, are done. A rejected submit commits nothing.
+ * Also brackets engine.handleNewMerkleProof: after the Engine rewrote the stored BEEF of the
+ * proven transaction and its consumedBy descendants, ONE group (per sink) refreshes the evidence
+ * of every member whose stored BEEF changed; submits wait meanwhile. No member changed: no group.
  * `sink`, when given, must be the sink of every wrapped service already registered on the engine.
  */
 export declare function attachEngine(engine: EngineLike, sink?: ChangeSink): AttachHandle
@@ -164,6 +198,18 @@ export declare function attachEngine(engine: EngineLike, sink?: ChangeSink): Att
  * starting-state group (Engine admission order). Submits on an attached engine wait meanwhile.
  */
 export declare function backfill(engine: EngineLike, name: string, topics: string[], companion: LiveCompanion, sink: ChangeSink): Promise<{ examined: number, admitted: number }>
+
+/** The changes `backfill` would commit for one service, without committing (submits must be paused). */
+export declare function collectBackfill(engine: EngineLike, name: string, topics: string[], companion: LiveCompanion): Promise<{ examined: number, changes: AdmitChange[] }>
+
+/**
+ * Runs `fn` while submits of the attached engine wait; proof updates the Engine makes inside
+ * `fn` do not commit their own groups (the chain event reassesses members itself).
+ */
+export declare function withSubmitsPaused<T>(engine: EngineLike, fn: () => Promise<T>): Promise<T>
+
+/** Atomic BEEF (BRC-95) of `txid` from a BEEF as Engine storage keeps it. */
+export declare function atomicFromStored(beef: number[] | Uint8Array, txid: string): Buffer
 
 /** The context mapping used for admits (exported for the native glue and tests). */
 export declare function normalizeContext(context: unknown): { schema: string, bytes: Buffer } | null

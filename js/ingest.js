@@ -4,12 +4,14 @@
 //   wrapLookupService(name, inner, companion, sink)  -> a LookupService to register instead of inner
 //   attachEngine(engine, sink)                       -> brackets engine.submit: one group per submit
 //   backfill(engine, name, topics, companion, sink)  -> one starting-state group from Engine storage
+//   (attachEngine also brackets engine.handleNewMerkleProof: one refresh group per proof update)
+//   withSubmitsPaused(engine, fn)                    -> runs fn while no submit is in flight
 //
 // The native store is reached only through `sink.commit(changes) -> Promise`. Observed Engine
 // behaviour that shapes this file is written up in docs/engine-notes.md.
 const path = require('node:path')
 const { AsyncLocalStorage } = require('node:async_hooks')
-const { Transaction } = require('@bsv/sdk')
+const { Transaction, MerklePath } = require('@bsv/sdk')
 
 const LEGACY_CONTEXT_SCHEMA = 'https://bsv.brc.dev/apps/0192#legacy-lookup-context-json-v1'
 const SEQUENCE_FINAL = 0xffffffff
@@ -546,12 +548,14 @@ function attachEngine (engine, sink) {
     return runSubmit(state, args[0], () => originalSubmit.apply(engine, args))
   }
   engine.submit = submit
+  const restoreProof = bracketProofUpdates(engine, state, sink)
   state.handle = {
     detach () {
       if (engine.submit === submit) {
         if (hadOwnSubmit) engine.submit = originalSubmit
         else delete engine.submit
       }
+      restoreProof()
       for (const restore of restores.reverse()) restore()
       engineStates.delete(engine)
     }
@@ -639,20 +643,9 @@ async function backfill (engine, name, topics, companion, sink) {
   checkSink(sink)
   const release = await pauseSubmits(engineStates.get(engine))
   try {
-    const found = []
-    for (const topic of topics) {
-      const outputs = await engine.storage.findUTXOsForTopic(topic, undefined, undefined, true)
-      for (const o of outputs) found.push({ o, topic })
-    }
-    found.sort((a, b) => Number(a.o.score ?? 0) - Number(b.o.score ?? 0))
-    const changes = []
-    for (const { o, topic } of found) {
-      const output = await storedOutput(engine, o, topic)
-      const change = await indexOutput(name, companion, output)
-      if (change !== null) changes.push(change)
-    }
+    const { examined, changes } = await collectBackfill(engine, name, topics, companion)
     if (changes.length > 0) await sink.commit(changes)
-    return { examined: found.length, admitted: changes.length }
+    return { examined, admitted: changes.length }
   } finally {
     release()
   }
@@ -677,6 +670,219 @@ async function storedOutput (engine, o, topic) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Proof updates (BRC-193 §3: clients learn when the evidence under the collection changes)
+// ---------------------------------------------------------------------------------------------
+
+// Bounds the descendant walk of one proof update (each step is one storage query).
+const MAX_PROOF_LINEAGE_TXS = 10000
+// Set while a chain event (a reorganization) is handled: its proof updates join its group.
+const currentChainEvent = new AsyncLocalStorage()
+
+/**
+ * Replaces engine.handleNewMerkleProof so that each proof update commits ONE group per sink,
+ * refreshing the evidence of every member whose transaction or ancestor gains the proof.
+ *
+ * Which members: the transactions the Engine itself rewrites (Engine.updateMerkleProof): the
+ * proven transaction's outputs and, through consumedBy, their descendants; read before the
+ * Engine runs. What evidence: the member's BEEF as stored before the update with the proof set
+ * on the proven transaction (docs/chain-events.md). The Engine's rewritten BEEF is not used:
+ * @bsv/overlay 0.4.6 also overwrites the proofs of already-proven ancestors of descendants with
+ * the new proof, which makes their BEEF unverifiable. The proof is checked against the Engine's
+ * chain tracker first; a proof that does not verify refreshes nothing (and is logged).
+ * A refresh of a non-member is no change in the store, so a proof nobody in the collection
+ * cites commits no group. Submits wait meanwhile, so an admission cannot capture a BEEF
+ * half-way through the update. Returns the restore function.
+ */
+function bracketProofUpdates (engine, state, sink) {
+  const original = engine.handleNewMerkleProof
+  if (typeof original !== 'function') return () => {}
+  const hadOwn = Object.prototype.hasOwnProperty.call(engine, 'handleNewMerkleProof')
+  const bracketed = function proofAsOneGroup (txid, proof, ...rest) {
+    const call = () => original.call(engine, txid, proof, ...rest)
+    // Inside a reorganization the caller reassesses every member itself, in its own group.
+    if (currentChainEvent.getStore() !== undefined) return call()
+    return proofUpdate(engine, state, sink, txid, proof, call)
+  }
+  engine.handleNewMerkleProof = bracketed
+  return () => {
+    if (engine.handleNewMerkleProof !== bracketed) return
+    if (hadOwn) engine.handleNewMerkleProof = original
+    else delete engine.handleNewMerkleProof
+  }
+}
+
+async function proofUpdate (engine, state, sink, txid, proof, call) {
+  const release = await pauseSubmits(state)
+  try {
+    const before = typeof txid === 'string' ? await lineage(engine, txid) : new Map()
+    // The Engine's rejection (e.g. no outputs for txid) is the host's answer; what it may have
+    // rewritten before failing is still reported, since the refreshed evidence is checked here.
+    let failure
+    let failed = false
+    let result
+    try { result = await call() } catch (e) { failure = e; failed = true }
+    const merklePath = before.size > 0 ? await checkedProof(engine, txid, proof, sink) : null
+    if (merklePath !== null) {
+      for (const [target, group] of refreshesFor(engine, before, txid, merklePath, sink)) await target.commit(group)
+    }
+    if (failed) throw failure
+    return result
+  } finally {
+    release()
+  }
+}
+
+/**
+ * The proof as an @bsv/sdk MerklePath of this package's SDK, if it proves `txid` and (when the
+ * Engine has a chain tracker) its root is valid for its height; otherwise null, logged.
+ */
+async function checkedProof (engine, txid, proof, sink) {
+  const note = (why) => {
+    if (typeof sink?.log === 'function') sink.log({ op: 'merkle-proof', txid, action: 'not-refreshed', reason: why })
+    return null
+  }
+  let mp
+  try {
+    mp = proof instanceof MerklePath ? proof : MerklePath.fromBinary(Array.from(proof.toBinary()))
+    mp.computeRoot(txid) // throws unless the path holds txid
+  } catch (e) {
+    return note(`the proof is not a merkle path for this transaction: ${String(e && e.message)}`)
+  }
+  const tracker = engine.chainTracker
+  if (tracker && typeof tracker.isValidRootForHeight === 'function') {
+    let ok = false
+    try { ok = await mp.verify(txid, tracker) } catch (_) { ok = false }
+    if (!ok) return note(`the proof's root is not valid for height ${mp.blockHeight} in the Engine's chain tracker`)
+  }
+  return mp
+}
+
+/**
+ * The transactions whose stored BEEF a proof for `txid` can rewrite: txid itself and, through
+ * consumedBy, its descendants. Map txid -> {beef, outputs: [outputIndex]} as stored now.
+ */
+async function lineage (engine, txid) {
+  const seen = new Map()
+  const queue = [txid]
+  while (queue.length > 0 && seen.size < MAX_PROOF_LINEAGE_TXS) {
+    const t = queue.shift()
+    if (seen.has(t)) continue
+    const outputs = (await engine.storage.findOutputsForTransaction(t, true)) ?? []
+    if (outputs.length === 0) continue
+    const beef = outputs.find(o => o.beef != null)?.beef ?? null
+    const indexes = [...new Set(outputs.map(o => Number(o.outputIndex)))].sort((a, b) => a - b)
+    seen.set(t, { beef, outputs: indexes })
+    for (const o of outputs) {
+      for (const c of o.consumedBy ?? []) if (typeof c?.txid === 'string' && !seen.has(c.txid)) queue.push(c.txid)
+    }
+  }
+  return seen
+}
+
+/**
+ * Atomic BEEF of `memberTxid` from `beef` with `merklePath` set on the unproven transaction
+ * `txid` in its ancestry; null when txid is not there or already proven (nothing changes).
+ * Ancestors of the newly proven transaction are pruned (they no longer matter for SPV).
+ */
+function withProof (beef, memberTxid, txid, merklePath) {
+  const tx = Transaction.fromBEEF(toByteArray(beef, 'stored BEEF'), memberTxid)
+  const visited = new Set()
+  let changed = false
+  const walk = (t) => {
+    const id = t.id('hex')
+    if (visited.has(id)) return
+    visited.add(id)
+    if (id === txid) {
+      if (t.merklePath === undefined) {
+        t.merklePath = merklePath
+        changed = true
+      }
+      return
+    }
+    if (t.merklePath !== undefined) return // proven: its ancestry is not evidence
+    for (const input of t.inputs) if (input.sourceTransaction) walk(input.sourceTransaction)
+  }
+  walk(tx)
+  return changed ? Buffer.from(tx.toAtomicBEEF()) : null
+}
+
+/** The live services registered on the engine, with their sinks. */
+function wrappedServices (engine, sink) {
+  const out = []
+  for (const service of Object.values(engine.lookupServices ?? {})) {
+    const info = liveServiceInfo(service)
+    if (info !== null && (sink === undefined || info.sink === sink)) out.push(info)
+  }
+  return out
+}
+
+/** Per sink, the refresh changes (one per wrapped service and outpoint) of a proof update. */
+function refreshesFor (engine, before, txid, merklePath, sink) {
+  const services = wrappedServices(engine, sink)
+  const bySink = new Map()
+  for (const [memberTxid, stored] of before) {
+    if (stored.beef === null) continue
+    let atomic
+    try {
+      atomic = withProof(stored.beef, memberTxid, txid, merklePath)
+    } catch (e) {
+      if (typeof sink?.log === 'function') sink.log({ op: 'merkle-proof', txid: memberTxid, action: 'not-refreshed', reason: `stored BEEF unreadable: ${String(e && e.message)}` })
+      continue
+    }
+    if (atomic === null) continue
+    for (const info of services) {
+      if (!bySink.has(info.sink)) bySink.set(info.sink, [])
+      for (const outputIndex of stored.outputs) {
+        bySink.get(info.sink).push({ op: 'refresh', service: info.name, txid: memberTxid, outputIndex, beef: atomic })
+      }
+    }
+  }
+  for (const changes of bySink.values()) {
+    changes.sort((a, b) => cmp(a.service, b.service) || cmp(a.txid, b.txid) || a.outputIndex - b.outputIndex)
+  }
+  return [...bySink].filter(([, changes]) => changes.length > 0)
+}
+
+/** Atomic BEEF (BRC-95) of `txid` from a stored BEEF, as admissions and backfill carry it. */
+function atomicFromStored (beef, txid) {
+  return Buffer.from(Transaction.fromBEEF(toByteArray(beef, 'stored BEEF'), txid).toAtomicBEEF())
+}
+
+/**
+ * Runs `fn` while no submit of the attached engine is in flight and new ones wait (a chain
+ * event reads Engine storage and commits a group that must not interleave with a submit's).
+ * Proof updates the Engine makes inside `fn` join fn's work instead of committing themselves.
+ */
+async function withSubmitsPaused (engine, fn) {
+  const release = await pauseSubmits(engineStates.get(engine))
+  try {
+    return await currentChainEvent.run(true, fn)
+  } finally {
+    release()
+  }
+}
+
+/**
+ * The changes a backfill of one service would commit, read from Engine storage. The caller
+ * must keep submits paused while reading and committing (see withSubmitsPaused).
+ */
+async function collectBackfill (engine, name, topics, companion) {
+  const found = []
+  for (const topic of topics) {
+    const outputs = await engine.storage.findUTXOsForTopic(topic, undefined, undefined, true)
+    for (const o of outputs) found.push({ o, topic })
+  }
+  found.sort((a, b) => Number(a.o.score ?? 0) - Number(b.o.score ?? 0))
+  const changes = []
+  for (const { o, topic } of found) {
+    const output = await storedOutput(engine, o, topic)
+    const change = await indexOutput(name, companion, output)
+    if (change !== null) changes.push(change)
+  }
+  return { examined: found.length, changes }
+}
+
 /** Blocks new submits and waits for running ones; returns the release function. */
 async function pauseSubmits (state) {
   if (state === undefined) return () => {}
@@ -695,6 +901,9 @@ module.exports = {
   wrapLookupService,
   attachEngine,
   backfill,
+  collectBackfill,
+  withSubmitsPaused,
+  atomicFromStored,
   liveServiceInfo,
   normalizeContext
 }

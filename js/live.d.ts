@@ -1,7 +1,7 @@
 // Types for js/live.js: the operator-facing LiveLookup.
 import type { LookupService, LiveCompanion, Change } from './ingest'
 import type { RouterOptions, LiveRouter } from './router'
-import type { LiveStats } from '../index'
+import type { LiveStats as NativeLiveStats } from '../index'
 
 export interface Chain {
   network: string
@@ -41,7 +41,40 @@ export interface LiveLookupOptions {
   authorize?: (request: AuthorizeRequest) => { access: string } | null | undefined | Promise<{ access: string } | null | undefined>
   /** Background compaction period; 0 disables it. Default 60000. */
   compactionIntervalMs?: number
-  log?: (entry: { op: string; error?: string }) => void
+  /** Operational events: compaction errors, chain reorganizations (op 'chain-reorg'). */
+  log?: (entry: { op: string; error?: string; action?: string; reason?: string; [k: string]: unknown }) => void
+}
+
+/** A reorganization as newer hosts report it (Engine.handleReorg). */
+export interface ReorgEvent {
+  /** 64-hex hashes of the blocks no longer on the selected chain (informational). */
+  orphanedBlockHashes?: string[]
+  /** Every proof at this height or above may cite an orphaned block. */
+  rebuildFromHeight: number
+  newTipHeight?: number | null
+}
+
+export interface ReorgResult {
+  /** 'none': no member cites a height >= rebuildFromHeight; 'invalidated': one group committed; 'reset': a new epoch. */
+  action: 'none' | 'invalidated' | 'reset'
+  /** Members whose evidence has a proof at a height >= rebuildFromHeight. */
+  affected: number
+  /** Of those, members whose evidence the Engine had already reassessed (new output observations). */
+  refreshed: number
+  /** Sequence of the committed group (decimal), or null. */
+  sequence: string | null
+  /** Why a new epoch was started (action 'reset'). */
+  reason?: string
+}
+
+/** The chain view the collection's evidence is assessed under (docs/chain-events.md). */
+export interface ChainView {
+  /** `chain-view/<since>`: the contextId a later assessment-invalidated will name. */
+  id: string
+  /** Sequence (decimal) of the group that began this view; '0' = the epoch's first view. */
+  since: string
+  /** Tip height reported with the reorganization that began this view, or null. */
+  tipHeight: number | null
 }
 
 /** Caller identity as established by the transport. */
@@ -57,8 +90,8 @@ export interface LiveResponse {
   body: Buffer
 }
 
-/** What `live.stats()` returns (generated native type). */
-export type { LiveStats } from '../index'
+/** What `live.stats()` returns: the native counters plus the current chain view. */
+export type LiveStats = NativeLiveStats & { chainView: ChainView }
 
 export declare class LiveLookup {
   static open (options: LiveLookupOptions): Promise<LiveLookup>
@@ -82,6 +115,13 @@ export declare class LiveLookup {
   resetEpoch (): Promise<string>
   compact (maxItems?: number): Promise<boolean>
   stats (): LiveStats
+  /** The current chain view. */
+  readonly chainView: ChainView
+  /**
+   * Handles a chain reorganization (also installed as engine.handleReorg by attach when the
+   * Engine has one; the Engine's own handling runs first). See docs/chain-events.md.
+   */
+  handleReorg (event: ReorgEvent): Promise<ReorgResult>
 }
 
 export declare function toNativeChange (change: Change): unknown

@@ -6,6 +6,7 @@
 const native = require('./native')
 const wire = require('./wire')
 const ingest = require('./ingest')
+const { Beef, Transaction } = require('@bsv/sdk')
 
 const DEFAULTS = {
   sessionSeconds: 3600,
@@ -14,6 +15,12 @@ const DEFAULTS = {
 
 /** Converts an ingest change (see js/ingest.d.ts) to the native shape. */
 function toNativeChange (c) {
+  if (c.op === 'refresh') {
+    return { op: 'refresh', service: c.service, txid: c.txid, outputIndex: c.outputIndex, beef: Buffer.from(c.beef) }
+  }
+  if (c.op === 'invalidate') {
+    return { op: 'invalidate', service: c.service, contextId: c.contextId, reason: c.reason }
+  }
   if (c.op === 'admit') {
     return {
       op: 'admit',
@@ -103,7 +110,7 @@ class LiveLookup {
     this.options = options
     this.services = new Map()
     this.authorizeHook = options.authorize || defaultAuthorize
-    this.sink = { commit: (changes) => this.commit(changes) }
+    this.sink = { commit: (changes) => this.commit(changes), log: (entry) => this.logEvent(entry) }
     this.closed = false
     this.compacting = null
     // Background compaction in bounded steps (DESIGN "Storage"): log groups and
@@ -162,6 +169,8 @@ class LiveLookup {
    */
   async attach (engine) {
     ingest.attachEngine(engine, this.sink)
+    this.engine = engine
+    this.bracketEngineReorg(engine)
     for (const svc of this.services.values()) {
       if (!this.core.serviceHasHistory(svc.name)) {
         const topics = svc.companion.topics || topicsServedBy(engine, svc.name)
@@ -169,6 +178,145 @@ class LiveLookup {
       }
     }
     return this
+  }
+
+  /**
+   * A newer Engine's `handleReorg(event)` becomes this object's handleReorg, which calls the
+   * Engine's own handling first and then commits the chain-view change (docs/chain-events.md).
+   */
+  bracketEngineReorg (engine) {
+    const original = engine.handleReorg
+    if (typeof original !== 'function' || original[LIVE_REORG] === true) return
+    this.engineReorg = original
+    const live = this
+    const bracketed = function handleReorgLive (event) { return live.handleReorg(event) }
+    Object.defineProperty(bracketed, LIVE_REORG, { value: true })
+    engine.handleReorg = bracketed
+  }
+
+  /**
+   * The chain view the collection's evidence is assessed under: `id` names it after the
+   * sequence of the group that began it (`chain-view/0` until the first reorganization of the
+   * epoch). `tipHeight` is the tip the host last reported with a reorganization (null if none).
+   */
+  get chainView () {
+    const since = this.core.viewSince()
+    let tipHeight = null
+    try {
+      const saved = JSON.parse(this.core.metaGet(CHAIN_META) || 'null')
+      if (saved && saved.epoch === this.core.epoch() && saved.since === since) tipHeight = saved.tipHeight ?? null
+    } catch (_) {
+      tipHeight = null // a malformed informational record does not hide the view
+    }
+    return { id: chainViewId(since), since, tipHeight }
+  }
+
+  /**
+   * A chain reorganization reported by the host (or by the attached Engine's handleReorg).
+   * Members whose evidence carries a merkle proof at a height >= rebuildFromHeight may cite an
+   * orphaned block. If any member is affected, ONE group commits for every wrapped service:
+   * `assessment-invalidated` naming the view that ended, then a new `output` for each affected
+   * member whose evidence the Engine has since changed. Nothing is withdrawn or spent. If the
+   * store cannot tell which members are affected (unreadable evidence, or a member the Engine
+   * no longer has), a new epoch starts instead (sessions get reset-required) and every wrapped
+   * service is backfilled again; the reason is logged.
+   * @returns {Promise<{action: 'none'|'invalidated'|'reset', affected: number, refreshed: number, sequence: string|null, reason?: string}>}
+   */
+  async handleReorg (event) {
+    const e = checkReorgEvent(event)
+    const engine = this.engine
+    const run = async () => {
+      if (this.engineReorg) await this.engineReorg.call(engine, event)
+      const found = await this.affectedMembers(e.rebuildFromHeight)
+      if (found.unreadable !== null) return this.resetForChainEvent(engine, found.unreadable)
+      if (found.affected.length === 0) return { action: 'none', affected: 0, refreshed: 0, sequence: null }
+      const refreshes = []
+      for (const m of found.affected) {
+        const current = await engineEvidence(engine, m)
+        if (current === undefined) return this.resetForChainEvent(engine, `the Engine no longer holds member ${m.txid}.${m.outputIndex} of ${m.service}`)
+        if (current !== null && !sameEvidence(current, m.beef)) {
+          refreshes.push({ op: 'refresh', service: m.service, txid: m.txid, outputIndex: m.outputIndex, beef: current })
+        }
+      }
+      const ended = this.chainView.id
+      const reason = reorgReason(e)
+      const invalidations = [...this.services.keys()].sort().map(service => ({ op: 'invalidate', service, contextId: ended, reason }))
+      const sequence = await this.commit([...invalidations, ...refreshes])
+      this.rememberTip(e.newTipHeight)
+      this.logEvent({ op: 'chain-reorg', action: 'invalidated', ended, next: this.chainView.id, affected: found.affected.length, refreshed: refreshes.length })
+      return { action: 'invalidated', affected: found.affected.length, refreshed: refreshes.length, sequence }
+    }
+    // Chain events are handled one at a time: each names the view the previous one began.
+    const turn = (this.chainEventTail || Promise.resolve()).then(() => engine ? ingest.withSubmitsPaused(engine, run) : run())
+    this.chainEventTail = turn.then(() => {}, () => {})
+    return turn
+  }
+
+  /** Current members (all wrapped services) with a proof at height >= `height`. */
+  async affectedMembers (height) {
+    const affected = []
+    for (const service of [...this.services.keys()].sort()) {
+      const found = await this.scanService(service, height)
+      if (found.unreadable !== null) return found
+      affected.push(...found.affected)
+    }
+    return { affected, unreadable: null }
+  }
+
+  /**
+   * One service's scan at one snapshot. Background compaction may remove that snapshot between
+   * pages (the scan is not a session that holds it back); the scan then starts over, a few times.
+   */
+  async scanService (service, height) {
+    for (let attempt = 1; ; attempt++) {
+      const affected = []
+      let at = null
+      let after = null
+      try {
+        do {
+          const page = await call(this.core.scanMembers(service, at, after, 256))
+          at = page.at
+          after = page.next
+          for (const row of page.rows) {
+            let heights
+            try {
+              heights = proofHeights(row.beef)
+            } catch (err) {
+              return { affected, unreadable: `the evidence of member ${row.txid}.${row.outputIndex} of ${service} cannot be parsed (${String(err && err.message)})` }
+            }
+            if (heights.some(h => h >= height)) affected.push({ service, ...row })
+          }
+        } while (after)
+        return { affected, unreadable: null }
+      } catch (err) {
+        if (attempt >= 3 || at === null) throw err
+      }
+    }
+  }
+
+  /** The store cannot reassess coherently: a new epoch, then every service backfilled again. */
+  async resetForChainEvent (engine, reason) {
+    this.logEvent({ op: 'chain-reorg', action: 'reset-epoch', reason })
+    const groups = []
+    if (engine) {
+      for (const svc of this.services.values()) {
+        const topics = svc.companion.topics || topicsServedBy(engine, svc.name)
+        groups.push((await ingest.collectBackfill(engine, svc.name, topics, svc.companion)).changes)
+      }
+    }
+    // The starting state is written in the same atomic step as the reset: a session opened
+    // meanwhile sees the old epoch or the restated collection, never an empty new epoch.
+    const changes = groups.flat()
+    const { sequence } = await call(this.core.resetEpochWith(changes.map(toNativeChange)))
+    return { action: 'reset', affected: 0, refreshed: 0, sequence: sequence ?? null, reason }
+  }
+
+  rememberTip (tipHeight) {
+    this.core.metaPut(CHAIN_META, JSON.stringify({ epoch: this.core.epoch(), since: this.core.viewSince(), tipHeight: tipHeight ?? null }))
+  }
+
+  logEvent (entry) {
+    if (typeof this.options.log === 'function') this.options.log(entry)
   }
 
   async authorize (operation, stage, caller, service, query) {
@@ -275,7 +423,7 @@ class LiveLookup {
   }
 
   stats () {
-    return this.core.stats()
+    return { ...this.core.stats(), chainView: this.chainView }
   }
 
   get epoch () {
@@ -297,6 +445,80 @@ class LiveLookup {
     if (this.compactionTimer) clearInterval(this.compactionTimer)
     if (this.compacting) await this.compacting
     await this.core.closeStore()
+  }
+}
+
+const LIVE_REORG = Symbol.for('overlay-lookup-live.reorg')
+const CHAIN_META = 'chain-view'
+const HEX32 = /^[0-9a-f]{64}$/i
+
+function chainViewId (since) {
+  return `chain-view/${since}`
+}
+
+function isHeight (v) {
+  return Number.isSafeInteger(v) && v >= 0
+}
+
+/** Validates a reorganization event; throws a TypeError naming what is wrong. */
+function checkReorgEvent (event) {
+  if (event === null || typeof event !== 'object') throw new TypeError('handleReorg needs { orphanedBlockHashes, rebuildFromHeight, newTipHeight }')
+  const { orphanedBlockHashes = [], rebuildFromHeight, newTipHeight } = event
+  if (!isHeight(rebuildFromHeight)) throw new TypeError('rebuildFromHeight must be a non-negative safe integer')
+  if (newTipHeight !== undefined && newTipHeight !== null && !isHeight(newTipHeight)) {
+    throw new TypeError('newTipHeight must be a non-negative safe integer')
+  }
+  if (!Array.isArray(orphanedBlockHashes) || !orphanedBlockHashes.every(h => typeof h === 'string' && HEX32.test(h))) {
+    throw new TypeError('orphanedBlockHashes must be an array of 64-hex block hashes')
+  }
+  return { orphanedBlockHashes, rebuildFromHeight, newTipHeight: newTipHeight ?? null }
+}
+
+/** Heights of every merkle proof (BUMP) in a BEEF; throws on unreadable bytes. */
+function proofHeights (beef) {
+  const parsed = Beef.fromBinary(Array.from(beef))
+  return parsed.bumps.map(b => b.blockHeight)
+}
+
+/** The reason text of a chain-view invalidation (BRC-192 §2: at most 1024 bytes). */
+function reorgReason ({ orphanedBlockHashes, rebuildFromHeight, newTipHeight }) {
+  const tip = newTipHeight === null ? '' : ` newTipHeight=${newTipHeight}`
+  return `reorg rebuildFromHeight=${rebuildFromHeight}${tip} orphanedBlocks=${orphanedBlockHashes.length}`
+}
+
+/**
+ * The Engine's current evidence for a member as atomic BEEF; null when there is no engine to
+ * ask (nothing can be reassessed), undefined when the Engine no longer holds the output.
+ */
+async function engineEvidence (engine, m) {
+  if (!engine || !engine.storage || typeof engine.storage.findOutput !== 'function') return null
+  const o = await engine.storage.findOutput(m.txid, m.outputIndex, m.topic, undefined, true)
+  if (!o || o.beef == null) return undefined
+  let atomic
+  try {
+    atomic = ingest.atomicFromStored(o.beef, m.txid)
+  } catch (_) {
+    return null // unreadable Engine evidence cannot reassess anything
+  }
+  // Only evidence valid in the Engine's (new) chain view reassesses a member; otherwise the
+  // member stays invalidated until a later proof update (BRC-192 §3: stale, never assumed).
+  const tracker = engine.chainTracker
+  if (tracker && typeof tracker.isValidRootForHeight === 'function') {
+    let ok = false
+    try { ok = await Beef.fromBinary(Array.from(atomic)).verify(tracker, false) } catch (_) { ok = false }
+    if (!ok) return null
+  }
+  return atomic
+}
+
+/** Same evidence: the same transaction with the same proofs, whatever the serialization. */
+function sameEvidence (a, b) {
+  try {
+    const x = Transaction.fromBEEF(Array.from(a)).toAtomicBEEF()
+    const y = Transaction.fromBEEF(Array.from(b)).toAtomicBEEF()
+    return Buffer.compare(Buffer.from(x), Buffer.from(y)) === 0
+  } catch (_) {
+    return false
   }
 }
 

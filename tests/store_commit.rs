@@ -170,6 +170,44 @@ fn reset_epoch_discards_log_and_rows_but_keeps_session_records() {
 }
 
 #[test]
+fn reset_with_a_first_group_publishes_the_new_epoch_with_it_atomically() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    // Shared evidence between the old and new epoch: the blob must be stored again.
+    s.commit(vec![admit("ls", 1, json!({})), admit("ls", 2, json!({}))]).unwrap();
+    let old = s.epoch();
+    let mut rx = s.subscribe();
+    rx.borrow_and_update();
+    let (epoch, seq) = s.reset_epoch_with(vec![admit("ls", 2, json!({})), admit("ls", 3, json!({}))]).unwrap();
+    assert_ne!(epoch, old);
+    assert_eq!(seq, Some(1));
+    // One publication: the new epoch is never observed at highWater 0.
+    assert!(rx.has_changed().unwrap());
+    assert_eq!(*rx.borrow_and_update(), 1);
+    assert_eq!(s.high_water(), 1);
+    assert_eq!(scan_ops(&s, "ls", &Selection::all(), 1), vec![op(2), op(3)]);
+    let (_, g) = s.log_after(0, 1).next().unwrap().unwrap();
+    assert_eq!(g.changes.len(), 2);
+    for c in &g.changes {
+        assert!(c.old.is_none(), "the first group of an epoch replaces nothing");
+        assert!(s.blob(&c.new.as_ref().unwrap().beef_hash).unwrap().is_some());
+    }
+    let st = s.stats().unwrap();
+    assert_eq!((st.rows, st.log_groups), (2, 1));
+    assert_eq!(s.commit(vec![admit("ls", 4, json!({}))]).unwrap(), Some(2));
+    s.close().unwrap();
+    let s = reopen(dir.path());
+    assert_eq!(s.epoch(), epoch);
+    assert_eq!(scan_ops(&s, "ls", &Selection::all(), 2), vec![op(2), op(3), op(4)]);
+    // A first group that changes nothing leaves the new epoch empty at 0; bad changes reset nothing.
+    let (_, none) = s.reset_epoch_with(vec![remove("ls", 9, RemoveReason::Evicted)]).unwrap();
+    assert_eq!((none, s.high_water()), (None, 0));
+    let before = s.epoch();
+    assert!(s.reset_epoch_with(vec![Change::Refresh { service: "".into(), outpoint: op(1), beef: vec![1] }]).is_err());
+    assert_eq!(s.epoch(), before);
+}
+
+#[test]
 fn caps_fail_the_whole_group_with_an_explicit_error() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = StoreConfig::new(dir.path().join("store"));

@@ -159,3 +159,124 @@ fn topic_filters_and_same_group_churn_follow_change_order() {
     let seq = s.high_water();
     assert_eq!(scan_ops(&s, "ls", &Selection::all(), seq), vec![op(1)]);
 }
+
+fn refresh(svc: &str, n: u32, beef: Vec<u8>) -> overlay_lookup_live::store::Change {
+    overlay_lookup_live::store::Change::Refresh { service: svc.into(), outpoint: op(n), beef }
+}
+
+fn invalidate(svc: &str, ctx: &str) -> overlay_lookup_live::store::Change {
+    overlay_lookup_live::store::Change::Invalidate { service: svc.into(), context_id: ctx.into(), reason: "reorg".into() }
+}
+
+fn inv(ctx: &str) -> Projected {
+    Projected::Invalidated { context_id: ctx.into(), reason: "reorg".into() }
+}
+
+#[test]
+fn refresh_replaces_only_the_evidence_of_a_member_as_a_new_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let red = sel(json!({"where": {"eq": ["color", "red"]}}));
+    let g1 = commit_group(&s, vec![admit_full("ls", 1, "tm", json!({"color": "red"}), beef(1), Some("c1"), Some(4_000_000_000))]);
+    let proven = b"proven evidence".to_vec();
+    let g = commit_group(&s, vec![refresh("ls", 1, proven.clone())]);
+    // Same topic and context, new evidence: a new output observation.
+    assert_eq!(s.project(&g, "ls", &red), vec![out(1, &proven, Some("c1"))]);
+    // The earlier group still reads back unchanged (its evidence blob is retained).
+    let (_, again) = s.log_after(0, 1).next().unwrap().unwrap();
+    assert_eq!(again, g1);
+    assert!(s.blob(&sha(&beef(1))).unwrap().is_some());
+    // The row keeps its attributes, context and expiry: the snapshot shows the new evidence.
+    let rows: Vec<_> = s.snapshot("ls", &red, s.high_water(), None).unwrap().map(|r| r.unwrap()).collect();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].beef_hash, sha(&proven));
+    assert_eq!(rows[0].context, Some(Context { schema: "urn:test:ctx".into(), bytes: b"c1".to_vec() }));
+    assert_eq!(s.blob(&sha(&proven)).unwrap().unwrap().as_ref(), &proven[..]);
+    // The expiry timer followed the row: it still expires.
+    assert!(s.apply_expiries(4_000_000_000).unwrap().is_some());
+}
+
+#[test]
+fn refresh_of_an_absent_row_or_with_the_same_evidence_takes_no_sequence() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    commit_group(&s, vec![admit_full("ls", 1, "tm", json!({"k": 1}), beef(1), None, None)]);
+    let hw = s.high_water();
+    assert_eq!(s.commit(vec![refresh("ls", 2, beef(9))]).unwrap(), None, "non-member: never admitted");
+    assert_eq!(s.commit(vec![refresh("other", 1, beef(9))]).unwrap(), None, "other service");
+    assert_eq!(s.commit(vec![refresh("ls", 1, beef(1))]).unwrap(), None, "same evidence");
+    commit_group(&s, vec![remove("ls", 1, RemoveReason::Evicted)]);
+    assert_eq!(s.commit(vec![refresh("ls", 1, beef(9))]).unwrap(), None, "removed row stays removed");
+    assert_eq!(s.high_water(), hw + 1);
+    assert!(s.blob(&sha(&beef(9))).unwrap().is_none(), "no blob of a no-op refresh is kept");
+    assert!(s.commit(vec![overlay_lookup_live::store::Change::Refresh { service: "ls".into(), outpoint: op(1), beef: vec![] }]).is_err());
+}
+
+#[test]
+fn invalidation_projects_first_to_every_session_of_its_service() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let red = sel(json!({"where": {"eq": ["color", "red"]}}));
+    let blue = sel(json!({"where": {"eq": ["color", "blue"]}}));
+    commit_group(
+        &s,
+        vec![
+            admit_full("ls", 1, "tm", json!({"color": "red"}), beef(1), None, None),
+            admit_full("ls", 2, "tm", json!({"color": "blue"}), beef(2), None, None),
+        ],
+    );
+    let reproven = b"reassessed".to_vec();
+    let g = commit_group(&s, vec![invalidate("ls", "chain-view/0"), refresh("ls", 1, reproven.clone())]);
+    assert_eq!(s.project(&g, "ls", &red), vec![inv("chain-view/0"), out(1, &reproven, None)]);
+    // Whatever the selection: the chain view is under the whole collection.
+    assert_eq!(s.project(&g, "ls", &blue), vec![inv("chain-view/0")]);
+    assert!(s.project(&g, "other", &Selection::all()).is_empty());
+    // Never a withdraw or spend: membership is unchanged.
+    let hw = s.high_water();
+    assert_eq!(scan_ops(&s, "ls", &Selection::all(), hw), vec![op(2), op(1)]);
+    let first = s.high_water();
+    assert_eq!(s.view_since().unwrap(), first, "the view begins with the invalidating group");
+    commit_group(&s, vec![admit_full("ls", 3, "tm", json!({}), beef(3), None, None)]);
+    assert_eq!(s.view_since().unwrap(), first, "ordinary groups do not start a view");
+    // An invalidation alone is an effective group, and survives a reopen.
+    let g2 = commit_group(&s, vec![invalidate("ls", "chain-view/1")]);
+    assert_eq!(s.project(&g2, "ls", &red), vec![inv("chain-view/1")]);
+    let seq = s.high_water();
+    s.close().unwrap();
+    drop(s);
+    let s = reopen(dir.path());
+    let (_, back) = s.log_after(seq - 1, seq).next().unwrap().unwrap();
+    assert_eq!(back, g2);
+    assert_eq!(s.view_since().unwrap(), seq);
+    s.reset_epoch().unwrap();
+    assert_eq!(s.view_since().unwrap(), 0, "a new epoch starts at view 0");
+}
+
+#[test]
+fn invalidations_must_precede_row_changes_and_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let hw = s.high_water();
+    assert!(s.commit(vec![refresh("ls", 1, beef(1)), invalidate("ls", "chain-view/0")]).is_err());
+    assert!(s.commit(vec![invalidate("ls", "")]).is_err());
+    assert!(s.commit(vec![invalidate("ls", &"x".repeat(1025))]).is_err());
+    assert!(s.commit(vec![invalidate("ls", &"x".repeat(1024))]).unwrap().is_some());
+    assert_eq!(s.high_water(), hw + 1);
+}
+
+#[test]
+fn compaction_passes_over_invalidations_and_refreshes() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    commit_group(&s, vec![admit_full("ls", 1, "tm", json!({}), beef(1), None, None)]);
+    commit_group(&s, vec![invalidate("ls", "chain-view/0"), refresh("ls", 1, beef(2))]);
+    let hw = s.high_water();
+    while s.compact_step(hw, 1).unwrap() {}
+    assert_eq!(s.compacted_through(), hw);
+    // Only the current evidence remains; the superseded blob went with its last reference.
+    assert!(s.blob(&sha(&beef(1))).unwrap().is_none());
+    assert!(s.blob(&sha(&beef(2))).unwrap().is_some());
+    let rows: Vec<_> = s.snapshot("ls", &Selection::all(), hw, None).unwrap().map(|r| r.unwrap()).collect();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].beef_hash, sha(&beef(2)));
+}

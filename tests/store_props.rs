@@ -30,6 +30,10 @@ type State = BTreeMap<(String, Outpoint), Row>;
 enum Op {
     Admit { svc: bool, n: u32, topic: bool, k: i64, tags: u8, s: u8, beef: u8, ctx: u8 },
     Remove { svc: bool, n: u32, how: u8 },
+    /// New evidence for a row if present (a merkle proof arrived).
+    Refresh { svc: bool, n: u32, beef: u8 },
+    /// A chain-view invalidation (log only).
+    Invalidate { svc: bool },
 }
 
 fn op_strategy() -> impl Strategy<Value = Op> {
@@ -38,6 +42,8 @@ fn op_strategy() -> impl Strategy<Value = Op> {
             |(svc, n, topic, k, tags, s, beef, ctx)| Op::Admit { svc, n, topic, k, tags, s, beef, ctx }
         ),
         1 => (any::<bool>(), 0u32..24, 0u8..3).prop_map(|(svc, n, how)| Op::Remove { svc, n, how }),
+        1 => (any::<bool>(), 0u32..24, 0u8..3).prop_map(|(svc, n, beef)| Op::Refresh { svc, n, beef }),
+        1 => any::<bool>().prop_map(|svc| Op::Invalidate { svc }),
     ]
 }
 
@@ -72,6 +78,13 @@ fn to_change(o: &Op) -> Change {
             reason: [RemoveReason::Spent, RemoveReason::Evicted, RemoveReason::NotRetained][how as usize],
             spend: (how == 0).then(|| SpendInput { spending_txid: [n as u8; 32], beef: vec![9, n as u8] }),
         },
+        // Beef values 0..2 coincide with admissions' evidence, so some refreshes are no-ops.
+        Op::Refresh { svc, n, beef } => Change::Refresh { service: svc_name(svc), outpoint: op(n), beef: vec![n as u8, beef] },
+        Op::Invalidate { svc } => Change::Invalidate {
+            service: svc_name(svc),
+            context_id: "chain-view/0".into(),
+            reason: "reorg".into(),
+        },
     }
 }
 
@@ -99,6 +112,16 @@ fn apply(state: &mut State, seq: u64, changes: &[Change]) -> bool {
             Change::Remove { service, outpoint, .. } => {
                 changed |= state.remove(&(service.clone(), outpoint.clone())).is_some();
             }
+            Change::Refresh { service, outpoint, beef } => {
+                if let Some(r) = state.get_mut(&(service.clone(), outpoint.clone())) {
+                    if r.beef != *beef {
+                        r.beef = beef.clone();
+                        r.created = seq;
+                        changed = true;
+                    }
+                }
+            }
+            Change::Invalidate { .. } => changed = true,
         }
     }
     changed
@@ -185,7 +208,9 @@ proptest! {
                 let w = s.high_water();
                 frozen.push((w, sels.iter().map(|sel| scan(&s, sel, w, None)).collect()));
             }
-            let changes: Vec<Change> = g.iter().map(to_change).collect();
+            let mut changes: Vec<Change> = g.iter().map(to_change).collect();
+            // The store requires invalidations first in their group (stable: the rest keeps order).
+            changes.sort_by_key(|c| !matches!(c, Change::Invalidate { .. }));
             let mut next = history.last().unwrap().clone();
             let seq = history.len() as u64;
             let changed = apply(&mut next, seq, &changes);
@@ -227,8 +252,14 @@ proptest! {
             let mut m = members_at(&s, sel, w0);
             for r in s.log_after(w0, hw) {
                 let (_, g) = r.unwrap();
+                let mut rows_seen = false;
                 for p in s.project(&g, "ls", sel) {
                     match p {
+                        Projected::Invalidated { .. } => { prop_assert!(!rows_seen, "invalidations precede row observations"); continue; }
+                        _ => rows_seen = true,
+                    }
+                    match p {
+                        Projected::Invalidated { .. } => {}
                         Projected::Output { outpoint, beef_hash, context, .. } => { m.insert(outpoint, (beef_hash, context)); }
                         Projected::Withdraw { outpoint, .. } => { prop_assert!(m.remove(&outpoint).is_some(), "withdraw of a non-member"); }
                         Projected::Spend { previous, .. } => { prop_assert!(!m.contains_key(&previous), "spend must follow its withdraw"); }

@@ -19,7 +19,15 @@ use super::error::{coded, invalid_arg, js_error, JsResult};
 type Res<T> = JsResult<T>;
 
 fn store_error(e: crate::store::StoreError) -> napi::Error<String> {
-    coded("unavailable", e.to_string())
+    use crate::store::StoreError as E;
+    let code = match &e {
+        // A configured cap: explicit, and not worth retrying as is.
+        E::Limit { .. } => "limited",
+        E::Missing { .. } | E::Invalid(_) => "invalid",
+        E::Gone(_) => "reset-required",
+        _ => "unavailable",
+    };
+    coded(code, e.to_string())
 }
 
 #[napi(object)]
@@ -46,11 +54,13 @@ pub struct LiveConfig {
 /// One membership change handed over by the JS ingest layer.
 #[napi(object)]
 pub struct NativeChange {
-    /// `admit` or `remove`.
+    /// `admit`, `remove`, `refresh` (new evidence for a present row) or `invalidate`
+    /// (a chain-view change; needs `contextId` and `reason`, no outpoint).
     pub op: String,
     pub service: String,
-    pub txid: String,
-    pub output_index: u32,
+    /// Required except for `invalidate`.
+    pub txid: Option<String>,
+    pub output_index: Option<u32>,
     pub topic: Option<String>,
     pub attributes: Option<Value>,
     pub beef: Option<Buffer>,
@@ -61,6 +71,34 @@ pub struct NativeChange {
     pub reason: Option<String>,
     pub spending_txid: Option<String>,
     pub spend_beef: Option<Buffer>,
+    /// For `invalidate`: the chain-view context whose assessments no longer hold.
+    pub context_id: Option<String>,
+}
+
+/// One current member of a service, as a reorganization check needs it.
+#[napi(object)]
+pub struct MemberRow {
+    pub txid: String,
+    pub output_index: u32,
+    pub topic: String,
+    /// The member's current evidence (BEEF bytes).
+    pub beef: Buffer,
+}
+
+#[napi(object)]
+pub struct EpochReset {
+    pub epoch: String,
+    /// Sequence (decimal) of the new epoch's first group, or null when it changed nothing.
+    pub sequence: Option<String>,
+}
+
+#[napi(object)]
+pub struct MemberPage {
+    pub rows: Vec<MemberRow>,
+    /// Pass back as `afterKey` for the next page; null when the scan is complete.
+    pub next: Option<Buffer>,
+    /// The sequence the whole scan reads at; pass it back with `afterKey`.
+    pub at: String,
 }
 
 #[napi(object)]
@@ -165,8 +203,22 @@ fn attributes(v: Option<&Value>) -> napi::Result<BTreeMap<String, AttrValue>, St
 }
 
 fn to_change(c: NativeChange) -> napi::Result<Change, String> {
-    let outpoint = Outpoint { txid: hex32(&c.txid, "txid")?, output_index: c.output_index };
+    if c.op == "invalidate" {
+        return Ok(Change::Invalidate {
+            service: c.service,
+            context_id: c.context_id.ok_or_else(|| invalid_arg("invalidate needs a contextId"))?,
+            reason: c.reason.ok_or_else(|| invalid_arg("invalidate needs a reason"))?,
+        });
+    }
+    let txid = c.txid.as_deref().ok_or_else(|| invalid_arg(format!("{} needs a txid", c.op)))?;
+    let output_index = c.output_index.ok_or_else(|| invalid_arg(format!("{} needs an outputIndex", c.op)))?;
+    let outpoint = Outpoint { txid: hex32(txid, "txid")?, output_index };
     match c.op.as_str() {
+        "refresh" => Ok(Change::Refresh {
+            service: c.service,
+            outpoint,
+            beef: c.beef.ok_or_else(|| invalid_arg("refresh needs the BEEF"))?.to_vec(),
+        }),
         "admit" => Ok(Change::Admit {
             service: c.service,
             outpoint,
@@ -375,6 +427,28 @@ impl NativeLive {
         blocking(move || p.store().reset_epoch().map_err(store_error)).await
     }
 
+    /// The sequence of the latest group carrying an invalidation in this epoch ("0" if
+    /// none): the current chain view is named after it.
+    #[napi]
+    pub fn view_since(&self) -> napi::Result<String, String> {
+        self.provider.store().view_since().map(|v| v.to_string()).map_err(store_error)
+    }
+
+    /// A new epoch whose first group is `changes`, written atomically with the reset (so the
+    /// new epoch is never seen empty). Resolves with the new epoch and the group's sequence.
+    #[napi]
+    pub async fn reset_epoch_with(&self, changes: Vec<NativeChange>) -> napi::Result<EpochReset> {
+        let changes = changes.into_iter().map(to_change).collect::<Res<Vec<_>>>().map_err(to_async)?;
+        let p = self.provider.clone();
+        blocking(move || {
+            p.store()
+                .reset_epoch_with(changes)
+                .map(|(epoch, seq)| EpochReset { epoch, sequence: seq.map(|v| v.to_string()) })
+                .map_err(store_error)
+        })
+        .await
+    }
+
     #[napi]
     pub fn epoch(&self) -> String {
         self.provider.store().epoch()
@@ -398,6 +472,47 @@ impl NativeLive {
             rows: s.rows as i64,
             disk_bytes: s.disk_bytes as i64,
         })
+    }
+
+    /// One page of the current members of `service` with their evidence, in admission
+    /// order, read at one immutable snapshot: `at` (null on the first page = highWater now).
+    /// Used to find members whose proofs a reorganization may have orphaned.
+    #[napi]
+    pub async fn scan_members(&self, service: String, at: Option<String>, after_key: Option<Buffer>, limit: u32) -> napi::Result<MemberPage> {
+        let p = self.provider.clone();
+        let after_key = after_key.map(|b| b.to_vec());
+        blocking(move || {
+            let store = p.store();
+            let at = match at {
+                None => store.high_water(),
+                Some(s) => s.parse::<u64>().map_err(|_| invalid_arg("at must be a decimal sequence"))?,
+            };
+            let limit = limit.clamp(1, 10_000) as usize;
+            let sel = crate::select::Selection::all();
+            let mut rows = Vec::new();
+            let mut last_key = None;
+            let mut more = false;
+            for r in store.snapshot(&service, &sel, at, after_key.as_deref()).map_err(store_error)? {
+                let r = r.map_err(store_error)?;
+                if rows.len() == limit {
+                    more = true;
+                    break;
+                }
+                let beef = store
+                    .blob(&r.beef_hash)
+                    .map_err(store_error)?
+                    .ok_or_else(|| coded("unavailable", "a member's evidence blob is missing"))?;
+                rows.push(MemberRow {
+                    txid: hex::encode(r.outpoint.txid),
+                    output_index: r.outpoint.output_index,
+                    topic: r.topic,
+                    beef: beef.to_vec().into(),
+                });
+                last_key = Some(r.key);
+            }
+            Ok(MemberPage { rows, next: if more { last_key.map(Into::into) } else { None }, at: at.to_string() })
+        })
+        .await
     }
 
     /// Small JS-layer records kept in the store (e.g. the issued capability

@@ -512,6 +512,10 @@ impl Provider {
                     json!({"previous": self.outpoint_json(previous), "spendingTxid": hex::encode(spending_txid), "beef": self.blob_b64(beef_hash)?}),
                 ),
                 Projected::Withdraw { outpoint, reason } => ("withdraw", json!({"outpoint": self.outpoint_json(outpoint), "reason": reason})),
+                // BRC-192 §2; both strings are bounded at commit (MAX_INVALIDATION_TEXT_BYTES).
+                Projected::Invalidated { context_id, reason } => {
+                    ("assessment-invalidated", json!({"contextId": context_id, "reason": reason}))
+                }
             };
             obs.push(batch::observation(&oid, scope, kind, &payload));
         }

@@ -257,11 +257,25 @@ pub struct LogChange {
     pub evidence_changed: bool,
 }
 
-/// A committed log group: the ordered effective changes of one commit.
+/// A log-only record of a changed chain view (see `Change::Invalidate`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Invalidation {
+    pub service: String,
+    pub context_id: String,
+    pub reason: String,
+}
+
+/// A committed log group: the ordered effective changes of one commit. Invalidations come
+/// before every row change of the group (enforced by `commit::validate`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct LogGroup {
     pub changes: Vec<LogChange>,
+    pub invalidations: Vec<Invalidation>,
 }
+
+/// Tag of the optional trailer holding invalidations. Groups without invalidations encode
+/// exactly as before the trailer existed, so older logs decode unchanged.
+const INVALIDATIONS_TAG: u8 = 1;
 
 fn reason_code(r: Option<RemoveReason>) -> u8 {
     match r {
@@ -320,6 +334,15 @@ impl LogGroup {
                 w.raw(h);
             }
         }
+        if !self.invalidations.is_empty() {
+            w.u8(INVALIDATIONS_TAG);
+            w.var(self.invalidations.len() as u64);
+            for i in &self.invalidations {
+                w.bytes(i.service.as_bytes());
+                w.bytes(i.context_id.as_bytes());
+                w.bytes(i.reason.as_bytes());
+            }
+        }
         w.0
     }
 
@@ -363,7 +386,20 @@ impl LogGroup {
                 evidence_changed: flags & 8 != 0,
             });
         }
-        r.done().then_some(LogGroup { changes })
+        let mut invalidations = Vec::new();
+        if !r.done() {
+            if r.u8()? != INVALIDATIONS_TAG {
+                return None;
+            }
+            let n = r.var()?;
+            if n == 0 {
+                return None; // the trailer is only written when non-empty: one encoding per group
+            }
+            for _ in 0..n {
+                invalidations.push(Invalidation { service: r.string()?, context_id: r.string()?, reason: r.string()? });
+            }
+        }
+        r.done().then_some(LogGroup { changes, invalidations })
     }
 }
 
@@ -418,9 +454,37 @@ mod tests {
                 spend: Some(([3; 32], [4; 32])),
                 evidence_changed: true,
             }],
+            invalidations: vec![],
         };
         let e = g.encode();
-        assert_eq!(LogGroup::decode(&e), Some(g));
+        assert_eq!(LogGroup::decode(&e), Some(g.clone()));
         assert!(LogGroup::decode(&e[..e.len() - 1]).is_none());
+        // A trailer of invalidations extends the encoding without changing its prefix.
+        let mut with = g;
+        with.invalidations = vec![Invalidation { service: "ls".into(), context_id: "chain-view/1".into(), reason: "reorg".into() }];
+        let e2 = with.encode();
+        assert_eq!(&e2[..e.len()], &e[..]);
+        assert_eq!(LogGroup::decode(&e2), Some(with));
+        for cut in e.len() + 1..e2.len() {
+            assert!(LogGroup::decode(&e2[..cut]).is_none());
+        }
+        let mut bad = e.clone();
+        bad.push(7);
+        assert!(LogGroup::decode(&bad).is_none(), "unknown trailer tag");
+        let mut empty = e;
+        empty.extend_from_slice(&[INVALIDATIONS_TAG, 0]);
+        assert!(LogGroup::decode(&empty).is_none(), "empty trailer is not canonical");
+    }
+
+    #[test]
+    fn invalidation_only_group_round_trips() {
+        let g = LogGroup {
+            changes: vec![],
+            invalidations: vec![
+                Invalidation { service: "a".into(), context_id: "chain-view/0".into(), reason: "r".into() },
+                Invalidation { service: "b".into(), context_id: "chain-view/0".into(), reason: "r".into() },
+            ],
+        };
+        assert_eq!(LogGroup::decode(&g.encode()), Some(g));
     }
 }

@@ -16,10 +16,10 @@ use std::thread::JoinHandle;
 
 use crate::select::{index_values, validate_attributes};
 
-use super::codec::{LogChange, LogGroup, NewVersion, OldVersion, RowVersion};
+use super::codec::{Invalidation, LogChange, LogGroup, NewVersion, OldVersion, RowVersion};
 use super::crash::crash_point;
 use super::{compact, keys, sha256, Change, Outpoint, RemoveReason, Shared, StoreError};
-use super::{MAX_BEEF_BYTES, MAX_CONTEXT_BYTES, MAX_SERVICE_BYTES, MAX_TOPIC_BYTES};
+use super::{MAX_BEEF_BYTES, MAX_CONTEXT_BYTES, MAX_INVALIDATION_TEXT_BYTES, MAX_SERVICE_BYTES, MAX_TOPIC_BYTES};
 
 type Reply<T> = SyncSender<Result<T, StoreError>>;
 /// Each staged group's reply channel and its outcome, answered after the flush.
@@ -29,7 +29,9 @@ pub(crate) enum Req {
     Commit { changes: Vec<Change>, reply: Reply<Option<u64>> },
     Expire { now: u64, reply: Reply<Option<u64>> },
     Compact { horizon: u64, max_items: usize, reply: Reply<bool> },
-    Reset { reply: Reply<String> },
+    /// A new epoch whose first group (sequence 1, unless `first` changes nothing) is written
+    /// in the same batch as the reset.
+    Reset { first: Vec<Change>, reply: Reply<(String, Option<u64>)> },
     Shutdown,
 }
 
@@ -71,7 +73,11 @@ fn check_name(what: &str, s: &str, max: usize) -> Result<(), StoreError> {
 
 /// Reject malformed changes before they reach the committer (runs on the caller's thread).
 pub(crate) fn validate(changes: &[Change]) -> Result<(), StoreError> {
+    let mut saw_row_change = false;
     for c in changes {
+        if !matches!(c, Change::Invalidate { .. }) {
+            saw_row_change = true;
+        }
         match c {
             Change::Admit { service, topic, attributes, beef, context, .. } => {
                 check_name("service", service, MAX_SERVICE_BYTES)?;
@@ -96,6 +102,20 @@ pub(crate) fn validate(changes: &[Change]) -> Result<(), StoreError> {
                     if s.beef.is_empty() || s.beef.len() > MAX_BEEF_BYTES {
                         return Err(StoreError::Invalid(format!("spend beef must be 1..={MAX_BEEF_BYTES} bytes")));
                     }
+                }
+            }
+            Change::Refresh { service, beef, .. } => {
+                check_name("service", service, MAX_SERVICE_BYTES)?;
+                if beef.is_empty() || beef.len() > MAX_BEEF_BYTES {
+                    return Err(StoreError::Invalid(format!("beef must be 1..={MAX_BEEF_BYTES} bytes")));
+                }
+            }
+            Change::Invalidate { service, context_id, reason } => {
+                check_name("service", service, MAX_SERVICE_BYTES)?;
+                check_name("invalidation contextId", context_id, MAX_INVALIDATION_TEXT_BYTES)?;
+                check_name("invalidation reason", reason, MAX_INVALIDATION_TEXT_BYTES)?;
+                if saw_row_change {
+                    return Err(StoreError::Invalid("invalidations must precede the row changes of their group".into()));
                 }
             }
         }
@@ -255,47 +275,29 @@ impl<'a> Txn<'a> {
 }
 
 /// Apply one group's changes at `seq`; returns the effective changes (empty = no change).
-fn apply_changes(txn: &mut Txn, seq: u64, changes: Vec<Change>) -> Result<Vec<LogChange>, StoreError> {
+fn apply_changes(txn: &mut Txn, seq: u64, changes: Vec<Change>) -> Result<LogGroup, StoreError> {
     let mut log = Vec::new();
+    let mut invalidations = Vec::new();
     for c in changes {
         match c {
             Change::Admit { service, outpoint, topic, attributes, beef, context, expires_at } => {
                 let beef_hash = sha256(&beef);
                 let new_row = RowVersion { removed: 0, expires_at, beef_hash, topic, context, attributes };
                 let cur = txn.current(&service, &outpoint)?;
-                if let Some((_, old)) = &cur {
-                    if *old == new_row {
-                        continue; // identical re-admission: no change
-                    }
+                if let Some(change) = replace_row(txn, seq, service, outpoint, cur, new_row, &beef)? {
+                    log.push(change);
                 }
-                let old = match cur {
-                    Some((created, old)) => {
-                        txn.remove_version(&service, &outpoint, created, &old, seq)?;
-                        Some((created, old))
-                    }
-                    None => None,
-                };
-                txn.add_ref(&beef_hash, &beef)?; // the row version's reference
-                txn.add_ref(&beef_hash, &beef)?; // the log record's reference
-                txn.create_version(&service, seq, &outpoint, &new_row)?;
-                let evidence_changed = old.as_ref().is_some_and(|(_, o)| {
-                    o.topic != new_row.topic || o.beef_hash != new_row.beef_hash || o.context != new_row.context
-                });
-                log.push(LogChange {
-                    service,
-                    outpoint,
-                    old: old.map(|(created, o)| OldVersion { created, topic: o.topic, attributes: o.attributes }),
-                    new: Some(NewVersion {
-                        topic: new_row.topic,
-                        attributes: new_row.attributes,
-                        beef_hash,
-                        context: new_row.context,
-                        expires_at,
-                    }),
-                    reason: None,
-                    spend: None,
-                    evidence_changed,
-                });
+            }
+            Change::Refresh { service, outpoint, beef } => {
+                // Only a present row's evidence is replaced: a refresh never admits.
+                let Some((created, old)) = txn.current(&service, &outpoint)? else { continue };
+                let new_row = RowVersion { removed: 0, beef_hash: sha256(&beef), ..old.clone() };
+                if let Some(change) = replace_row(txn, seq, service, outpoint, Some((created, old)), new_row, &beef)? {
+                    log.push(change);
+                }
+            }
+            Change::Invalidate { service, context_id, reason } => {
+                invalidations.push(Invalidation { service, context_id, reason });
             }
             Change::Remove { service, outpoint, reason, spend } => {
                 let Some((created, old)) = txn.current(&service, &outpoint)? else { continue };
@@ -320,7 +322,72 @@ fn apply_changes(txn: &mut Txn, seq: u64, changes: Vec<Change>) -> Result<Vec<Lo
             }
         }
     }
-    Ok(log)
+    Ok(LogGroup { changes: log, invalidations })
+}
+
+/// Make `new_row` the current version of (service, outpoint) at `seq`, replacing `cur`.
+/// `None` when it equals the current version (no change).
+fn replace_row(
+    txn: &mut Txn,
+    seq: u64,
+    service: String,
+    outpoint: Outpoint,
+    cur: Option<(u64, RowVersion)>,
+    new_row: RowVersion,
+    beef: &[u8],
+) -> Result<Option<LogChange>, StoreError> {
+    if let Some((_, old)) = &cur {
+        if *old == new_row {
+            return Ok(None); // identical re-admission: no change
+        }
+    }
+    let old = match cur {
+        Some((created, old)) => {
+            txn.remove_version(&service, &outpoint, created, &old, seq)?;
+            Some((created, old))
+        }
+        None => None,
+    };
+    let beef_hash = new_row.beef_hash;
+    txn.add_ref(&beef_hash, beef)?; // the row version's reference
+    txn.add_ref(&beef_hash, beef)?; // the log record's reference
+    txn.create_version(&service, seq, &outpoint, &new_row)?;
+    let evidence_changed = old.as_ref().is_some_and(|(_, o)| {
+        o.topic != new_row.topic || o.beef_hash != new_row.beef_hash || o.context != new_row.context
+    });
+    Ok(Some(LogChange {
+        service,
+        outpoint,
+        old: old.map(|(created, o)| OldVersion { created, topic: o.topic, attributes: o.attributes }),
+        new: Some(NewVersion {
+            topic: new_row.topic,
+            attributes: new_row.attributes,
+            beef_hash,
+            context: new_row.context,
+            expires_at: new_row.expires_at,
+        }),
+        reason: None,
+        spend: None,
+        evidence_changed,
+    }))
+}
+
+/// Stage `group` as log record `seq`; false when it holds no effective change (then nothing
+/// of it may be kept: the caller drops the transaction).
+fn record_group(txn: &mut Txn, seq: u64, group: LogGroup) -> bool {
+    if group.changes.is_empty() && group.invalidations.is_empty() {
+        return false;
+    }
+    if !group.invalidations.is_empty() {
+        // The chain view current from here on is named after this group; written in the same
+        // batch as the group so a crash cannot separate them.
+        txn.put(keys::meta(super::VIEW_SINCE), seq.to_be_bytes().to_vec());
+    }
+    let enc = group.encode();
+    txn.stats.log_groups += 1;
+    txn.stats.log_bytes += 9 + enc.len() as u64;
+    txn.put(keys::log(seq).to_vec(), enc);
+    true
 }
 
 /// Changes withdrawing every row due at `now`, ordered by (expiresAt, service, outpoint).
@@ -518,11 +585,11 @@ impl Committer {
                     drain = self.new_drain();
                     let _ = reply.send(r);
                 }
-                Req::Reset { reply } => {
+                Req::Reset { first, reply } => {
                     let d = std::mem::replace(&mut drain, self.new_drain());
                     self.finish(d);
                     self.barrier(); // no older sequence may be published after the reset
-                    let r = self.failed_check().and_then(|_| self.reset());
+                    let r = self.failed_check().and_then(|_| self.reset(first));
                     self.note_failure(&r);
                     drain = self.new_drain();
                     let _ = reply.send(r);
@@ -558,14 +625,10 @@ impl Committer {
         }
         let seq = drain.last_seq + 1;
         let mut txn = Txn::new(&self.db, &drain.writes, drain.stats);
-        let result = apply_changes(&mut txn, seq, changes).and_then(|log| {
-            if log.is_empty() {
+        let result = apply_changes(&mut txn, seq, changes).and_then(|group| {
+            if !record_group(&mut txn, seq, group) {
                 return Ok(None);
             }
-            let enc = LogGroup { changes: log }.encode();
-            txn.stats.log_groups += 1;
-            txn.stats.log_bytes += 9 + enc.len() as u64;
-            txn.put(keys::log(seq).to_vec(), enc);
             self.check_caps(&drain.stats, &txn.stats)?;
             Ok(Some(seq))
         });
@@ -646,8 +709,10 @@ impl Committer {
     }
 
     /// New epoch, empty log and index; session records (`x`) and the secret survive. Runs
-    /// after a barrier, so nothing older is published afterwards.
-    fn reset(&mut self) -> Result<String, StoreError> {
+    /// after a barrier, so nothing older is published afterwards. `first` becomes the new
+    /// epoch's first group in the same atomic batch: no reader can observe the new epoch
+    /// without it (a reset that restates the collection never shows it empty in between).
+    fn reset(&mut self, first: Vec<Change>) -> Result<(String, Option<u64>), StoreError> {
         let mut writes = Writes::new();
         for table in [keys::LOG, keys::ROW, keys::CURRENT, keys::INDEX, keys::TIMER, keys::BLOB, keys::REFS, keys::SERVICE] {
             for kv in self.db.scan_prefix([table]) {
@@ -659,13 +724,26 @@ impl Committer {
         writes.insert(keys::meta("epoch"), Some(epoch.clone().into_bytes()));
         writes.insert(keys::meta("state"), Some(state_record(0, &Stats::default())));
         writes.insert(keys::meta("compacted"), Some(0u64.to_be_bytes().to_vec()));
+        writes.insert(keys::meta(super::VIEW_SINCE), None); // a new epoch starts a new view at 0
+        // The deletions above are the base the first group reads through: it sees an empty store.
+        let mut txn = Txn::new(&self.db, &writes, Stats::default());
+        let group = apply_changes(&mut txn, 1, first)?;
+        let (seq, stats) = if record_group(&mut txn, 1, group) {
+            self.check_caps(&self.stats, &txn.stats)?;
+            let Txn { writes: staged, stats, .. } = txn;
+            writes.extend(staged);
+            (1, stats)
+        } else {
+            (0, Stats::default())
+        };
+        writes.insert(keys::meta("state"), Some(state_record(seq, &stats)));
         self.apply(writes, "resetting the epoch")?;
         self.db.flush().map_err(StoreError::io("flushing the reset"))?;
         *self.shared.epoch.write().unwrap_or_else(|p| p.into_inner()) = epoch.clone();
         self.shared.compacted.store(0, Ordering::Release);
-        self.high_water = 0;
-        self.stats = Stats::default();
-        publish(&self.shared, 0);
-        Ok(epoch)
+        self.high_water = seq;
+        self.stats = stats;
+        publish(&self.shared, seq);
+        Ok((epoch, (seq > 0).then_some(seq)))
     }
 }

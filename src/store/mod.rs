@@ -31,7 +31,7 @@ mod keys;
 mod project;
 mod scan;
 
-pub use codec::{LogChange, LogGroup, NewVersion, OldVersion};
+pub use codec::{Invalidation, LogChange, LogGroup, NewVersion, OldVersion};
 pub use keys::VERSION_KEY_LEN;
 pub use project::Projected;
 pub use scan::{LogIter, SnapshotIter, SnapshotRow};
@@ -107,7 +107,22 @@ pub enum Change {
     },
     /// Remove the row if present (absent rows: no change). `spend` only with `Spent`.
     Remove { service: String, outpoint: Outpoint, reason: RemoveReason, spend: Option<SpendInput> },
+    /// Replace only the evidence of a present row (a merkle proof arrived for it or an
+    /// ancestor): same topic, attributes, context and expiry, new BEEF. An absent row or the
+    /// same BEEF is no change, so a refresh can never admit a non-member.
+    Refresh { service: String, outpoint: Outpoint, beef: Vec<u8> },
+    /// A log-only record: every assessment made under the chain-view context `context_id` is
+    /// invalid for every session of `service` (BRC-192 §2 `assessment-invalidated`, §3). Always
+    /// an effective change. Invalidations must precede the row changes of their group, because
+    /// a changed view is announced before anything reassessed under the new one (BRC-192 §3).
+    Invalidate { service: String, context_id: String, reason: String },
 }
+
+/// Meta record: the sequence of the latest group carrying an invalidation in this epoch.
+pub(crate) const VIEW_SINCE: &str = "view-since";
+
+/// Bound on `Invalidate` strings (BRC-192 §1: strings are at most 1024 encoded bytes).
+pub const MAX_INVALIDATION_TEXT_BYTES: usize = 1024;
 
 #[derive(Clone, Debug)]
 pub struct StoreConfig {
@@ -514,6 +529,17 @@ impl Store {
         self.db()?.get(keys::blob(hash)).map_err(StoreError::io("reading a blob"))
     }
 
+    /// The sequence of the latest committed group carrying an invalidation in this epoch, 0 if
+    /// none: the chain view current now began with that group (docs/chain-events.md).
+    pub fn view_since(&self) -> Result<u64, StoreError> {
+        match self.db()?.get(keys::meta(VIEW_SINCE)).map_err(StoreError::io("reading store metadata"))? {
+            None => Ok(0),
+            Some(v) => Ok(u64::from_be_bytes(
+                v.as_ref().try_into().map_err(|_| corrupt(self.path(), "view-since is malformed"))?,
+            )),
+        }
+    }
+
     pub fn compacted_through(&self) -> u64 {
         self.shared.compacted.load(Ordering::Acquire)
     }
@@ -569,7 +595,16 @@ impl Store {
     /// Deliberate reset: a new epoch with an empty log and no rows (session records are kept;
     /// the secret is kept). Returns the new epoch.
     pub fn reset_epoch(&self) -> Result<String, StoreError> {
-        self.request(|reply| Req::Reset { reply })
+        self.reset_epoch_with(Vec::new()).map(|(epoch, _)| epoch)
+    }
+
+    /// A new epoch whose first group is `first`, committed in the same atomic write as the
+    /// reset: readers see either the old epoch or the new one with that group, never the new
+    /// epoch empty. Returns the new epoch and the group's sequence (`None` if it changed
+    /// nothing). On error nothing was reset.
+    pub fn reset_epoch_with(&self, first: Vec<Change>) -> Result<(String, Option<u64>), StoreError> {
+        commit::validate(&first)?;
+        self.request(|reply| Req::Reset { first, reply })
     }
 
     pub fn stats(&self) -> Result<StoreStats, StoreError> {

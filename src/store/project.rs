@@ -10,6 +10,9 @@
 //! - leave with the row still present (attributes changed) -> `Withdraw{not-selected}`;
 //! - stay a member with changed topic, evidence or context -> a new `Output`;
 //! - otherwise nothing. An empty result means the group is irrelevant to the session.
+//!
+//! A group's invalidations (chain-view changes) project first, to every session of their
+//! service, as `Invalidated`.
 use crate::select::Selection;
 
 use super::codec::LogGroup;
@@ -20,10 +23,17 @@ pub enum Projected {
     Output { outpoint: Outpoint, topic: String, beef_hash: [u8; 32], context: Option<Context> },
     Spend { previous: Outpoint, spending_txid: Txid, beef_hash: [u8; 32] },
     Withdraw { outpoint: Outpoint, reason: &'static str },
+    /// Assessments made under the chain-view context `context_id` no longer hold (BRC-192 §2).
+    Invalidated { context_id: String, reason: String },
 }
 
 pub(crate) fn project(group: &LogGroup, service: &str, sel: &Selection) -> Vec<Projected> {
     let mut out = Vec::new();
+    // A changed chain view concerns every session of the service whatever its selection: the
+    // view is under the whole collection. It precedes the reassessed rows (BRC-192 §3).
+    for inv in group.invalidations.iter().filter(|i| i.service == service) {
+        out.push(Projected::Invalidated { context_id: inv.context_id.clone(), reason: inv.reason.clone() });
+    }
     for ch in group.changes.iter().filter(|c| c.service == service) {
         let before = ch.old.as_ref().is_some_and(|o| sel.matches(&o.topic, &o.attributes));
         let after = ch.new.as_ref().filter(|n| sel.matches(&n.topic, &n.attributes));
