@@ -393,3 +393,20 @@ test('a configured row cap is an explicit limited error and writes nothing', asy
   await live.commit([remove(1)])
   await expect(live.commit([admit(3)])).resolves.toBeTruthy()
 })
+
+test('woken polls queue for work slots instead of being refused', async () => {
+  await setup({ maxConcurrentWork: 2 })
+  const ends = []
+  for (let i = 0; i < 20; i++) ends.push(await openOk())
+  const polls = []
+  for (const e of ends) {
+    polls.push(live.read(readBody(e.session, e.cursor, { waitMs: 20000 }), ALICE))
+    // Park one at a time: a new read that finds both slots busy is refused by design.
+    for (let i = 0; i < 50 && live.stats().waiters < polls.length; i++) await new Promise(resolve => setTimeout(resolve, 10))
+  }
+  expect(live.stats().waiters).toBe(20)
+  await live.commit([admit(77)])
+  const results = await Promise.all(polls)
+  expect(results.map(r => r.status)).toEqual(Array(20).fill(200))
+  for (const r of results) expect(outpoints([json(r)])).toEqual([`output:${h.txid(77)}`])
+})

@@ -120,6 +120,39 @@ impl LiveSession {
     }
 }
 
+/// A rendered live group and its observation count; `None` when the group is
+/// irrelevant to the view.
+type CachedGroup = Option<Arc<(Vec<u8>, usize)>>;
+
+/// Bounded cache of rendered live groups per (view, sequence). Committed groups are
+/// immutable, so entries never go stale; the whole map is dropped when it fills.
+#[derive(Default)]
+struct GroupCache {
+    entries: Mutex<(HashMap<([u8; 32], u64), CachedGroup>, usize)>,
+}
+
+const GROUP_CACHE_ENTRIES: usize = 4096;
+const GROUP_CACHE_BYTES: usize = 64 * 1024 * 1024;
+
+impl GroupCache {
+    fn get(&self, view: &[u8; 32], seq: u64) -> Option<CachedGroup> {
+        self.entries.lock().unwrap().0.get(&(*view, seq)).cloned()
+    }
+
+    fn put(&self, view: [u8; 32], seq: u64, group: CachedGroup) {
+        let size = group.as_ref().map_or(0, |g| g.0.len());
+        let mut m = self.entries.lock().unwrap();
+        if m.0.len() >= GROUP_CACHE_ENTRIES || m.1 + size > GROUP_CACHE_BYTES {
+            m.0.clear();
+            m.1 = 0;
+        }
+        if size <= GROUP_CACHE_BYTES {
+            m.0.insert((view, seq), group);
+            m.1 += size;
+        }
+    }
+}
+
 /// Test-only injection points (BRC-193 §7 requires exercising a commit between
 /// registering a waiter and sleeping). A pending injection is a real group that the
 /// provider commits through the ordinary store path at that exact point.
@@ -138,6 +171,8 @@ pub struct Provider {
     open_locks: Vec<Mutex<()>>,
     pub waiters: Waiters,
     work: WorkSlots,
+    /// Live groups already projected and rendered, shared by sessions of one view.
+    groups: GroupCache,
     clock_offset_ms: AtomicI64,
     pub hooks: TestHooks,
 }
@@ -167,6 +202,7 @@ impl Provider {
         let p = Arc::new(Provider {
             waiters: Waiters::new(cfg.caps.clone()),
             work: WorkSlots::new(cfg.caps.max_concurrent_work),
+            groups: GroupCache::default(),
             store,
             cfg,
             services: RwLock::new(HashMap::new()),
@@ -522,6 +558,17 @@ impl Provider {
         Ok(batch::group(&gid, seq, &obs))
     }
 
+    /// Identifies what a live group renders to: sessions with the same scope and
+    /// selection receive byte-identical live groups (their ids depend only on epoch
+    /// and sequence, BRC-193 §8), so one rendering serves them all.
+    fn view_key(&self, scope_json: &[u8], selection: &Value) -> [u8; 32] {
+        let mut h = Sha256::new();
+        h.update(scope_json);
+        h.update(b"\0");
+        h.update(serde_json::to_vec(selection).expect("a selection serializes"));
+        h.finalize().into()
+    }
+
     /// Builds a live batch after `through`. Returns the body and whether it holds
     /// no groups (a long poll then waits).
     fn live_batch(&self, rec: &SessionRecord, id: &[u8; 16], sel: &Selection, limits: Limits, through: u64) -> Result<(Vec<u8>, bool), WireError> {
@@ -547,12 +594,27 @@ impl Provider {
         let mut packer = Packer::new(&limits);
         let mut examined = through;
         let mut count = 0usize;
+        let view = self.view_key(&frame.scope_json, &rec.selection);
         for item in self.store.log_after(through, high_water) {
             let (seq, group) = item.map_err(store_err)?;
             count += 1;
-            let projected = self.store.project(&group, &rec.service, sel);
-            if !projected.is_empty() {
-                match packer.offer(env, self.live_group(&frame.scope_json, seq, &projected)?) {
+            let rendered = match self.groups.get(&view, seq) {
+                Some(hit) => hit,
+                None => {
+                    let projected = self.store.project(&group, &rec.service, sel);
+                    let r = if projected.is_empty() {
+                        None
+                    } else {
+                        let g = self.live_group(&frame.scope_json, seq, &projected)?;
+                        Some(Arc::new((g.bytes, g.observations)))
+                    };
+                    self.groups.put(view, seq, r.clone());
+                    r
+                }
+            };
+            if let Some(g) = rendered {
+                let g = batch::RenderedGroup { bytes: g.0.clone(), observations: g.1 };
+                match packer.offer(env, g) {
                     Offer::Taken => {}
                     Offer::Full => break,
                     Offer::Limited(e) => return Err(e),
@@ -621,8 +683,8 @@ impl Provider {
         Ok((session, rec, cursor, sel))
     }
 
+    /// Builds the batch for a cursor. Callers hold a work slot.
     fn build(&self, rec: &SessionRecord, cursor: &Cursor, sel: &Selection, limits: Limits) -> Result<(Vec<u8>, bool), WireError> {
-        let _slot = self.work.enter()?;
         match &cursor.position {
             Position::Snapshot { after } => Ok((self.snapshot_batch(rec, &cursor.session, sel, limits, after.as_deref())?, false)),
             Position::Live { through } => self.live_batch(rec, &cursor.session, sel, limits, *through),
@@ -650,7 +712,12 @@ impl Provider {
     pub async fn read(self: &Arc<Self>, body: Vec<u8>, caller: Caller, access: String, cancel: Arc<CancelToken>) -> Response {
         let arrival = self.now_ms();
         let this = self.clone();
+        let slot = match self.work.enter() {
+            Ok(s) => s,
+            Err(e) => return Response::error(&e),
+        };
         let first = tokio::task::spawn_blocking(move || -> Result<_, WireError> {
+            let _slot = slot;
             let read = wire::parse_read(&body)?;
             let (session, rec, cursor, sel) = this.read_context(&read, &caller, &access)?;
             let limits = Limits::effective(read.limits, this.cfg.limits);
@@ -721,7 +788,12 @@ impl Provider {
 
     async fn rebuild(self: &Arc<Self>, rec: &SessionRecord, cursor: &Cursor, sel: &Selection, limits: Limits) -> Result<(Vec<u8>, bool), WireError> {
         let (this, rec, cursor, sel) = (self.clone(), rec.clone(), cursor.clone(), sel.clone());
-        tokio::task::spawn_blocking(move || this.build(&rec, &cursor, &sel, limits))
+        // This poll was admitted already: wait for a work slot rather than refuse it.
+        let slot = self.work.wait().await;
+        tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            this.build(&rec, &cursor, &sel, limits)
+        })
             .await
             .unwrap_or_else(|_| Err(err(ErrorCode::Unavailable, "internal failure")))
     }

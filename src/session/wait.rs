@@ -108,40 +108,35 @@ impl Waiters {
     }
 }
 
-/// Bounds the requests doing store work at once (opens and read builds; a poll
-/// that is only waiting holds no slot).
+/// Bounds the requests doing store work at once (opens and batch builds; a poll
+/// that is only waiting holds no slot). A new request that finds every slot busy is
+/// refused with `unavailable`; a woken poll waits for a slot instead, because it was
+/// already admitted and its answer is due.
 pub struct WorkSlots {
-    max: usize,
-    busy: Arc<std::sync::atomic::AtomicUsize>,
+    slots: Arc<tokio::sync::Semaphore>,
 }
 
 /// One slot of concurrent work, released on drop.
-#[derive(Debug)]
-pub struct WorkSlot {
-    busy: Arc<std::sync::atomic::AtomicUsize>,
-}
-
-impl Drop for WorkSlot {
-    fn drop(&mut self) {
-        self.busy.fetch_sub(1, Ordering::AcqRel);
-    }
-}
+pub type WorkSlot = tokio::sync::OwnedSemaphorePermit;
 
 impl WorkSlots {
     pub fn new(max: usize) -> WorkSlots {
-        WorkSlots { max: max.max(1), busy: Arc::new(std::sync::atomic::AtomicUsize::new(0)) }
+        WorkSlots { slots: Arc::new(tokio::sync::Semaphore::new(max.max(1))) }
     }
 
+    /// A slot for a new request, or `unavailable` with `retryAfterMs`.
     pub fn enter(&self) -> Result<WorkSlot, WireError> {
-        let prev = self.busy.fetch_add(1, Ordering::AcqRel);
-        if prev >= self.max {
-            self.busy.fetch_sub(1, Ordering::AcqRel);
+        self.slots.clone().try_acquire_owned().map_err(|_| {
             let mut e = WireError::new(ErrorCode::Unavailable, "the provider is busy; retry later");
             e.retryable = true;
             e.retry_after_ms = Some(250);
-            return Err(e);
-        }
-        Ok(WorkSlot { busy: self.busy.clone() })
+            e
+        })
+    }
+
+    /// A slot for work that was already admitted: waits for one.
+    pub async fn wait(&self) -> WorkSlot {
+        self.slots.clone().acquire_owned().await.expect("the semaphore is never closed")
     }
 }
 
@@ -160,14 +155,26 @@ mod tests {
         assert!(w.enter("c").is_ok());
     }
 
-    #[test]
-    fn work_slots_are_bounded_and_released() {
+    #[tokio::test]
+    async fn work_slots_are_bounded_and_released() {
         let w = WorkSlots::new(2);
         let a = w.enter().unwrap();
         let _b = w.enter().unwrap();
         assert_eq!(w.enter().unwrap_err().code, ErrorCode::Unavailable);
         drop(a);
         assert!(w.enter().is_ok());
+    }
+
+    #[tokio::test]
+    async fn admitted_work_waits_for_a_slot() {
+        let w = Arc::new(WorkSlots::new(1));
+        let held = w.enter().unwrap();
+        let w2 = w.clone();
+        let waiter = tokio::spawn(async move { w2.wait().await });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        drop(held);
+        waiter.await.unwrap();
     }
 
     #[tokio::test]
