@@ -43,6 +43,16 @@ pub struct Tail<'a> {
     pub high_water: u64,
 }
 
+/// Appends already rendered JSON values separated by commas (the inside of an array).
+fn push_joined(out: &mut Vec<u8>, items: &[Vec<u8>]) {
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(item);
+    }
+}
+
 fn push_json_str(out: &mut Vec<u8>, s: &str) {
     serde_json::to_writer(&mut *out, s).expect("writing a string to a Vec cannot fail");
 }
@@ -59,12 +69,7 @@ impl Frame {
         out.extend_from_slice(b",\"phase\":\"");
         out.extend_from_slice(tail.phase.as_str().as_bytes());
         out.extend_from_slice(b"\",\"groups\":[");
-        for (i, g) in groups.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            out.extend_from_slice(g);
-        }
+        push_joined(&mut out, groups);
         out.extend_from_slice(b"],\"cursor\":");
         push_json_str(&mut out, tail.cursor);
         out.extend_from_slice(b",\"snapshotComplete\":");
@@ -126,12 +131,7 @@ pub fn group(id: &str, sequence: u64, observations: &[Vec<u8>]) -> RenderedGroup
     out.extend_from_slice(b",\"sequence\":\"");
     out.extend_from_slice(sequence.to_string().as_bytes());
     out.extend_from_slice(b"\",\"observations\":[");
-    for (i, o) in observations.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        out.extend_from_slice(o);
-    }
+    push_joined(&mut out, observations);
     out.extend_from_slice(b"]}");
     RenderedGroup { bytes: out, observations: observations.len() }
 }
