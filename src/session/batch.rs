@@ -104,7 +104,13 @@ impl Frame {
 
 /// Renders one observation `{id, scope, kind, payload}` (BRC-192 §2).
 pub fn observation(id: &str, scope_json: &[u8], kind: &str, payload: &Value) -> Vec<u8> {
-    let mut out = Vec::with_capacity(scope_json.len() + 128);
+    let payload = serde_json::to_vec(payload).expect("writing JSON to a Vec cannot fail");
+    observation_raw(id, scope_json, kind, &payload)
+}
+
+/// Renders one observation whose payload is already rendered JSON.
+pub fn observation_raw(id: &str, scope_json: &[u8], kind: &str, payload_json: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(scope_json.len() + payload_json.len() + 64);
     out.extend_from_slice(b"{\"id\":");
     push_json_str(&mut out, id);
     out.extend_from_slice(b",\"scope\":");
@@ -112,7 +118,7 @@ pub fn observation(id: &str, scope_json: &[u8], kind: &str, payload: &Value) -> 
     out.extend_from_slice(b",\"kind\":");
     push_json_str(&mut out, kind);
     out.extend_from_slice(b",\"payload\":");
-    serde_json::to_writer(&mut out, payload).expect("writing JSON to a Vec cannot fail");
+    out.extend_from_slice(payload_json);
     out.push(b'}');
     out
 }

@@ -16,6 +16,7 @@
 pub mod batch;
 pub mod cursor;
 pub mod record;
+mod table;
 pub mod wait;
 
 use std::collections::HashMap;
@@ -33,7 +34,7 @@ use crate::wire::{self, ErrorCode, Limits, WireError};
 
 use batch::{Frame, Offer, Packer, Phase, Tail};
 use cursor::{Cursor, Position};
-use record::{FenceRecord, SessionRecord};
+use record::{FenceRecord, FirstBatch, SessionRecord};
 pub use wait::{CancelToken, Caps, WaitGuard, Waiters, WorkSlots};
 
 /// Schema of a legacy BRC-24 context carried as JSON bytes (BRC-192 §2).
@@ -120,6 +121,12 @@ impl LiveSession {
     }
 }
 
+/// A rendered snapshot batch and a digest of the row keys it holds, in order.
+struct SnapshotPage {
+    body: Vec<u8>,
+    rows_digest: [u8; 32],
+}
+
 /// A rendered live group and its observation count; `None` when the group is
 /// irrelevant to the view.
 type CachedGroup = Option<Arc<(Vec<u8>, usize)>>;
@@ -165,7 +172,7 @@ pub struct Provider {
     store: Arc<Store>,
     cfg: ProviderConfig,
     services: RwLock<HashMap<String, ServiceEntry>>,
-    sessions: Mutex<HashMap<[u8; 16], Arc<LiveSession>>>,
+    sessions: Mutex<table::SessionTable>,
     /// Serializes opens that share a fence slot, so two identical concurrent opens
     /// produce one snapshot.
     open_locks: Vec<Mutex<()>>,
@@ -175,6 +182,26 @@ pub struct Provider {
     groups: GroupCache,
     clock_offset_ms: AtomicI64,
     pub hooks: TestHooks,
+}
+
+/// Appends lowercase hex.
+fn push_hex(out: &mut Vec<u8>, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for b in bytes {
+        out.push(DIGITS[(b >> 4) as usize]);
+        out.push(DIGITS[(b & 15) as usize]);
+    }
+}
+
+/// Appends standard padded base64.
+fn push_base64(out: &mut Vec<u8>, bytes: &[u8]) {
+    use base64::Engine as _;
+    let start = out.len();
+    out.resize(start + bytes.len().div_ceil(3) * 4, 0);
+    let n = base64::engine::general_purpose::STANDARD
+        .encode_slice(bytes, &mut out[start..])
+        .expect("the buffer was sized for padded base64");
+    out.truncate(start + n);
 }
 
 fn random_16() -> [u8; 16] {
@@ -206,11 +233,14 @@ impl Provider {
             store,
             cfg,
             services: RwLock::new(HashMap::new()),
-            sessions: Mutex::new(HashMap::new()),
+            sessions: Mutex::new(table::SessionTable::default()),
             open_locks: (0..64).map(|_| Mutex::new(())).collect(),
             clock_offset_ms: AtomicI64::new(0),
             hooks: TestHooks::default(),
         });
+        // Sessions retained from before a restart count against the per-principal cap
+        // and hold the compaction horizon from the start.
+        p.load_all_sessions()?;
         Ok(p)
     }
 
@@ -306,31 +336,47 @@ impl Provider {
 
     fn blob_b64(&self, hash: &[u8; 32]) -> Result<String, WireError> {
         use base64::Engine as _;
-        match self.store.blob(hash).map_err(store_err)? {
-            Some(bytes) => Ok(base64::engine::general_purpose::STANDARD.encode(&bytes)),
-            None => Err(err(ErrorCode::Unavailable, "evidence missing from the store")),
-        }
+        let mut out = String::new();
+        base64::engine::general_purpose::STANDARD.encode_string(self.blob(hash)?, &mut out);
+        Ok(out)
     }
 
-    fn context_json(ctx: &Option<crate::store::Context>) -> Option<Value> {
-        use base64::Engine as _;
-        ctx.as_ref().map(|c| {
-            json!({"schema": c.schema, "bytes": base64::engine::general_purpose::STANDARD.encode(&c.bytes)})
-        })
+    fn blob(&self, hash: &[u8; 32]) -> Result<sled::IVec, WireError> {
+        self.store
+            .blob(hash)
+            .map_err(store_err)?
+            .ok_or_else(|| err(ErrorCode::Unavailable, "evidence missing from the store"))
     }
 
-    fn output_payload(&self, outpoint: &crate::store::Outpoint, beef_hash: &[u8; 32], ctx: &Option<crate::store::Context>) -> Result<Value, WireError> {
-        let mut payload = json!({
-            "evidence": {
-                "txid": hex::encode(outpoint.txid),
-                "outputIndex": outpoint.output_index,
-                "beef": self.blob_b64(beef_hash)?,
-            }
-        });
-        if let Some(c) = Self::context_json(ctx) {
-            payload["context"] = c;
+    /// Appends the payload of an `output` observation (BRC-192 §2) as JSON:
+    /// `{"evidence":{"txid","outputIndex","beef"},"context"?:{"schema","bytes"}}`.
+    /// Written directly rather than through `serde_json::Value`: this runs once per
+    /// snapshot row, and base64 and hex never need JSON escaping.
+    fn push_output_payload(
+        &self,
+        out: &mut Vec<u8>,
+        outpoint: &crate::store::Outpoint,
+        beef_hash: &[u8; 32],
+        ctx: &Option<crate::store::Context>,
+    ) -> Result<(), WireError> {
+        let beef = self.blob(beef_hash)?;
+        out.reserve(beef.len() * 4 / 3 + 160);
+        out.extend_from_slice(b"{\"evidence\":{\"txid\":\"");
+        push_hex(out, &outpoint.txid);
+        out.extend_from_slice(b"\",\"outputIndex\":");
+        out.extend_from_slice(outpoint.output_index.to_string().as_bytes());
+        out.extend_from_slice(b",\"beef\":\"");
+        push_base64(out, &beef);
+        out.extend_from_slice(b"\"}");
+        if let Some(c) = ctx {
+            out.extend_from_slice(b",\"context\":{\"schema\":");
+            serde_json::to_writer(&mut *out, &c.schema).expect("writing JSON to a Vec cannot fail");
+            out.extend_from_slice(b",\"bytes\":\"");
+            push_base64(out, &c.bytes);
+            out.extend_from_slice(b"\"}");
         }
-        Ok(payload)
+        out.push(b'}');
+        Ok(())
     }
 
     fn outpoint_json(&self, o: &crate::store::Outpoint) -> Value {
@@ -414,24 +460,26 @@ impl Provider {
             limits,
             closed: false,
             revoked: false,
+            first: None,
         };
-        let first = self.snapshot_batch(&rec, &id, &selection, limits, None)?;
+        let mut rec = rec;
+        let first_high_water = self.store.high_water();
+        let page = self.snapshot_batch(&rec, &id, &selection, limits, None, first_high_water)?;
+        let first = page.body;
+        rec.first = Some(FirstBatch { high_water: first_high_water, rows_sha256: hex::encode(page.rows_digest) });
         let fence = FenceRecord { open_digest, session: rec.id.clone() };
+        // One atomic, flushed write: fence, session and (through `rec.first`) the first batch.
         self.store
             .aux_write(vec![
                 (record::fence_key(&fence_digest), Some(serde_json::to_vec(&fence).expect("fence serializes"))),
                 (record::session_key(&id), Some(serde_json::to_vec(&rec).expect("session serializes"))),
-                (record::first_batch_key(&id), Some(first.clone())),
             ])
             .map_err(store_err)?;
-        self.sessions.lock().unwrap().insert(
-            id,
-            Arc::new(LiveSession { rec: Mutex::new(rec), id, ended: tokio::sync::Notify::new() }),
-        );
+        self.sessions.lock().unwrap().insert(Arc::new(LiveSession { rec: Mutex::new(rec), id, ended: tokio::sync::Notify::new() }));
         Ok(first)
     }
 
-    /// An identical retry: the stored first batch, unless the session ended.
+    /// An identical retry: the first batch again, byte for byte, unless the session ended.
     fn replay_first_batch(&self, fence: &FenceRecord) -> Result<Vec<u8>, WireError> {
         let expired = || err(ErrorCode::Expired, "this open was closed or has expired; use a new requestId");
         let id = parse_session_id(&fence.session).ok_or_else(expired)?;
@@ -440,19 +488,34 @@ impl Provider {
         if rec.closed || rec.revoked || self.now() >= rec.expires_at || rec.epoch != self.store.epoch() {
             return Err(expired());
         }
-        match self.store.aux_get(&record::first_batch_key(&id)).map_err(store_err)? {
-            Some(b) => Ok(b.to_vec()),
-            None => Err(expired()),
+        let Some(first) = &rec.first else {
+            // A record written before `FirstBatch`: its bytes were stored beside it.
+            return match self.store.aux_get(&record::first_batch_key(&id)).map_err(store_err)? {
+                Some(b) => Ok(b.to_vec()),
+                None => Err(expired()),
+            };
+        };
+        // The session is open and unexpired, so it holds the compaction horizon at or
+        // below W and every row version of its first page is still retained.
+        let sel = Selection::from_json(&rec.selection)
+            .map_err(|_| err(ErrorCode::Unavailable, "the stored selection no longer compiles"))?;
+        let page = self.snapshot_batch(&rec, &id, &sel, rec.limits, None, first.high_water)?;
+        if hex::encode(page.rows_digest) != first.rows_sha256 {
+            return Err(err(ErrorCode::Unavailable, "the first batch could not be reproduced"));
         }
+        Ok(page.body)
     }
 
     fn check_session_cap(&self, caller: &Caller) -> Result<(), WireError> {
         let now = self.now();
-        let active = self
-            .sessions_where(|r| {
-                r.principal == caller.principal && r.authenticated == caller.authenticated && !r.closed && !r.revoked && now < r.expires_at
+        let mine = self.sessions.lock().unwrap().of_owner(&caller.principal, caller.authenticated);
+        let active = mine
+            .iter()
+            .filter(|s| {
+                let r = s.rec.lock().unwrap();
+                !r.closed && !r.revoked && now < r.expires_at
             })
-            .len();
+            .count();
         if active >= self.cfg.caps.max_sessions_per_principal {
             let mut e = err(ErrorCode::Unavailable, "too many open sessions for this principal");
             e.retryable = true;
@@ -464,18 +527,18 @@ impl Provider {
 
     /// Sessions known to this process whose record satisfies `pred`.
     fn sessions_where(&self, pred: impl Fn(&SessionRecord) -> bool) -> Vec<Arc<LiveSession>> {
-        self.sessions.lock().unwrap().values().filter(|s| pred(&s.rec.lock().unwrap())).cloned().collect()
+        self.sessions.lock().unwrap().all().filter(|s| pred(&s.rec.lock().unwrap())).cloned().collect()
     }
 
     /// Finds a session in memory or loads it from the store.
     fn session(&self, id: &[u8; 16]) -> Result<Option<Arc<LiveSession>>, WireError> {
         if let Some(s) = self.sessions.lock().unwrap().get(id) {
-            return Ok(Some(s.clone()));
+            return Ok(Some(s));
         }
         let Some(raw) = self.store.aux_get(&record::session_key(id)).map_err(store_err)? else { return Ok(None) };
         let rec: SessionRecord = serde_json::from_slice(&raw).map_err(|_| err(ErrorCode::Unavailable, "unreadable session record"))?;
         let s = Arc::new(LiveSession { rec: Mutex::new(rec), id: *id, ended: tokio::sync::Notify::new() });
-        Ok(Some(self.sessions.lock().unwrap().entry(*id).or_insert(s).clone()))
+        Ok(Some(self.sessions.lock().unwrap().insert(s)))
     }
 
     // ---------------------------------------------------------------- batches
@@ -486,37 +549,56 @@ impl Provider {
         h.update(id);
         h.update(&row.key);
         let gid = format!("s-{}", &hex::encode(h.finalize())[..40]);
-        let payload = self.output_payload(&row.outpoint, &row.beef_hash, &row.context)?;
-        let obs = batch::observation(&format!("{gid}.0"), scope, "output", &payload);
+        let mut payload = Vec::new();
+        self.push_output_payload(&mut payload, &row.outpoint, &row.beef_hash, &row.context)?;
+        let obs = batch::observation_raw(&format!("{gid}.0"), scope, "output", &payload);
         Ok(batch::group(&gid, rec.w, &[obs]))
     }
 
-    /// Builds a snapshot batch continuing after `after` (BRC-193 §3).
-    fn snapshot_batch(&self, rec: &SessionRecord, id: &[u8; 16], sel: &Selection, limits: Limits, after: Option<&[u8]>) -> Result<Vec<u8>, WireError> {
+    /// `high_water` is the watermark the envelope echoes (the current one, except when
+    /// a first batch is reproduced).
+    fn snapshot_batch(
+        &self,
+        rec: &SessionRecord,
+        id: &[u8; 16],
+        sel: &Selection,
+        limits: Limits,
+        after: Option<&[u8]>,
+        high_water: u64,
+    ) -> Result<SnapshotPage, WireError> {
         let frame = self.frame(rec, limits);
         let secret = self.secret();
         let epoch = self.epoch_bytes();
-        let high_water = self.store.high_water();
         let boundary = Cursor { session: *id, epoch, position: Position::Live { through: rec.w } }
             .encode(&secret)
             .expect("a live cursor always fits");
-        let envelope = |cursor: &str, complete: bool| {
-            frame.envelope_len(&Tail { phase: Phase::Snapshot, cursor, snapshot_complete: complete, through: rec.w, high_water })
-        };
-        let boundary_env = envelope(&boundary, true);
+        let boundary_env = frame.envelope_len(&Tail {
+            phase: Phase::Snapshot,
+            cursor: &boundary,
+            snapshot_complete: true,
+            through: rec.w,
+            high_water,
+        });
+        // A cursor is base64url, so it adds exactly its length to the envelope; the
+        // tag of a row's cursor is computed only for the row the page ends on.
+        let bare_env = frame.envelope_len(&Tail { phase: Phase::Snapshot, cursor: "", snapshot_complete: false, through: rec.w, high_water });
         let mut packer = Packer::new(&limits);
         let mut rows = self.store.snapshot(&rec.service, sel, rec.w, after).map_err(store_err)?;
         let mut last_key: Option<Vec<u8>> = None;
+        let mut taken = Sha256::new();
         let mut next = rows.next();
         let complete = loop {
             let Some(row) = next.take() else { break true };
             let row = row.map_err(store_err)?;
-            let cursor_here = Cursor { session: *id, epoch, position: Position::Snapshot { after: Some(row.key.clone()) } }
-                .encode(&secret)
-                .ok_or_else(|| err(ErrorCode::Unavailable, "a snapshot row key is too long for a cursor"))?;
-            let env = envelope(&cursor_here, false).max(boundary_env);
+            let cursor_len = Cursor { session: *id, epoch, position: Position::Snapshot { after: Some(row.key.clone()) } }.encoded_len();
+            if cursor_len > cursor::MAX_CURSOR_BYTES {
+                return Err(err(ErrorCode::Unavailable, "a snapshot row key is too long for a cursor"));
+            }
+            let env = (bare_env + cursor_len).max(boundary_env);
             match packer.offer(env, self.snapshot_group(rec, id, &frame.scope_json, &row)?) {
                 Offer::Taken => {
+                    taken.update((row.key.len() as u32).to_be_bytes());
+                    taken.update(&row.key);
                     last_key = Some(row.key);
                     next = rows.next();
                 }
@@ -533,7 +615,7 @@ impl Provider {
         };
         let tail = Tail { phase: Phase::Snapshot, cursor: &cursor, snapshot_complete: complete, through: rec.w, high_water };
         packer.check_envelope(frame.envelope_len(&tail))?;
-        Ok(frame.render(&tail, &packer.into_groups()))
+        Ok(SnapshotPage { body: frame.render(&tail, &packer.into_groups()), rows_digest: taken.finalize().into() })
     }
 
     fn live_group(&self, scope: &[u8], seq: u64, projected: &[Projected]) -> Result<batch::RenderedGroup, WireError> {
@@ -542,7 +624,12 @@ impl Provider {
         for (i, p) in projected.iter().enumerate() {
             let oid = format!("{gid}.{i}");
             let (kind, payload) = match p {
-                Projected::Output { outpoint, beef_hash, context, .. } => ("output", self.output_payload(outpoint, beef_hash, context)?),
+                Projected::Output { outpoint, beef_hash, context, .. } => {
+                    let mut payload = Vec::new();
+                    self.push_output_payload(&mut payload, outpoint, beef_hash, context)?;
+                    obs.push(batch::observation_raw(&oid, scope, "output", &payload));
+                    continue;
+                }
                 Projected::Spend { previous, spending_txid, beef_hash } => (
                     "spend",
                     json!({"previous": self.outpoint_json(previous), "spendingTxid": hex::encode(spending_txid), "beef": self.blob_b64(beef_hash)?}),
@@ -686,7 +773,10 @@ impl Provider {
     /// Builds the batch for a cursor. Callers hold a work slot.
     fn build(&self, rec: &SessionRecord, cursor: &Cursor, sel: &Selection, limits: Limits) -> Result<(Vec<u8>, bool), WireError> {
         match &cursor.position {
-            Position::Snapshot { after } => Ok((self.snapshot_batch(rec, &cursor.session, sel, limits, after.as_deref())?, false)),
+            Position::Snapshot { after } => {
+                let page = self.snapshot_batch(rec, &cursor.session, sel, limits, after.as_deref(), self.store.high_water())?;
+                Ok((page.body, false))
+            }
             Position::Live { through } => self.live_batch(rec, &cursor.session, sel, limits, *through),
         }
     }
@@ -860,7 +950,11 @@ impl Provider {
     /// are already waiting. Returns how many sessions were ended.
     pub fn revoke(&self, principal: &str) -> Result<usize, WireError> {
         self.load_all_sessions()?;
-        let targets = self.sessions_where(|r| r.principal == principal && !r.revoked);
+        let mine: Vec<_> = {
+            let table = self.sessions.lock().unwrap();
+            [true, false].iter().flat_map(|auth| table.of_owner(principal, *auth)).collect()
+        };
+        let targets: Vec<_> = mine.into_iter().filter(|s| !s.rec.lock().unwrap().revoked).collect();
         for s in &targets {
             self.persist_end(s, true)?;
         }
@@ -899,7 +993,7 @@ impl Provider {
         let hw = self.store.high_water();
         let sessions = self.sessions.lock().unwrap();
         sessions
-            .values()
+            .all()
             .filter_map(|s| {
                 let r = s.rec.lock().unwrap();
                 (!r.closed && !r.revoked && now < r.replay_until && r.epoch == self.store.epoch()).then_some(r.w)

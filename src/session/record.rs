@@ -1,7 +1,8 @@
 //! Durable session and fence records (BRC-193 §8).
 //!
-//! Both live in the store's auxiliary key space and are written together with the
-//! exact first batch in one atomic, flushed write before the open is answered.
+//! Both live in the store's auxiliary key space and are written in one atomic, flushed
+//! write before the open is answered. The session record pins the exact first batch by
+//! its SHA-256 and the inputs that reproduce it (see [`FirstBatch`]).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -11,6 +12,8 @@ use crate::wire::Limits;
 /// Key prefixes inside the store's auxiliary space.
 pub const SESSION_PREFIX: &[u8] = b"sess/";
 pub const FENCE_PREFIX: &[u8] = b"fence/";
+/// Stores written before [`FirstBatch`] existed kept the first batch's bytes here;
+/// they are still answered from it and deleted with their session.
 pub const FIRST_BATCH_PREFIX: &[u8] = b"first/";
 
 pub fn session_key(id: &[u8; 16]) -> Vec<u8> {
@@ -49,6 +52,27 @@ pub struct SessionRecord {
     pub closed: bool,
     /// Set by revocation or a changed access scope; a read after it is `unauthorized`.
     pub revoked: bool,
+    /// The first batch as answered (absent in records of older stores).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first: Option<FirstBatch>,
+}
+
+/// What pins the first batch so that an identical retry gets it byte for byte
+/// (BRC-193 §8) without storing its bytes, which may be up to 4 MiB per open.
+///
+/// The first batch is a pure function of the session record, the store secret, the
+/// row versions visible at `w` (immutable once committed; their BEEF is addressed by
+/// its SHA-256) and the watermark echoed in its envelope. Those row versions stay
+/// retained while a retry can be answered: a retry needs the session open and
+/// unexpired, and such a session holds the compaction horizon at or below `w`
+/// (`Provider::compaction_horizon`). A retry re-renders the page and answers only if it
+/// holds the same rows in the same order; otherwise it fails cleanly.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FirstBatch {
+    /// `highWater` as echoed in the first batch.
+    pub high_water: u64,
+    /// SHA-256 over the row keys of the first batch, in order (each length-prefixed).
+    pub rows_sha256: String,
 }
 
 /// The permanent opening fence: a compact record keyed by a keyed digest of
