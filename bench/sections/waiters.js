@@ -14,7 +14,7 @@ const { LiveLookup } = require('../../js')
 const { createNotesCompanion } = require('../../demo/notes/notesCompanion')
 const { plainService } = require('../../__test__/helpers/live')
 const { createTestEngine } = require('../../__test__/helpers/engine')
-const { now, summary, percentile, memory, until, progress, rssBytes } = require('../lib/common')
+const { now, summary, percentile, memory, until, progress, rssBytes, sleep } = require('../lib/common')
 const rows = require('../lib/rows')
 const client = require('../lib/client')
 
@@ -22,6 +22,7 @@ const CHAIN = { network: 'test', genesisHash: '00'.repeat(32) }
 const PROVIDER = '02' + '11'.repeat(32)
 const WAIT = { maxBytes: 65536, maxObservations: 100, waitMs: 25000 }
 const SEED_ROWS = 10
+const SETTLE_MS = 250
 
 function principal (i) {
   return { principal: '02' + crypto.createHash('sha256').update('bench principal ' + i).digest('hex'), authenticated: true }
@@ -111,6 +112,9 @@ async function measureN (cfg, templates, n) {
       const memIdle = memory()
       const polls = await park(live, sessions)
       const memParked = memory()
+      // memory() forces a full GC; let V8's concurrent sweeping finish so that it does
+      // not compete with the delivery being timed (the machine has 2 cores).
+      await sleep(SETTLE_MS)
       const tCommit = now()
       await live.commit([rows.admitChange(rows.row(templates, next++))])
       const tAck = now()

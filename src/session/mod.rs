@@ -113,6 +113,14 @@ pub struct LiveSession {
     id: [u8; 16],
     /// Woken when the session is closed or revoked so that a waiting poll ends.
     ended: tokio::sync::Notify,
+    view: std::sync::OnceLock<Arc<SessionView>>,
+}
+
+/// What a session's batches share with every session of the same view.
+struct SessionView {
+    scope_json: Vec<u8>,
+    /// See `Provider::view_key`.
+    key: [u8; 32],
 }
 
 impl LiveSession {
@@ -135,7 +143,7 @@ type CachedGroup = Option<Arc<(Vec<u8>, usize)>>;
 /// immutable, so entries never go stale; the whole map is dropped when it fills.
 #[derive(Default)]
 struct GroupCache {
-    entries: Mutex<(HashMap<([u8; 32], u64), CachedGroup>, usize)>,
+    entries: RwLock<(HashMap<([u8; 32], u64), CachedGroup>, usize)>,
 }
 
 const GROUP_CACHE_ENTRIES: usize = 4096;
@@ -143,12 +151,12 @@ const GROUP_CACHE_BYTES: usize = 64 * 1024 * 1024;
 
 impl GroupCache {
     fn get(&self, view: &[u8; 32], seq: u64) -> Option<CachedGroup> {
-        self.entries.lock().unwrap().0.get(&(*view, seq)).cloned()
+        self.entries.read().unwrap().0.get(&(*view, seq)).cloned()
     }
 
     fn put(&self, view: [u8; 32], seq: u64, group: CachedGroup) {
         let size = group.as_ref().map_or(0, |g| g.0.len());
-        let mut m = self.entries.lock().unwrap();
+        let mut m = self.entries.write().unwrap();
         if m.0.len() >= GROUP_CACHE_ENTRIES || m.1 + size > GROUP_CACHE_BYTES {
             m.0.clear();
             m.1 = 0;
@@ -321,13 +329,24 @@ impl Provider {
     }
 
     fn frame(&self, rec: &SessionRecord, limits: Limits) -> Frame {
-        Frame {
-            session: rec.id.clone(),
-            scope_json: self.scope_json(rec),
-            expires_at: rec.expires_at,
-            replay_until: rec.replay_until,
-            limits,
-        }
+        self.frame_with(rec, limits, self.scope_json(rec))
+    }
+
+    fn frame_with(&self, rec: &SessionRecord, limits: Limits, scope_json: Vec<u8>) -> Frame {
+        Frame { session: rec.id.clone(), scope_json, expires_at: rec.expires_at, replay_until: rec.replay_until, limits }
+    }
+
+    /// The session's scope and view key, computed once per session: the scope of a
+    /// session never changes (a changed access scope ends it).
+    fn session_view(&self, session: &LiveSession, rec: &SessionRecord) -> Arc<SessionView> {
+        session
+            .view
+            .get_or_init(|| {
+                let scope_json = self.scope_json(rec);
+                let key = self.view_key(&scope_json, &rec.selection);
+                Arc::new(SessionView { scope_json, key })
+            })
+            .clone()
     }
 
     fn chain_json(&self) -> Value {
@@ -475,7 +494,7 @@ impl Provider {
                 (record::session_key(&id), Some(serde_json::to_vec(&rec).expect("session serializes"))),
             ])
             .map_err(store_err)?;
-        self.sessions.lock().unwrap().insert(Arc::new(LiveSession { rec: Mutex::new(rec), id, ended: tokio::sync::Notify::new() }));
+        self.sessions.lock().unwrap().insert(Arc::new(LiveSession { rec: Mutex::new(rec), id, ended: tokio::sync::Notify::new(), view: Default::default() }));
         Ok(first)
     }
 
@@ -537,7 +556,7 @@ impl Provider {
         }
         let Some(raw) = self.store.aux_get(&record::session_key(id)).map_err(store_err)? else { return Ok(None) };
         let rec: SessionRecord = serde_json::from_slice(&raw).map_err(|_| err(ErrorCode::Unavailable, "unreadable session record"))?;
-        let s = Arc::new(LiveSession { rec: Mutex::new(rec), id: *id, ended: tokio::sync::Notify::new() });
+        let s = Arc::new(LiveSession { rec: Mutex::new(rec), id: *id, ended: tokio::sync::Notify::new(), view: Default::default() });
         Ok(Some(self.sessions.lock().unwrap().insert(s)))
     }
 
@@ -658,7 +677,15 @@ impl Provider {
 
     /// Builds a live batch after `through`. Returns the body and whether it holds
     /// no groups (a long poll then waits).
-    fn live_batch(&self, rec: &SessionRecord, id: &[u8; 16], sel: &Selection, limits: Limits, through: u64) -> Result<(Vec<u8>, bool), WireError> {
+    fn live_batch(
+        &self,
+        rec: &SessionRecord,
+        view: &SessionView,
+        id: &[u8; 16],
+        sel: &Selection,
+        limits: Limits,
+        through: u64,
+    ) -> Result<(Vec<u8>, bool), WireError> {
         if through < self.store.compacted_through() {
             return Err(err(ErrorCode::ResetRequired, "the log interval after this cursor is no longer retained"));
         }
@@ -669,47 +696,61 @@ impl Provider {
         if through > high_water {
             return Err(err(ErrorCode::ResetRequired, "the cursor is ahead of this provider's log"));
         }
-        let frame = self.frame(rec, limits);
+        let frame = self.frame_with(rec, limits, view.scope_json.clone());
         let secret = self.secret();
         let epoch = self.epoch_bytes();
         // Cursor length does not depend on the sequence; `through` is bounded by
         // highWater, so rendering with highWater is an upper bound of the envelope.
-        let bound_cursor = Cursor { session: *id, epoch, position: Position::Live { through: high_water } }
-            .encode(&secret)
-            .expect("a live cursor always fits");
-        let env = frame.envelope_len(&Tail { phase: Phase::Live, cursor: &bound_cursor, snapshot_complete: true, through: high_water, high_water });
+        let bound_cursor = Cursor { session: *id, epoch, position: Position::Live { through: high_water } };
+        let env = frame.envelope_len(&Tail { phase: Phase::Live, cursor: "", snapshot_complete: true, through: high_water, high_water })
+            + bound_cursor.encoded_len();
         let mut packer = Packer::new(&limits);
         let mut examined = through;
         let mut count = 0usize;
-        let view = self.view_key(&frame.scope_json, &rec.selection);
-        for item in self.store.log_after(through, high_water) {
-            let (seq, group) = item.map_err(store_err)?;
-            count += 1;
-            let rendered = match self.groups.get(&view, seq) {
-                Some(hit) => hit,
-                None => {
-                    let projected = self.store.project(&group, &rec.service, sel);
-                    let r = if projected.is_empty() {
-                        None
-                    } else {
-                        let g = self.live_group(&frame.scope_json, seq, &projected)?;
-                        Some(Arc::new((g.bytes, g.observations)))
-                    };
-                    self.groups.put(view, seq, r.clone());
-                    r
-                }
-            };
+        // Offers one examined group (None: irrelevant to the view); false once the batch is full.
+        let mut offer = |rendered: CachedGroup, seq: u64, examined: &mut u64| -> Result<bool, WireError> {
             if let Some(g) = rendered {
-                let g = batch::RenderedGroup { bytes: g.0.clone(), observations: g.1 };
-                match packer.offer(env, g) {
+                match packer.offer(env, batch::RenderedGroup { bytes: g.0.clone(), observations: g.1 }) {
                     Offer::Taken => {}
-                    Offer::Full => break,
+                    Offer::Full => return Ok(false),
                     Offer::Limited(e) => return Err(e),
                 }
             }
-            examined = seq;
-            if count >= MAX_GROUPS_EXAMINED_PER_READ {
+            *examined = seq;
+            Ok(true)
+        };
+        // Groups this view has rendered already (a woken poll's usual case when several
+        // sessions share a view) need no log read.
+        let mut full = false;
+        while examined < high_water && count < MAX_GROUPS_EXAMINED_PER_READ {
+            let Some(hit) = self.groups.get(&view.key, examined + 1) else { break };
+            count += 1;
+            if !offer(hit, examined + 1, &mut examined)? {
+                full = true;
                 break;
+            }
+        }
+        if !full && examined < high_water && count < MAX_GROUPS_EXAMINED_PER_READ {
+            for item in self.store.log_after(examined, high_water) {
+                let (seq, group) = item.map_err(store_err)?;
+                count += 1;
+                let rendered = match self.groups.get(&view.key, seq) {
+                    Some(hit) => hit,
+                    None => {
+                        let projected = self.store.project(&group, &rec.service, sel);
+                        let r = if projected.is_empty() {
+                            None
+                        } else {
+                            let g = self.live_group(&frame.scope_json, seq, &projected)?;
+                            Some(Arc::new((g.bytes, g.observations)))
+                        };
+                        self.groups.put(view.key, seq, r.clone());
+                        r
+                    }
+                };
+                if !offer(rendered, seq, &mut examined)? || count >= MAX_GROUPS_EXAMINED_PER_READ {
+                    break;
+                }
             }
         }
         let cursor = Cursor { session: *id, epoch, position: Position::Live { through: examined } }
@@ -771,20 +812,20 @@ impl Provider {
     }
 
     /// Builds the batch for a cursor. Callers hold a work slot.
-    fn build(&self, rec: &SessionRecord, cursor: &Cursor, sel: &Selection, limits: Limits) -> Result<(Vec<u8>, bool), WireError> {
+    fn build(&self, rec: &SessionRecord, view: &SessionView, cursor: &Cursor, sel: &Selection, limits: Limits) -> Result<(Vec<u8>, bool), WireError> {
         match &cursor.position {
             Position::Snapshot { after } => {
                 let page = self.snapshot_batch(rec, &cursor.session, sel, limits, after.as_deref(), self.store.high_water())?;
                 Ok((page.body, false))
             }
-            Position::Live { through } => self.live_batch(rec, &cursor.session, sel, limits, *through),
+            Position::Live { through } => self.live_batch(rec, view, &cursor.session, sel, limits, *through),
         }
     }
 
     /// The gate right before a batch is handed out: a session closed, revoked or
     /// expired in the meantime does not get a successful batch (BRC-193 §8).
     fn gate(&self, session: &LiveSession) -> Result<(), WireError> {
-        let r = session.record();
+        let r = session.rec.lock().unwrap();
         if r.closed {
             return Err(err(ErrorCode::Expired, "the session was closed"));
         }
@@ -811,11 +852,12 @@ impl Provider {
             let read = wire::parse_read(&body)?;
             let (session, rec, cursor, sel) = this.read_context(&read, &caller, &access)?;
             let limits = Limits::effective(read.limits, this.cfg.limits);
-            let (bytes, empty) = this.build(&rec, &cursor, &sel, limits)?;
-            Ok((session, rec, cursor, sel, limits, bytes, empty, caller))
+            let view = this.session_view(&session, &rec);
+            let (bytes, empty) = this.build(&rec, &view, &cursor, &sel, limits)?;
+            Ok((session, rec, view, cursor, sel, limits, bytes, empty, caller))
         })
         .await;
-        let (session, rec, cursor, sel, limits, mut bytes, empty, caller) = match first {
+        let (session, rec, view, cursor, sel, limits, mut bytes, empty, caller) = match first {
             Ok(Ok(v)) => v,
             Ok(Err(e)) => return Response::error(&e),
             Err(_) => return Response::error(&err(ErrorCode::Unavailable, "internal failure")),
@@ -836,7 +878,7 @@ impl Provider {
         let ended = session.ended.notified();
         tokio::pin!(ended);
         ended.as_mut().enable();
-        match self.rebuild(&rec, &cursor, &sel, limits).await {
+        match self.rebuild(&rec, &view, &cursor, &sel, limits).await {
             Ok((b, false)) => return self.finish(&session, b),
             Ok((b, true)) => bytes = b,
             Err(e) => return Response::error(&e),
@@ -853,7 +895,7 @@ impl Provider {
                     if changed.is_err() {
                         return Response::error(&err(ErrorCode::Unavailable, "the store closed"));
                     }
-                    match self.rebuild(&rec, &cursor, &sel, limits).await {
+                    match self.rebuild_woken(&rec, &view, &cursor, &sel, limits).await {
                         Ok((b, false)) => return self.finish(&session, b),
                         Ok((b, true)) => bytes = b,
                         Err(e) => return Response::error(&e),
@@ -870,22 +912,46 @@ impl Provider {
         }
         // Deadline: an empty live batch with current watermarks, unless the session
         // expired meanwhile (then reset-required via the gate).
-        match self.rebuild(&rec, &cursor, &sel, limits).await {
+        match self.rebuild(&rec, &view, &cursor, &sel, limits).await {
             Ok((b, _)) => self.finish(&session, b),
             Err(e) => Response::error(&e),
         }
     }
 
-    async fn rebuild(self: &Arc<Self>, rec: &SessionRecord, cursor: &Cursor, sel: &Selection, limits: Limits) -> Result<(Vec<u8>, bool), WireError> {
-        let (this, rec, cursor, sel) = (self.clone(), rec.clone(), cursor.clone(), sel.clone());
+    async fn rebuild(
+        self: &Arc<Self>,
+        rec: &SessionRecord,
+        view: &Arc<SessionView>,
+        cursor: &Cursor,
+        sel: &Selection,
+        limits: Limits,
+    ) -> Result<(Vec<u8>, bool), WireError> {
+        let (this, rec, view, cursor, sel) = (self.clone(), rec.clone(), view.clone(), cursor.clone(), sel.clone());
         // This poll was admitted already: wait for a work slot rather than refuse it.
         let slot = self.work.wait().await;
         tokio::task::spawn_blocking(move || {
             let _slot = slot;
-            this.build(&rec, &cursor, &sel, limits)
+            this.build(&rec, &view, &cursor, &sel, limits)
         })
             .await
             .unwrap_or_else(|_| Err(err(ErrorCode::Unavailable, "internal failure")))
+    }
+
+    /// The rebuild of a poll woken by a commit, run on the async worker itself: it reads
+    /// only log groups just published (in sled's cache) and, for every session of a
+    /// view after the first, renders from the shared group cache, so it is a few
+    /// microseconds of work. A hop to the blocking pool per woken poll would cost more
+    /// than the work, and a thousand polls woken at once would each pay it.
+    async fn rebuild_woken(
+        &self,
+        rec: &SessionRecord,
+        view: &SessionView,
+        cursor: &Cursor,
+        sel: &Selection,
+        limits: Limits,
+    ) -> Result<(Vec<u8>, bool), WireError> {
+        let _slot = self.work.wait().await;
+        self.build(rec, view, cursor, sel, limits)
     }
 
     fn finish(&self, session: &LiveSession, bytes: Vec<u8>) -> Response {

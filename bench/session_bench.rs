@@ -1,0 +1,259 @@
+//! Native session benchmarks (issue "Sessions"): the provider without Node in the way.
+//!
+//! - open-to-first-batch latency at 1k, 100k and (unless OLL_BENCH_1M=0) 1M rows, for first
+//!   pages of 10, 100 and 1024 observations: `Provider::open` until its body is in hand,
+//!   which includes the flushed write of the fence and session;
+//! - commit-to-wake latency with 1,000 and 10,000 long polls parked on a 2-worker tokio
+//!   runtime (the runtime shape the Node addon uses on this machine): from just before
+//!   `Store::commit` (which returns once the group is flushed and published) and from its
+//!   return, until each poll's response body is in hand.
+//!
+//! `cargo bench --profile ci --bench session` (OLL_BENCH_QUICK=1 for a tiny run; OLL_BENCH_ONLY=first|wake
+//! for one part; OLL_BENCH_WAITERS=1000,10000 for the waiter counts; OLL_BENCH_1M=0 to skip 1M rows).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use overlay_lookup_live::select::AttrValue;
+use overlay_lookup_live::session::{CancelToken, Caller, Caps, Provider, ProviderConfig};
+use overlay_lookup_live::store::{Change, Outpoint, Store, StoreConfig};
+use overlay_lookup_live::wire::Limits;
+use serde_json::{json, Value};
+
+fn quick() -> bool {
+    std::env::var("OLL_BENCH_QUICK").is_ok()
+}
+
+fn tempdir() -> tempfile::TempDir {
+    match std::env::var("OLL_BENCH_DIR") {
+        Ok(d) => tempfile::tempdir_in(d).unwrap(),
+        Err(_) => tempfile::tempdir().unwrap(),
+    }
+}
+
+fn provider(dir: &std::path::Path) -> Arc<Provider> {
+    let mut cfg = StoreConfig::new(dir.join("store"));
+    cfg.create = true;
+    let store = Store::open(cfg).unwrap();
+    let caps = Caps { max_sessions_per_principal: 1_000_000, max_waiters: 100_000, max_waiters_per_principal: 16, max_concurrent_work: 64 };
+    let p = Provider::new(
+        store,
+        ProviderConfig {
+            provider: "https://bench.example".into(),
+            network: "test".into(),
+            genesis_hash: "00".repeat(32),
+            session_seconds: 3600,
+            replay_seconds: 600,
+            limits: Limits::provider(4 * 1024 * 1024, 1024, 25_000).unwrap(),
+            caps,
+        },
+    )
+    .unwrap();
+    p.register_service("ls_bench", &json!({"id": "urn:bench:rules", "parameters": {}})).unwrap();
+    p
+}
+
+/// Row n: its own txid, a 503-byte BEEF (the size of the demo's note transactions) and
+/// a small context, as the JS benchmarks' rows.
+fn admit(n: u64) -> Change {
+    let mut txid = [0u8; 32];
+    txid[..8].copy_from_slice(&n.wrapping_mul(0x9E37_79B9_7F4A_7C15).to_be_bytes());
+    txid[24..].copy_from_slice(&n.to_be_bytes());
+    let mut beef = vec![0xbe; 503];
+    beef[495..].copy_from_slice(&n.to_be_bytes());
+    Change::Admit {
+        service: "ls_bench".into(),
+        outpoint: Outpoint { txid, output_index: 0 },
+        topic: "tm_bench".into(),
+        attributes: BTreeMap::from([("author".to_string(), AttrValue::Str(format!("author-{}", n % 4)))]),
+        beef,
+        context: None,
+        expires_at: None,
+    }
+}
+
+fn load(p: &Provider, from: u64, to: u64) {
+    let mut n = from;
+    while n < to {
+        let end = (n + 5000).min(to);
+        p.store().commit((n..end).map(admit).collect()).unwrap();
+        n = end;
+    }
+}
+
+fn public() -> Caller {
+    Caller { principal: String::new(), authenticated: false }
+}
+
+fn principal(i: usize) -> Caller {
+    Caller { principal: format!("02{:064x}", i + 1), authenticated: true }
+}
+
+fn open_body(request: u64, max_obs: u32) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "version": 1, "requestId": format!("bench-{request:016x}"), "service": "ls_bench", "query": {},
+        "limits": {"maxBytes": 4 * 1024 * 1024, "maxObservations": max_obs, "waitMs": 0}
+    }))
+    .unwrap()
+}
+
+fn read_body(session: &str, cursor: &str, wait_ms: u32) -> Vec<u8> {
+    serde_json::to_vec(&json!({"version": 1, "session": session, "cursor": cursor,
+        "limits": {"maxBytes": 65536, "maxObservations": 100, "waitMs": wait_ms}}))
+    .unwrap()
+}
+
+fn close_body(session: &str) -> Vec<u8> {
+    serde_json::to_vec(&json!({"version": 1, "session": session})).unwrap()
+}
+
+fn parse(status: u16, body: &[u8]) -> Value {
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(body));
+    serde_json::from_slice(body).unwrap()
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() as f64 - 1.0) * p / 100.0).round() as usize]
+}
+
+fn summary(mut v: Vec<f64>) -> String {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    format!("p50 {:>8.3}  min {:>8.3}  max {:>8.3}  (n={})", percentile(&v, 50.0), v[0], v[v.len() - 1], v.len())
+}
+
+const ALL: &str = r#"{"where": {"all": true}}"#;
+
+fn first_batch(p: &Provider, sizes: &[u64], opens: usize) {
+    let sel: Value = serde_json::from_str(ALL).unwrap();
+    let mut have = 0;
+    let mut request = 0u64;
+    for &rows in sizes {
+        let t = Instant::now();
+        load(p, have, rows);
+        have = rows;
+        println!("loaded {rows} rows in {:.1}s", t.elapsed().as_secs_f64());
+        for page in [10u32, 100, 1024] {
+            let mut ms = Vec::with_capacity(opens);
+            for _ in 0..opens {
+                request += 1;
+                let body = open_body(request, page);
+                let t = Instant::now();
+                let res = p.open(&body, &public(), "public", &sel);
+                let el = t.elapsed();
+                let b = parse(res.status, &res.body);
+                let got: usize = b["groups"].as_array().unwrap().len();
+                assert_eq!(got as u64, (page as u64).min(rows), "first page size");
+                ms.push(el.as_secs_f64() * 1e3);
+                p.close(&close_body(b["session"].as_str().unwrap()), &public());
+            }
+            println!("first batch ms  rows={rows:<8} page={page:<5} {}", summary(ms));
+        }
+    }
+}
+
+/// Opens `n` sessions (one principal each) and drains their snapshots; returns (caller, session, cursor).
+fn sessions(p: &Arc<Provider>, n: usize) -> Vec<(Caller, String, String)> {
+    let sel: Value = serde_json::from_str(ALL).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    (0..n)
+        .map(|i| {
+            let caller = principal(i);
+            let res = p.open(&open_body(1_000_000 + i as u64, 100), &caller, "public", &sel);
+            let mut b = parse(res.status, &res.body);
+            while !b["snapshotComplete"].as_bool().unwrap() {
+                let body = read_body(b["session"].as_str().unwrap(), b["cursor"].as_str().unwrap(), 0);
+                let r = rt.block_on(p.read(body, caller.clone(), "public".into(), CancelToken::new()));
+                b = parse(r.status, &r.body);
+            }
+            (caller, b["session"].as_str().unwrap().to_string(), b["cursor"].as_str().unwrap().to_string())
+        })
+        .collect()
+}
+
+fn wake(n: usize, runs: usize) {
+    let dir = tempdir();
+    let p = provider(dir.path());
+    load(&p, 0, 10);
+    let mut s = sessions(&p, n);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let (mut p50, mut p99, mut p50_ack, mut p99_ack, mut ack) = (vec![], vec![], vec![], vec![], vec![]);
+    let mut next = 10;
+    for run in 0..=runs {
+        // Parked 32 at a time: a poll's first scan is store work, and more than
+        // max_concurrent_work new requests at once would be refused.
+        let mut handles = Vec::with_capacity(n);
+        for chunk in s.chunks(32) {
+            for (caller, session, cursor) in chunk {
+                let (p, caller, body) = (p.clone(), caller.clone(), read_body(session, cursor, 25_000));
+                handles.push(rt.spawn(async move {
+                    let r = p.read(body, caller, "public".into(), CancelToken::new()).await;
+                    (Instant::now(), r)
+                }));
+            }
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while p.waiters.total() < handles.len() {
+                assert!(Instant::now() < deadline, "polls were not parked (refused?)");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        let t0 = Instant::now();
+        p.store().commit(vec![admit(next)]).unwrap();
+        let t_ack = Instant::now();
+        next += 1;
+        let mut from_commit = Vec::with_capacity(n);
+        let mut from_ack = Vec::with_capacity(n);
+        for (i, h) in handles.into_iter().enumerate() {
+            let (at, r) = rt.block_on(h).unwrap();
+            let b = parse(r.status, &r.body);
+            assert_eq!(b["groups"].as_array().unwrap().len(), 1, "every poll gets exactly the committed group");
+            s[i].2 = b["cursor"].as_str().unwrap().to_string();
+            from_commit.push((at - t0).as_secs_f64() * 1e3);
+            // Signed: a poll can be answered before the committing thread returns.
+            let after_ack = if at >= t_ack { (at - t_ack).as_secs_f64() } else { -(t_ack - at).as_secs_f64() };
+            from_ack.push(after_ack * 1e3);
+        }
+        if run == 0 {
+            continue; // warm-up
+        }
+        from_commit.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        from_ack.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        p50.push(percentile(&from_commit, 50.0));
+        p99.push(percentile(&from_commit, 99.0));
+        p50_ack.push(percentile(&from_ack, 50.0));
+        p99_ack.push(percentile(&from_ack, 99.0));
+        ack.push((t_ack - t0).as_secs_f64() * 1e3);
+    }
+    println!("commit-to-wake ms, {n} waiters, from the commit call: p50 of runs {}", summary(p50));
+    println!("                                                   p99 of runs {}", summary(p99));
+    println!("                              from the commit's return: p50 of runs {}", summary(p50_ack));
+    println!("                                                   p99 of runs {}", summary(p99_ack));
+    println!("                              commit (flushed, published)  {}", summary(ack));
+    drop(rt);
+}
+
+fn main() {
+    let scale = if quick() { 100 } else { 1 };
+    println!("session bench ({} mode); native Provider, no Node", if quick() { "quick" } else { "full" });
+    let mut sizes = vec![1_000 / scale.min(10), 100_000 / scale];
+    if std::env::var("OLL_BENCH_1M").as_deref() != Ok("0") && !quick() {
+        sizes.push(1_000_000);
+    }
+    let only = std::env::var("OLL_BENCH_ONLY").unwrap_or_default();
+    if only != "wake" {
+        let dir = tempdir();
+        let p = provider(dir.path());
+        first_batch(&p, &sizes, if quick() { 5 } else { 50 });
+    }
+    if only != "first" {
+        let waiters: Vec<usize> = match std::env::var("OLL_BENCH_WAITERS") {
+            Ok(v) => v.split(',').map(|x| x.trim().parse().expect("OLL_BENCH_WAITERS: comma-separated counts")).collect(),
+            Err(_) => vec![1_000, 10_000],
+        };
+        for n in waiters {
+            let n = (n / scale as usize).max(1);
+            wake(n, if quick() { 2 } else { 5 });
+        }
+    }
+}
