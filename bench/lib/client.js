@@ -72,7 +72,13 @@ async function drainInProcess (live, query = {}, caller = PUBLIC) {
 
 /** POST to a lookup route of `server` (from lib/http.js startServer). */
 async function post (server, op, body) {
-  const res = await fetch(`${server.base}/overlay/v1/lookup/${op}`, { method: 'POST', headers: server.headers, body })
+  let res
+  try {
+    res = await fetch(`${server.base}/overlay/v1/lookup/${op}`, { method: 'POST', headers: server.headers, body })
+  } catch (e) {
+    // undici's "fetch failed" hides the reason (reset, refused, ...) in e.cause.
+    throw new Error(`HTTP ${op} failed: ${e.message}${e.cause ? ' (' + (e.cause.code || '') + ' ' + e.cause.message + ')' : ''}`)
+  }
   const buf = Buffer.from(await res.arrayBuffer())
   return { status: res.status, body: buf, headers: res.headers }
 }

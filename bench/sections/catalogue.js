@@ -39,7 +39,11 @@ async function setup (dir) {
   // The operator's deployment: the wrapped service answers /lookup and live sessions alike.
   t.engine.lookupServices[rows.SERVICE] = live.wrap(rows.SERVICE, notes, createNotesCompanion())
   const timing = { engineMs: null, respondMs: null }
-  const server = await startServer(live, { routes: (app) => lookupRoute(app, t.engine, timing) })
+  // Keep-alive: an in-process Engine.lookup keeps this event loop busy for many seconds, after
+  // which Node's 5 s server idle timeout and the client's next request on the pooled connection
+  // race (the server's timer runs first and resets the connection: "fetch failed"). The server
+  // keeps idle connections longer than any gap in this section.
+  const server = await startServer(live, { routes: (app) => lookupRoute(app, t.engine, timing), keepAliveTimeoutMs: 10 * 60 * 1000 })
   return { t, notes, live, server, timing, engineDir, liveDir: path.join(dir, 'live') }
 }
 
