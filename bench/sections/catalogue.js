@@ -2,8 +2,9 @@
 // Catalogue sizes: open-to-first-batch of a live session against the full BRC-24 answer of
 // Engine.lookup on the same rows in the same process, plus the full snapshot drain in process and
 // over HTTP. Over HTTP too: the live open's first batch against the same Engine's answer through
-// an Overlay-Express-style `POST /lookup` route on the same server. The catalogue grows in place (1k, then +99k, then +900k rows), and every figure for a
-// size is measured while both stores hold exactly that many rows.
+// an Overlay-Express-style `POST /lookup` route on the same server. The catalogue grows in place
+// (1k, then +9k, +90k and +900k rows), and every figure for a size is measured while both stores
+// hold exactly that many rows.
 
 const fs = require('node:fs')
 const path = require('node:path')
