@@ -7,7 +7,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { spawnSync } = require('node:child_process')
 
-const SECTIONS = ['catalogue', 'commits', 'waiters', 'disk', 'caps']
+const SECTIONS = ['catalogue', 'commits', 'waiters', 'http', 'disk', 'caps']
 
 test('npm run bench -- --quick runs every section and writes RESULTS.md, results.json and the plots', () => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-quick-'))
@@ -27,13 +27,31 @@ test('npm run bench -- --quick runs every section and writes RESULTS.md, results
     const cat = results.sections.catalogue
     expect(cat.sizes.map(s => s.size)).toEqual(results.plans.catalogue.sizes)
     for (const s of cat.sizes) {
-      for (const key of ['firstBatchMs', 'engineLookupMs', 'engineOverFirstBatch', 'drainInProcessObsPerSec', 'drainHttpObsPerSec']) {
+      for (const key of ['firstBatchMs', 'engineLookupMs', 'engineOverFirstBatch', 'drainInProcessObsPerSec', 'drainHttpObsPerSec',
+        'firstBatchHttpMs', 'firstBatchHttpSmallMs', 'lookupHttpMs', 'lookupHttpEngineMs', 'lookupHttpOverFirstBatchHttp']) {
         expect(s[key].n).toBe(results.plans.catalogue.runs)
         expect(s[key].min).toBeLessThanOrEqual(s[key].median)
         expect(s[key].median).toBeLessThanOrEqual(s[key].max)
       }
     }
     expect(results.sections.waiters.sizes.map(s => s.waiters)).toEqual(results.plans.waiters.sizes)
+
+    // HTTP: every poller count measured on every run (the section itself throws if a poll got
+    // anything but the committed group); reads/s for every client count, public and BRC-103.
+    const http = results.sections.http
+    const hp = results.plans.http
+    expect(http.polls.map(p => p.pollers)).toEqual(hp.pollers)
+    for (const p of http.polls) {
+      expect(p.deliveryFromCommitCallP99Ms.n).toBe(hp.runs)
+      expect(p.refusedPolls.n).toBe(hp.runs)
+      expect(p.fdParked.open).toBeGreaterThanOrEqual(p.pollers)
+    }
+    for (const figure of [http.reads.snapshot, http.reads.caughtUp]) {
+      expect(figure.map(f => f.clients)).toEqual(hp.clients)
+      for (const f of figure) expect(f.readsPerSec.n).toBe(hp.readRuns)
+    }
+    expect(http.authReads.caughtUp.map(f => f.clients)).toEqual(hp.authClients)
+    for (const f of http.authReads.caughtUp) expect(f.readsPerSec.n).toBe(hp.authRuns)
     expect(results.sections.commits.eightOverOne.n).toBe(results.plans.commits.runs)
     expect(results.sections.disk.afterCompactionBytesPerRow.n).toBe(results.plans.disk.runs)
 
@@ -48,7 +66,7 @@ test('npm run bench -- --quick runs every section and writes RESULTS.md, results
     for (const c of refused.filter(c => c.status !== 431)) expect(typeof c.code).toBe('string')
 
     const md = fs.readFileSync(path.join(out, 'RESULTS.md'), 'utf8')
-    for (const heading of ['## Machine', '## 1. Catalogue size', '## 2. Snapshot drain', '## 3. Durable commit', '## 4. Commit-to-delivery', '## 5. Memory', '## 6. Bytes on disk', '## 7. Behaviour past each cap', '## 8. Native benchmarks']) {
+    for (const heading of ['## Machine', '## 1. Catalogue size', '## 2. Snapshot drain', '## 3. Durable commit', '## 4. Commit-to-delivery', '## 5. Memory', '## 6. Bytes on disk', '## 7. Behaviour past each cap', '## 8. Native benchmarks', '## 9. HTTP transport', '### 9a.', '### 9b.', '### 9c.']) {
       expect(md).toContain(heading)
     }
     expect(md).toContain('npm run bench -- --quick --out ' + out)

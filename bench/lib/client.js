@@ -72,7 +72,13 @@ async function drainInProcess (live, query = {}, caller = PUBLIC) {
 
 /** POST to a lookup route of `server` (from lib/http.js startServer). */
 async function post (server, op, body) {
-  const res = await fetch(`${server.base}/overlay/v1/lookup/${op}`, { method: 'POST', headers: server.headers, body })
+  let res
+  try {
+    res = await fetch(`${server.base}/overlay/v1/lookup/${op}`, { method: 'POST', headers: server.headers, body })
+  } catch (e) {
+    // undici's "fetch failed" hides the reason (reset, refused, ...) in e.cause.
+    throw new Error(`HTTP ${op} failed: ${e.message}${e.cause ? ' (' + (e.cause.code || '') + ' ' + e.cause.message + ')' : ''}`)
+  }
   const buf = Buffer.from(await res.arrayBuffer())
   return { status: res.status, body: buf, headers: res.headers }
 }
@@ -93,4 +99,34 @@ async function drainHttp (server, query = {}) {
   return { ms, observations, pages }
 }
 
-module.exports = { PAGE, PUBLIC, openBody, readBody, closeBody, parse, countObservations, outpointsOf, openInProcess, drainInProcess, drainHttp, post }
+/**
+ * Opens a session over HTTP with page `limits`; resolves the parsed first batch and the latency in
+ * ms (request sent to body parsed). The session is closed afterwards, outside the timing.
+ */
+async function openHttp (server, query = {}, limits = PAGE) {
+  const t0 = now()
+  const res = await post(server, 'open', openBody(query, limits))
+  const batch = parse(res, 'HTTP open')
+  const ms = now() - t0
+  await post(server, 'close', closeBody(batch.session))
+  return { batch, ms, bytes: res.body.length }
+}
+
+/**
+ * A BRC-24 lookup over HTTP: POST {base}/lookup with {service, query}, the body parsed as a client
+ * must (JSON.parse of the whole answer). Resolves the answer, its size in bytes and the latency.
+ */
+async function lookupHttp (server, query = {}) {
+  const t0 = now()
+  const res = await fetch(`${server.base}/lookup`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ service: SERVICE, query })
+  })
+  const buf = Buffer.from(await res.arrayBuffer())
+  if (res.status !== 200) throw new Error(`HTTP /lookup answered ${res.status}: ${buf.toString('utf8', 0, 300)}`)
+  const answer = JSON.parse(buf.toString('utf8'))
+  return { answer, bytes: buf.length, ms: now() - t0 }
+}
+
+module.exports = { PAGE, PUBLIC, openBody, readBody, closeBody, parse, countObservations, outpointsOf, openInProcess, drainInProcess, drainHttp, post, openHttp, lookupHttp }

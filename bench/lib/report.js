@@ -58,7 +58,13 @@ averages), which widens the min–max ranges. The native addon was built with
 
 function catalogueSection (c) {
   const sizes = c.sizes
-  const runsNote = sizes.map(s => `${s.size.toLocaleString('en-US')} rows: first batch ${s.plan.first}, Engine.lookup ${s.plan.engine}, drain ${s.plan.drain}, HTTP drain ${s.plan.http}`).join('; ')
+  const runsNote = sizes.map(s => `${s.size.toLocaleString('en-US')} rows: first batch ${s.plan.first}, Engine.lookup ${s.plan.engine}${s.plan.engineInRoute ? ' (timed inside the HTTP `/lookup` route, see below)' : ''}, drain ${s.plan.drain}, HTTP drain ${s.plan.http}`).join('; ')
+  const inRoute = sizes.filter(s => s.plan.engineInRoute)
+  const inRouteNote = inRoute.length === 0
+    ? ''
+    : `\nAt ${inRoute.map(s => s.size.toLocaleString('en-US')).join(', ')} rows the Engine.lookup figure is the \`engine.lookup\` call timed
+inside the HTTP \`/lookup\` route of section 9a in the same round: the same call on the same Engine in
+the same process, with the same body, so a second full answer (tens of seconds) is not paid for.\n`
   const missingEngine = sizes.filter(s => s.engineLookupMs.n === 0)
   let engineNote = ''
   if (missingEngine.length > 0) {
@@ -102,21 +108,21 @@ Runs per figure: ${runsNote}. Each cell is median (min–max).
 ${table(['rows', 'live first batch, ms', 'Engine.lookup full answer, ms', 'Engine.lookup / first batch', 'live full drain, ms', 'Engine.lookup / full drain'], sizes.map(s => [
     s.size.toLocaleString('en-US'), cell(s.firstBatchMs), cell(s.engineLookupMs), cell(s.engineOverFirstBatch), cell(s.drainInProcessMs), cell(s.engineOverDrain)
   ]))}
-${engineNote}
+${engineNote}${inRouteNote}
 ![latency against catalogue size](latency-vs-catalogue.svg)
 
 Loading both stores at once (one pass, for orientation only): ${sizes.map(s => `+${s.load.addedRows.toLocaleString('en-US')} rows at ${num(s.load.bothStoresRowsPerSec)} rows/s`).join('; ')}.
 `
 }
 
-function drainSection (c) {
+function drainSection (c, h) {
   const http = c.sizes.some(s => s.drainHttpObsPerSec.n > 0)
   return `## 2. Snapshot drain, observations per second
 
 The full drain of section 1, counted in observations per second: in process (\`live.open\`/\`live.read\`)
 and over HTTP (\`createRouter(live, {authentication: 'none', baseURL, privateKey})\` on Express over
 loopback, with the profile and capability selection headers; Node's \`fetch\` as the client). Every page is parsed in both cases. HTTP here is the unauthenticated public mode;
-BRC-103 authentication would add its own per-request cost, not measured here.
+${h && h.authReads ? 'BRC-103 authentication adds its own per-request cost (section 9c measures it for small reads).' : 'BRC-103 authentication would add its own per-request cost, not measured here.'}
 
 ${table(['rows', 'in process, obs/s', 'over HTTP, obs/s', 'HTTP / in process'], c.sizes.map(s => [
     s.size.toLocaleString('en-US'), cell(s.drainInProcessObsPerSec), cell(s.drainHttpObsPerSec), cell(s.httpOverInProcess)
@@ -268,12 +274,116 @@ ${c.output.trim()}
 `).join('\n')
 }
 
+/** 9a: the live first batch over HTTP against the BRC-24 answer over HTTP (catalogue section). */
+function lookupHttpPart (c) {
+  const sizes = c.sizes.filter(s => s.firstBatchHttpMs && s.firstBatchHttpMs.n > 0)
+  if (sizes.length === 0) return ''
+  const pages = sizes[0].httpPages
+  const missing = sizes.filter(s => s.lookupHttpMs.n === 0)
+  return `### 9a. Live first batch over HTTP against the BRC-24 \`/lookup\` answer over HTTP
+
+The catalogue of section 1, in the same process and the same rounds, now through one Express server
+on loopback that carries both routes:
+- **live open over HTTP**: \`POST /overlay/v1/lookup/open\` (the real router, public mode) of query \`{}\`,
+  from sending the request until the client has parsed the first batch (Node's \`fetch\`, then
+  \`JSON.parse\`); the session is closed afterwards, outside the timing. Two page sizes: the client's
+  default, which is the profile maximum (${pages.default.maxObservations} observations, ${bytes(pages.default.maxBytes)}), and a small page of
+  ${pages.small.maxObservations} observations;
+- **\`POST /lookup\` over HTTP**: the route Overlay Express composes (a JSON body parser, then
+  \`engine.lookup(req.body)\` answered with \`res.status(200).json(result)\`; \`@bsv/overlay-express\` itself
+  is not installed here), mounted on the same app in front of the same \`@bsv/overlay\` Engine as
+  section 1, with body \`{service: 'ls_notes', query: {}}\`, until the client has parsed the whole
+  BRC-24 answer (Node's \`fetch\`, then \`JSON.parse\`). The answer's output count is checked. The server
+  side also records how long \`engine.lookup\` took inside the route and how long the synchronous
+  \`res.json\` call took (\`JSON.stringify\` of the answer, whose BEEFs are JSON number arrays, and its
+  hand-off to the socket); the rest is transfer and the client's parse.
+
+Ratios divide the \`/lookup\` time by the first-batch time of the same round. Runs per figure:
+${sizes.map(s => `${s.size.toLocaleString('en-US')} rows: first batches ${s.firstBatchHttpMs.n}, \`/lookup\` ${s.lookupHttpMs.n}`).join('; ')}.
+
+${table(['rows', `live first batch, ${pages.default.maxObservations}-obs page, ms`, `live first batch, ${pages.small.maxObservations}-obs page, ms`, '`/lookup` full answer, ms', 'of which `engine.lookup`, ms', 'of which `res.json`, ms', `\`/lookup\` / first batch (${pages.default.maxObservations})`, `\`/lookup\` / first batch (${pages.small.maxObservations})`, 'response bytes: first page / `/lookup`'], sizes.map(s => [
+    s.size.toLocaleString('en-US'), cell(s.firstBatchHttpMs), cell(s.firstBatchHttpSmallMs), cell(s.lookupHttpMs), cell(s.lookupHttpEngineMs), cell(s.lookupHttpRespondMs),
+    cell(s.lookupHttpOverFirstBatchHttp), cell(s.lookupHttpOverFirstBatchHttpSmall), `${bytes(s.firstBatchHttpBytes)} / ${s.lookupHttpBytes === null ? '—' : bytes(s.lookupHttpBytes)}`
+  ]))}
+${missing.length > 0 ? `\n\`/lookup\` over HTTP was not measured at ${missing.map(s => s.size.toLocaleString('en-US')).join(', ')} rows (the same time budget as Engine.lookup in section 1).\n` : ''}`
+}
+
+/** 9b: commit-to-delivery with N parked HTTP long polls (http section). */
+function pollsPart (h) {
+  if (!h.polls || h.polls.length === 0) return ''
+  const p0 = h.polls[0]
+  return `### 9b. Long-poll delivery latency over HTTP
+
+For N sessions on a ${p0.seedRows}-row collection, each opened over HTTP and drained: one parked long poll per session
+(\`POST /overlay/v1/lookup/read\`, \`waitMs\` 25 s, parked 32 at a time as in section 4, each chunk once
+the store counts it as waiting), then one \`live.commit\` of one group, timed until each poll's HTTP
+answer is received and parsed (\`JSON.parse\`) by the client. Every answer is checked to hold exactly
+the committed group (one group, one output observation, the committed txid); a refused poll is counted
+and its session brought up to date before the next run. Public mode: every caller has the same empty
+principal and sessions are told apart by their request ids, so the per-principal caps cover the whole
+store: \`maxSessionsPerPrincipal\`, \`maxWaiters\` and \`maxWaitersPerPrincipal\` were set to N + 64
+(defaults: 64, 20,000, 256); \`maxConcurrentWork\` stayed at its default (64). Client: a node:http
+keep-alive \`Agent\` with \`maxSockets\` N + 64 (one connection per parked poll); server keep-alive timeout
+${num(p0.serverKeepAliveTimeoutMs / 1000)} s. Client and server share one process and event loop, so the
+figures include the client's receiving and parsing of all N answers. "From the commit call" starts just
+before \`live.commit\`; "from the ack" when it resolved. Percentiles over the N polls of one run; cells
+are median (min–max) over runs (a warm-up run is discarded).
+
+${table(['HTTP pollers', 'p50 from commit call, ms', 'p99 from commit call, ms', 'max, ms', 'p50 from ack, ms', 'p99 from ack, ms', 'commit ack, ms', 'polls refused', 'open file descriptors parked (limit)', 'opening N sessions over HTTP, s'], h.polls.map(p => [
+    p.pollers.toLocaleString('en-US'), cell(p.deliveryFromCommitCallP50Ms), cell(p.deliveryFromCommitCallP99Ms), cell(p.deliveryFromCommitCallMaxMs),
+    cell(p.deliveryFromCommitAckP50Ms), cell(p.deliveryFromCommitAckP99Ms), cell(p.commitAckMs), cell(p.refusedPolls, v => String(Math.round(v))),
+    p.fdParked ? `${p.fdParked.open === null ? '—' : p.fdParked.open.toLocaleString('en-US')} (${p.fdParked.limit === null ? '—' : p.fdParked.limit.toLocaleString('en-US')})` : '—',
+    num(p.openSessionsMs / 1000)
+  ]))}
+${h.polls.some(p => p.refusal) ? '\n**Some woken polls were refused instead of delivered.** First such answer: ' + h.polls.filter(p => p.refusal).map(p => `N = ${p.pollers}: \`${p.refusal}\``).join('; ') + '.\n' : ''}`
+}
+
+/** 9c: immediate reads per second (http section). */
+function readsPart (h) {
+  if (!h.reads) return ''
+  const r = h.reads
+  const rowsOf = (label, list) => list.map(x => [label, String(x.clients), cell(x.readsPerSec)])
+  const all = [
+    ...rowsOf(`public: snapshot pages of ${r.snapshotPage.maxObservations} observations`, r.snapshot),
+    ...rowsOf('public: caught-up live reads, `waitMs` 0', r.caughtUp),
+    ...(h.authReads ? rowsOf('BRC-103: caught-up live reads, `waitMs` 0', h.authReads.caughtUp) : [])
+  ]
+  return `### 9c. Immediate reads per second over HTTP
+
+Reads that answer without waiting, from C concurrent clients, each a loop of back-to-back requests on
+its own session, counted over ${num(h.windowMs / 1000)}-second windows (a short warm-up window first; cells are
+median (min–max) over windows). Every answer is parsed. **Snapshot pages**: \`read\` of the next
+${r.snapshotPage.maxObservations}-observation page of a ${r.rows.toLocaleString('en-US')}-row snapshot (a client whose snapshot ends closes it and opens
+a new one, not counted as a read). **Caught-up live reads**: \`read\` with \`waitMs\` 0 on a session whose
+snapshot is complete and with nothing new (an empty batch). Public mode: node:http keep-alive
+\`Agent\` clients. BRC-103: one \`AuthFetch\` (own \`ProtoWallet\` identity) per client, the router with
+\`@bsv/auth-express-middleware\`; every request and answer is signed and verified,
+and the handshake happens before the timing (collection of ${h.authReads ? h.authReads.rows : '—'} rows). Clients and server share one process (and the 2 cores
+with it).
+
+${table(['reads', 'clients', 'reads/s'], all)}
+${h.authReads ? '' : '\nBRC-103 reads were not measured in this run.\n'}`
+}
+
+function httpSection (c, h) {
+  const parts = [c ? lookupHttpPart(c) : '', h ? pollsPart(h) : '', h ? readsPart(h) : ''].filter(Boolean)
+  if (parts.length === 0) return null
+  return `## 9. HTTP transport: first batch against \`/lookup\`, long-poll delivery, reads per second
+
+Everything here goes through Express on loopback with the real router (\`js/router.js\`), and the
+client parses every answer.
+
+` + parts.join('\n')
+}
+
 function caveats (r) {
   const c = r.sections.catalogue
   const items = [
     'The catalogue rows reuse the scripts and BEEFs of a few real note transactions (row number stamped into the BEEF), loaded directly into both stores rather than submitted through `Engine.submit`; neither side parses BEEF when answering, so this affects loading realism, not the answers compared.',
     'Both live figures include the client-side work a client must do (parsing every page); the Engine figure is the `Engine.lookup` call alone, without serializing its answer for HTTP.',
-    'HTTP figures use the unauthenticated public mode; BRC-103/104 authentication adds per-request signing and verification that is not measured.',
+    r.sections.http && r.sections.http.authReads
+      ? 'HTTP figures use the unauthenticated public mode, except the BRC-103 rows of section 9c.'
+      : 'HTTP figures use the unauthenticated public mode; BRC-103/104 authentication adds per-request signing and verification that is not measured.',
     'Memory figures are RSS-delta estimates, not allocator accounting.',
     'The machine was shared with other work; compare figures within one run (the ratios) rather than across runs.'
   ]
@@ -309,13 +419,15 @@ computed per run from two values measured in the same run, then summarized the s
 compaction (\`compactionIntervalMs\`) is off in every store so that it cannot land inside a timed figure;
 section 6 runs compaction explicitly.
 `, machineSection(r)]
-  if (s.catalogue) parts.push(catalogueSection(s.catalogue), drainSection(s.catalogue))
+  if (s.catalogue) parts.push(catalogueSection(s.catalogue), drainSection(s.catalogue, s.http))
   if (s.commits) parts.push(commitsSection(s.commits))
   if (s.waiters) parts.push(waitersSection(s.waiters))
   if (s.waiters || s.catalogue) parts.push(memorySection(s.waiters, s.catalogue))
   if (s.disk || s.catalogue) parts.push(diskSection(s.disk, s.catalogue))
   if (s.caps) parts.push(capsSection(s.caps))
   parts.push(cargoSection(r.cargo))
+  const http = httpSection(s.catalogue, s.http)
+  if (http) parts.push(http)
   parts.push(caveats(r))
   return parts.join('\n') + '\n'
 }

@@ -1,11 +1,14 @@
 'use strict'
 // Catalogue sizes: open-to-first-batch of a live session against the full BRC-24 answer of
 // Engine.lookup on the same rows in the same process, plus the full snapshot drain in process and
-// over HTTP. The catalogue grows in place (1k, then +99k, then +900k rows), and every figure for a
-// size is measured while both stores hold exactly that many rows.
+// over HTTP. Over HTTP too: the live open's first batch against the same Engine's answer through
+// an Overlay-Express-style `POST /lookup` route on the same server. The catalogue grows in place
+// (1k, then +9k, +90k and +900k rows), and every figure for a size is measured while both stores
+// hold exactly that many rows.
 
 const fs = require('node:fs')
 const path = require('node:path')
+const express = require('express')
 const { LiveLookup } = require('../../js')
 const { ORIGIN, startServer } = require('../lib/http')
 const { createTestEngine } = require('../../__test__/helpers/engine')
@@ -36,8 +39,35 @@ async function setup (dir) {
   })
   // The operator's deployment: the wrapped service answers /lookup and live sessions alike.
   t.engine.lookupServices[rows.SERVICE] = live.wrap(rows.SERVICE, notes, createNotesCompanion())
-  const server = await startServer(live)
-  return { t, notes, live, server, engineDir, liveDir: path.join(dir, 'live') }
+  const timing = { engineMs: null, respondMs: null }
+  // Keep-alive: an in-process Engine.lookup keeps this event loop busy for many seconds, after
+  // which Node's 5 s server idle timeout and the client's next request on the pooled connection
+  // race (the server's timer runs first and resets the connection: "fetch failed"). The server
+  // keeps idle connections longer than any gap in this section.
+  const server = await startServer(live, { routes: (app) => lookupRoute(app, t.engine, timing), keepAliveTimeoutMs: 10 * 60 * 1000 })
+  return { t, notes, live, server, timing, engineDir, liveDir: path.join(dir, 'live') }
+}
+
+/**
+ * The BRC-24 lookup route as Overlay Express composes it: a JSON body parser (Overlay Express
+ * installs one for the whole app, limit 1 GB), `engine.lookup(req.body)`, and the answer sent with
+ * `res.status(200).json(result)`; a failure answers 400 {status: 'error', message}. The only
+ * addition: `timing` records how long the lookup and the synchronous `res.json` call (JSON.stringify
+ * and the hand-off to the socket) took, for the breakdown in RESULTS.md.
+ */
+function lookupRoute (app, engine, timing) {
+  app.post('/lookup', express.json({ limit: '1gb', type: 'application/json' }), async (req, res) => {
+    try {
+      const t0 = now()
+      const result = await engine.lookup(req.body)
+      const t1 = now()
+      res.status(200).json(result)
+      timing.engineMs = t1 - t0
+      timing.respondMs = now() - t1
+    } catch (e) {
+      res.status(400).json({ status: 'error', message: String(e && e.message) })
+    }
+  })
 }
 
 async function engineLookup (engine, size) {
@@ -69,22 +99,67 @@ async function checkSameAnswer (env, size) {
 }
 
 /**
- * Runs of each measurement at a size: cfg.plan[size] = {first, engine, drain, http}; missing
- * entries default to cfg.runs. Slow points get fewer runs and RESULTS.md says so.
+ * Runs of each measurement at a size: cfg.plan[size] = {first, engine, drain, http, lookupHttp,
+ * engineInRoute}; missing entries default to cfg.runs. Slow points get fewer runs and RESULTS.md
+ * says so. The HTTP first batches run with the in-process first batch (`first`) when cfg.http is
+ * set. engineInRoute: the Engine.lookup figure of a round is the `engine.lookup` call timed inside
+ * that round's HTTP /lookup route (the same call on the same Engine, in this process) instead of a
+ * second full answer, which at 100k rows saves about 25 s a round.
  */
 function planFor (cfg, size) {
   const p = (cfg.plan && cfg.plan[size]) || {}
   const d = cfg.runs
-  return { first: p.first ?? d, engine: p.engine ?? d, drain: p.drain ?? d, http: cfg.http ? (p.http ?? d) : 0 }
+  return {
+    first: p.first ?? d,
+    engine: p.engine ?? d,
+    drain: p.drain ?? d,
+    http: cfg.http ? (p.http ?? d) : 0,
+    lookupHttp: cfg.lookupHttp ? (p.lookupHttp ?? d) : 0,
+    engineInRoute: false
+  }
+}
+
+/** planFor, with engineInRoute kept only where every Engine.lookup round has an HTTP /lookup. */
+function planAt (cfg, size) {
+  const plan = planFor(cfg, size)
+  const p = (cfg.plan && cfg.plan[size]) || {}
+  plan.engineInRoute = !!p.engineInRoute && plan.lookupHttp >= plan.engine
+  return plan
+}
+
+/** Page limits of the HTTP first batches: the client default (= profile maximum) and a small page. */
+const HTTP_PAGES = {
+  default: client.PAGE,
+  small: { maxBytes: client.PAGE.maxBytes, maxObservations: 100, waitMs: 0 }
+}
+
+async function lookupOverHttp (server, size) {
+  const l = await client.lookupHttp(server)
+  if (l.answer.type !== 'output-list' || l.answer.outputs.length !== size) {
+    throw new Error(`HTTP /lookup answered ${l.answer.outputs && l.answer.outputs.length} outputs for ${size} rows`)
+  }
+  return l
+}
+
+async function firstOverHttp (server, size, limits) {
+  const f = await client.openHttp(server, {}, limits)
+  if (client.countObservations(f.batch) !== Math.min(size, limits.maxObservations)) {
+    throw new Error(`HTTP first batch held ${client.countObservations(f.batch)} observations`)
+  }
+  return f
 }
 
 async function measureSize (env, size, cfg) {
-  const plan = planFor(cfg, size)
+  const plan = planAt(cfg, size)
   const first = []; const engine = []; const ratioFirst = []
   const drainIn = []; const drainHttp = []; const ratioDrain = []; const ratioHttp = []; const drainInMs = []; const drainHttpMs = []
+  const firstHttp = []; const firstHttpSmall = []; const lookupHttp = []; const ratioLookupHttp = []; const ratioLookupHttpSmall = []
+  const lookupHttpEngine = []; const lookupHttpRespond = []
+  let lookupBytes = null; let firstHttpBytes = null
   await checkSameAnswer(env, size)
   if (plan.engine > 0 && size <= 10000) await engineLookup(env.t.engine, size) // warms SQLite's page cache
-  const rounds = Math.max(plan.first, plan.engine, plan.drain, plan.http)
+  if (plan.http > 0) await firstOverHttp(env.server, size, HTTP_PAGES.default) // warms the connection and the route
+  const rounds = Math.max(plan.first, plan.engine, plan.drain, plan.http, plan.lookupHttp)
   for (let r = 0; r < rounds; r++) {
     // One round measures each figure once, in the same order, so ratios pair values of one round.
     let o = null
@@ -94,11 +169,38 @@ async function measureSize (env, size, cfg) {
       first.push(o.ms)
     }
     let e = null
-    if (r < plan.engine) {
+    if (r < plan.engine && !plan.engineInRoute) {
       gc()
       e = await engineLookup(env.t.engine, size)
       engine.push(e)
       if (o) ratioFirst.push(e / o.ms)
+    }
+    // Over HTTP, same round: the live first batch (two page sizes) and the BRC-24 /lookup answer.
+    let fh = null; let fsm = null
+    if (plan.http > 0 && r < plan.first) {
+      fh = await firstOverHttp(env.server, size, HTTP_PAGES.default)
+      fsm = await firstOverHttp(env.server, size, HTTP_PAGES.small)
+      firstHttp.push(fh.ms)
+      firstHttpSmall.push(fsm.ms)
+      firstHttpBytes = fh.bytes
+    }
+    let lh = null
+    if (r < plan.lookupHttp) {
+      gc()
+      env.timing.engineMs = env.timing.respondMs = null
+      lh = await lookupOverHttp(env.server, size)
+      lookupHttp.push(lh.ms)
+      lookupHttpEngine.push(env.timing.engineMs)
+      lookupHttpRespond.push(env.timing.respondMs)
+      if (plan.engineInRoute && r < plan.engine) {
+        e = env.timing.engineMs
+        engine.push(e)
+        if (o) ratioFirst.push(e / o.ms)
+      }
+      lookupBytes = lh.bytes
+      if (fh) ratioLookupHttp.push(lh.ms / fh.ms)
+      if (fsm) ratioLookupHttpSmall.push(lh.ms / fsm.ms)
+      lh.answer = null
     }
     let d = null
     if (r < plan.drain) {
@@ -117,7 +219,7 @@ async function measureSize (env, size, cfg) {
       drainHttpMs.push(dh.ms)
       if (d) ratioHttp.push((dh.observations / dh.ms) / (d.observations / d.ms))
     }
-    progress(`catalogue ${size}: round ${r + 1}/${rounds} first ${o ? o.ms.toFixed(2) + ' ms' : '-'}, engine ${e === null ? '-' : e.toFixed(0) + ' ms'}, drain ${d ? d.ms.toFixed(0) + ' ms' : '-'}`)
+    progress(`catalogue ${size}: round ${r + 1}/${rounds} first ${o ? o.ms.toFixed(2) + ' ms' : '-'}, engine ${e === null ? '-' : e.toFixed(0) + ' ms'}, HTTP first ${fh ? fh.ms.toFixed(2) + ' ms' : '-'}, HTTP /lookup ${lh ? lh.ms.toFixed(0) + ' ms' : '-'}, drain ${d ? d.ms.toFixed(0) + ' ms' : '-'}`)
   }
   return {
     size,
@@ -130,7 +232,17 @@ async function measureSize (env, size, cfg) {
     engineOverDrain: summary(ratioDrain, 'x'),
     drainHttpObsPerSec: summary(drainHttp, 'obs/s'),
     drainHttpMs: summary(drainHttpMs, 'ms'),
-    httpOverInProcess: summary(ratioHttp, 'x')
+    httpOverInProcess: summary(ratioHttp, 'x'),
+    httpPages: HTTP_PAGES,
+    firstBatchHttpMs: summary(firstHttp, 'ms'),
+    firstBatchHttpSmallMs: summary(firstHttpSmall, 'ms'),
+    firstBatchHttpBytes: firstHttpBytes,
+    lookupHttpMs: summary(lookupHttp, 'ms'),
+    lookupHttpEngineMs: summary(lookupHttpEngine, 'ms'),
+    lookupHttpRespondMs: summary(lookupHttpRespond, 'ms'),
+    lookupHttpBytes: lookupBytes,
+    lookupHttpOverFirstBatchHttp: summary(ratioLookupHttp, 'x'),
+    lookupHttpOverFirstBatchHttpSmall: summary(ratioLookupHttpSmall, 'x')
   }
 }
 
