@@ -222,7 +222,7 @@ async function main () {
       write() // the JS sections are kept even if a cargo bench fails to build or run
       const env = { OLL_BENCH_DIR: tmp, ...(args.quick ? { OLL_BENCH_QUICK: '1' } : {}) }
       const t0 = Date.now()
-      results.cargo = [await cargoBench('wire', env), await cargoBench('store', env)]
+      results.cargo = [await cargoBench('wire', env), await cargoBench('store', env), await cargoBench('session', env)]
       results.sectionSeconds.cargo = (Date.now() - t0) / 1000
     }
   } finally {

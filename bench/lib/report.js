@@ -256,8 +256,9 @@ function cargoSection (cargo) {
 
 Not run in this invocation. The native-only figures (store commit rate with 1/8 writers and 1/10-output
 groups, raw snapshot scan rows/s at 100k and 1M rows, bytes/row before and after compaction, first row of a
-selective indexed query; JSON parse and digest rates) come from
-\`cargo bench --profile ci --bench store\` and \`cargo bench --profile ci --bench wire\`, or
+selective indexed query; JSON parse and digest rates; the provider's open-to-first-batch latency and
+commit-to-wake latency without Node) come from \`cargo bench --profile ci --bench store\`,
+\`cargo bench --profile ci --bench wire\` and \`cargo bench --profile ci --bench session\`, or
 \`npm run bench -- --cargo\`, which includes their output here.
 `
   }
