@@ -20,7 +20,8 @@ const ALLOWED_ORIGIN = 'http://app.example.test'
 async function startNode ({ authentication = 'brc103' } = {}) {
   const serverKey = PrivateKey.fromRandom()
   const app = express()
-  app.set('etag', false)
+  // Needed under BRC-104 (docs/operators.md); public mode is left on Express's default.
+  if (authentication === 'brc103') app.set('etag', false)
   const srv = await startServer(app)
   const origin = `http://127.0.0.1:${srv.port}`
   const live = await h.openLive(h.tempDir(), {
@@ -253,6 +254,9 @@ describe('explicit unauthenticated public mode', () => {
       expect(res.headers.get('cache-control')).toBe('private, no-store')
       expect(res.headers.get('vary')).toBe('Authorization, x-bsv-auth-identity-key, x-bsv-overlay-capability, x-bsv-overlay-profile')
       expect(res.headers.get('x-bsv-overlay-capability')).toBe(capability)
+      // No ETag: a no-store answer is never revalidated, so none is computed.
+      expect(res.headers.get('etag')).toBeNull()
+      expect(Number(res.headers.get('content-length'))).toBe(Buffer.byteLength(res.raw))
     }
   })
 

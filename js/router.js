@@ -61,8 +61,18 @@ function echoSelection (req, res) {
 
 function send (res, status, body) {
   if (res.headersSent || res.writableEnded) return
+  const buf = Buffer.from(body)
   res.setHeader('Content-Type', 'application/json')
-  res.status(status).send(Buffer.from(body))
+  if (res.locals && res.locals.overlayLiveDirect) {
+    // Unauthenticated mode: written as is. res.send would add an ETag (a SHA-1 over
+    // the whole body, up to 4 MiB) that a no-store answer never uses.
+    res.statusCode = status
+    res.setHeader('Content-Length', buf.length)
+    res.end(buf)
+    return
+  }
+  // BRC-103: the auth middleware signs the body through res.send.
+  res.status(status).send(buf)
 }
 
 function sendError (res, code, message) {
@@ -187,6 +197,7 @@ function createRouter (live, options = {}) {
   }
 
   router.use(prefix, (req, res, next) => {
+    if (!auth) res.locals.overlayLiveDirect = true
     baseHeaders(req, res, allowedOrigins)
     if (req.method !== 'OPTIONS') return next()
     // Preflights carry no credentials; they are answered before authentication.
