@@ -109,9 +109,27 @@ ${table(['rows', 'live first batch, ms', 'Engine.lookup full answer, ms', 'Engin
     s.size.toLocaleString('en-US'), cell(s.firstBatchMs), cell(s.engineLookupMs), cell(s.engineOverFirstBatch), cell(s.drainInProcessMs), cell(s.engineOverDrain)
   ]))}
 ${engineNote}${inRouteNote}
+${smallPagesNote(sizes)}
 ![latency against catalogue size](latency-vs-catalogue.svg)
 
 Loading both stores at once (one pass, for orientation only): ${sizes.map(s => `+${s.load.addedRows.toLocaleString('en-US')} rows at ${num(s.load.bothStoresRowsPerSec)} rows/s`).join('; ')}.
+`
+}
+
+/** In-process first batches of small pages at each size, and how flat they are. */
+function smallPagesNote (sizes) {
+  const withSmall = sizes.filter(s => s.firstBatchSmallMs && Object.keys(s.firstBatchSmallMs).length > 0)
+  if (withSmall.length === 0) return ''
+  const pages = Object.keys(withSmall[0].firstBatchSmallMs)
+  const first = withSmall[0]; const last = withSmall[withSmall.length - 1]
+  const flat = pages.map(p => `${p} observations: ${num(last.firstBatchSmallMs[p].median / first.firstBatchSmallMs[p].median)}`).join('; ')
+  return `
+First batches of smaller pages, in process (\`LiveLookup.open\` until the parsed batch is in hand, the same
+query; each page holds exactly that many observations, checked). ${first.firstBatchSmallMs[pages[0]].n} opens per cell, opened and closed
+one after another, before the rounds above. Median (min–max), ms:
+
+${table(['rows', ...pages.map(p => `first batch of ${p}, ms`)], withSmall.map(s => [s.size.toLocaleString('en-US'), ...pages.map(p => cell(s.firstBatchSmallMs[p]))]))}
+Median at ${last.size.toLocaleString('en-US')} rows over the median at ${first.size.toLocaleString('en-US')} rows: ${flat}.
 `
 }
 

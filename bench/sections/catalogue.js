@@ -127,6 +127,14 @@ function planAt (cfg, size) {
   return plan
 }
 
+/** Small first pages measured in process (observations), and how many opens each. */
+const SMALL_PAGES = [10, 100]
+const SMALL_PAGE_RUNS = 21
+
+function countOutputs (batch) {
+  return batch.groups.reduce((n, g) => n + g.observations.length, 0)
+}
+
 /** Page limits of the HTTP first batches: the client default (= profile maximum) and a small page. */
 const HTTP_PAGES = {
   default: client.PAGE,
@@ -159,6 +167,18 @@ async function measureSize (env, size, cfg) {
   await checkSameAnswer(env, size)
   if (plan.engine > 0 && size <= 10000) await engineLookup(env.t.engine, size) // warms SQLite's page cache
   if (plan.http > 0) await firstOverHttp(env.server, size, HTTP_PAGES.default) // warms the connection and the route
+  // First batches of ordinary small pages, in process: many runs, they are cheap.
+  const firstSmall = {}
+  for (const obs of SMALL_PAGES) {
+    const ms = []
+    for (let i = 0; i < SMALL_PAGE_RUNS; i++) {
+      const o = await client.openInProcess(env.live, {}, client.PUBLIC, { ...client.PAGE, maxObservations: obs })
+      if (countOutputs(o.batch) !== Math.min(obs, size)) throw new Error(`a ${obs}-observation first page held ${countOutputs(o.batch)}`)
+      await env.live.closeSession(client.closeBody(o.batch.session), client.PUBLIC)
+      ms.push(o.ms)
+    }
+    firstSmall[obs] = summary(ms, 'ms')
+  }
   const rounds = Math.max(plan.first, plan.engine, plan.drain, plan.http, plan.lookupHttp)
   for (let r = 0; r < rounds; r++) {
     // One round measures each figure once, in the same order, so ratios pair values of one round.
@@ -225,6 +245,7 @@ async function measureSize (env, size, cfg) {
     size,
     plan,
     firstBatchMs: summary(first, 'ms'),
+    firstBatchSmallMs: firstSmall,
     engineLookupMs: summary(engine, 'ms'),
     engineOverFirstBatch: summary(ratioFirst, 'x'),
     drainInProcessObsPerSec: summary(drainIn, 'obs/s'),
