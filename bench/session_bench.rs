@@ -176,7 +176,8 @@ fn wake(n: usize, runs: usize) {
     let p = provider(dir.path());
     load(&p, 0, 10);
     let mut s = sessions(&p, n);
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let workers = std::env::var("OLL_BENCH_WORKERS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build().unwrap();
     let (mut p50, mut p99, mut p50_ack, mut p99_ack, mut ack) = (vec![], vec![], vec![], vec![], vec![]);
     let mut next = 10;
     for run in 0..=runs {

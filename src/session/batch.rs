@@ -53,6 +53,22 @@ fn push_joined(out: &mut Vec<u8>, items: &[Vec<u8>]) {
     }
 }
 
+/// Appends the decimal digits of `v` (renders run once per batch and per woken poll,
+/// so they avoid formatting machinery and temporary strings).
+pub(crate) fn push_u64(out: &mut Vec<u8>, mut v: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
 fn push_json_str(out: &mut Vec<u8>, s: &str) {
     serde_json::to_writer(&mut *out, s).expect("writing a string to a Vec cannot fail");
 }
@@ -75,24 +91,22 @@ impl Frame {
         out.extend_from_slice(b",\"snapshotComplete\":");
         out.extend_from_slice(if tail.snapshot_complete { b"true" } else { b"false" });
         for (name, v) in [
-            ("through", tail.through),
-            ("highWater", tail.high_water),
-            ("expiresAt", self.expires_at),
-            ("replayUntil", self.replay_until),
+            (&b",\"through\":\""[..], tail.through),
+            (b",\"highWater\":\"", tail.high_water),
+            (b",\"expiresAt\":\"", self.expires_at),
+            (b",\"replayUntil\":\"", self.replay_until),
         ] {
-            out.extend_from_slice(b",\"");
-            out.extend_from_slice(name.as_bytes());
-            out.extend_from_slice(b"\":\"");
-            out.extend_from_slice(v.to_string().as_bytes());
+            out.extend_from_slice(name);
+            push_u64(&mut out, v);
             out.push(b'"');
         }
-        out.extend_from_slice(
-            format!(
-                ",\"limits\":{{\"maxBytes\":{},\"maxObservations\":{},\"waitMs\":{}}}}}",
-                self.limits.max_bytes, self.limits.max_observations, self.limits.wait_ms
-            )
-            .as_bytes(),
-        );
+        out.extend_from_slice(b",\"limits\":{\"maxBytes\":");
+        push_u64(&mut out, self.limits.max_bytes as u64);
+        out.extend_from_slice(b",\"maxObservations\":");
+        push_u64(&mut out, self.limits.max_observations as u64);
+        out.extend_from_slice(b",\"waitMs\":");
+        push_u64(&mut out, self.limits.wait_ms as u64);
+        out.extend_from_slice(b"}}");
         out
     }
 
@@ -135,7 +149,7 @@ pub fn group(id: &str, sequence: u64, observations: &[Vec<u8>]) -> RenderedGroup
     out.extend_from_slice(b"{\"id\":");
     push_json_str(&mut out, id);
     out.extend_from_slice(b",\"sequence\":\"");
-    out.extend_from_slice(sequence.to_string().as_bytes());
+    push_u64(&mut out, sequence);
     out.extend_from_slice(b"\",\"observations\":[");
     push_joined(&mut out, observations);
     out.extend_from_slice(b"]}");
@@ -221,6 +235,15 @@ impl Packer {
 
     pub fn into_groups(self) -> Vec<Vec<u8>> {
         self.groups
+    }
+
+    /// Renders the batch with the groups taken, after checking that its envelope
+    /// fits at all (the groups were already checked against the budget as offered).
+    pub fn finish(self, frame: &Frame, tail: &Tail) -> Result<Vec<u8>, WireError> {
+        let groups_len = self.group_bytes + self.groups.len().saturating_sub(1);
+        let body = frame.render(tail, &self.groups);
+        self.check_envelope(body.len() - groups_len)?;
+        Ok(body)
     }
 }
 

@@ -633,8 +633,8 @@ impl Provider {
                 .expect("checked above")
         };
         let tail = Tail { phase: Phase::Snapshot, cursor: &cursor, snapshot_complete: complete, through: rec.w, high_water };
-        packer.check_envelope(frame.envelope_len(&tail))?;
-        Ok(SnapshotPage { body: frame.render(&tail, &packer.into_groups()), rows_digest: taken.finalize().into() })
+        let body = packer.finish(&frame, &tail)?;
+        Ok(SnapshotPage { body, rows_digest: taken.finalize().into() })
     }
 
     fn live_group(&self, scope: &[u8], seq: u64, projected: &[Projected]) -> Result<batch::RenderedGroup, WireError> {
@@ -757,9 +757,8 @@ impl Provider {
             .encode(&secret)
             .expect("a live cursor always fits");
         let tail = Tail { phase: Phase::Live, cursor: &cursor, snapshot_complete: true, through: examined, high_water };
-        packer.check_envelope(frame.envelope_len(&tail))?;
         let empty = packer.is_empty();
-        Ok((frame.render(&tail, &packer.into_groups()), empty))
+        Ok((packer.finish(&frame, &tail)?, empty))
     }
 
     // ---------------------------------------------------------------- read
