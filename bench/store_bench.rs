@@ -1,7 +1,9 @@
 //! Store benchmarks (real sled on disk in a temp directory). Run:
 //!   cargo bench --profile ci --bench store
 //! Optional: OLL_BENCH_QUICK=1 (smaller sizes), OLL_BENCH_DIR=<dir> (where stores are created),
-//! OLL_BENCH_ONLY=commit|scan (run one part), OLL_BENCH_1M=0 (skip the 1M-row part, which is
+//! OLL_BENCH_ONLY=commit|scan (run one part), OLL_BENCH_CASES=8x1,1x10 (commit cases to run,
+//! writers x outputs/group; default all four), OLL_BENCH_RUNS=n (repetitions, default 5),
+//! OLL_BENCH_1M=0 (skip the 1M-row part, which is
 //! most of the ~5-6 minutes: loading 1M rows through `commit` takes 3.5-5 min on a shared
 //! 2-core VM).
 //! Prints min/median/max over repeated runs for:
@@ -148,7 +150,8 @@ fn first_selective_row(s: &Store, q: u64, by_score: bool) -> Duration {
 
 fn main() {
     // `cargo bench` passes --bench; ignore arguments.
-    let runs = 5;
+    let runs: usize = std::env::var("OLL_BENCH_RUNS").ok().and_then(|r| r.parse().ok()).unwrap_or(5).max(1);
+    let cases = std::env::var("OLL_BENCH_CASES").unwrap_or_default();
     let scale = if quick() { 10 } else { 1 };
     println!("store bench ({} mode); durable = applied as one sled batch and flushed before ack", if quick() { "quick" } else { "full" });
 
@@ -156,6 +159,9 @@ fn main() {
     for (writers, outputs, per) in [(1u64, 1u64, 1000u64), (8, 1, 500), (1, 10, 500), (8, 10, 250)] {
         if only == "scan" {
             break;
+        }
+        if !cases.is_empty() && !cases.split(',').any(|c| c.trim() == format!("{writers}x{outputs}")) {
+            continue;
         }
         let per = (per / scale).max(10);
         let (v, cpu): (Vec<f64>, Vec<f64>) = (0..runs).map(|_| commit_rate(writers, outputs, per)).unzip();
