@@ -3,7 +3,8 @@
 //! Optional: OLL_BENCH_QUICK=1 (smaller sizes), OLL_BENCH_DIR=<dir> (where stores are created),
 //! OLL_BENCH_ONLY=commit|scan (run one part), OLL_BENCH_CASES=8x1,1x10 (commit cases to run,
 //! writers x outputs/group; default all four), OLL_BENCH_RUNS=n (repetitions, default 5),
-//! OLL_BENCH_1M=0 (skip the 1M-row part, which is
+//! OLL_BENCH_SCAN_ONLY=1 (with the scan part: only scan rates, no compaction or selective
+//! queries), OLL_BENCH_1M=0 (skip the 1M-row part, which is
 //! most of the ~5-6 minutes: loading 1M rows through `commit` takes 3.5-5 min on a shared
 //! 2-core VM).
 //! Prints min/median/max over repeated runs for:
@@ -119,8 +120,20 @@ fn load(s: &Store, rows: u64) {
     }
 }
 
-fn scan_rate(s: &Store, rows: u64) -> f64 {
+/// On-CPU nanoseconds of the calling thread (Linux schedstat); 0 elsewhere. A scan runs on the
+/// calling thread, so rows per on-CPU second is a rate that other load on the machine (which
+/// preempts the scan) disturbs far less than wall-clock time.
+fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
+/// (rows per wall-clock second, rows per on-CPU second of the scanning thread).
+fn scan_rate(s: &Store, rows: u64) -> (f64, f64) {
     let w = s.high_water();
+    let cpu0 = thread_cpu_ns();
     let start = Instant::now();
     let mut count = 0u64;
     for r in s.snapshot("ls_bench", &Selection::all(), w, None).unwrap() {
@@ -128,8 +141,9 @@ fn scan_rate(s: &Store, rows: u64) -> f64 {
         count += 1;
     }
     let el = start.elapsed();
+    let cpu = (thread_cpu_ns() - cpu0) as f64 / 1e9;
     assert_eq!(count, rows);
-    count as f64 / el.as_secs_f64()
+    (count as f64 / el.as_secs_f64(), if cpu > 0.0 { count as f64 / cpu } else { 0.0 })
 }
 
 fn first_selective_row(s: &Store, q: u64, by_score: bool) -> Duration {
@@ -179,8 +193,13 @@ fn main() {
         let t = Instant::now();
         load(&s, rows);
         println!("loaded {rows} rows in {:.1}s", t.elapsed().as_secs_f64());
-        let v: Vec<f64> = (0..runs).map(|_| scan_rate(&s, rows)).collect();
+        let (v, cpu): (Vec<f64>, Vec<f64>) = (0..runs).map(|_| scan_rate(&s, rows)).unzip();
         println!("snapshot scan rows/s at {rows:>8} rows: {}", stats(v));
+        println!("  rows per on-CPU second of the scanning thread:    {}", stats(cpu));
+        if std::env::var("OLL_BENCH_SCAN_ONLY").is_ok() {
+            s.close().unwrap();
+            continue;
+        }
         if rows == 1_000_000 / scale {
             let v: Vec<f64> = (0..50).map(|q| first_selective_row(&s, q * 37, false).as_secs_f64() * 1e6).collect();
             println!("first row of selective eq (owner = 1 of 1000, ~{} matches) at {rows} rows, µs: {}", rows / 1000, stats(v));
