@@ -3,7 +3,10 @@
 //! changes in memory and applies them as ONE sled batch; a flusher thread then flushes (one flush
 //! for every batch applied so far) and only then publishes (highWater, watch) and replies. This
 //! is group commit: concurrent writers share a batch and a flush, and staging the next drain
-//! overlaps the previous flush.
+//! overlaps the previous flush. The hand-over to the flusher is a rendezvous, so while a flush
+//! runs at most one applied drain waits for the next one and new requests pile up into a single
+//! following drain: every sled batch costs log I/O of its own (sled seals its I/O buffer around
+//! each batch), so fewer, larger batches are cheaper per group.
 //!
 //! Why a single writer thread: blob reference counts, the current-version pointers and the
 //! sequence counter are read-modify-write state; serializing them here needs no locks and lets
@@ -162,6 +165,10 @@ impl<'a> Txn<'a> {
     }
 
     /// Reference a blob, storing it on first reference (record layout: `keys` module docs).
+    /// Invariant kept by `add_ref`/`drop_ref` (and only they write blob records): a blob's
+    /// record exists iff its count — the row versions plus log records naming its hash — is
+    /// positive, and a large blob's body exists iff its record does. Record, count and body
+    /// change in the same batch as the rows and log records that reference them.
     pub fn add_ref(&mut self, h: &[u8; 32], beef: &[u8]) -> Result<(), StoreError> {
         let count = match self.blob_ref(h)? {
             Some((count, _, _)) => count,
