@@ -78,8 +78,16 @@ fn foreign_or_damaged_stores_are_refused_not_replaced() {
         db.insert(b"mschema", 99u32.to_be_bytes().to_vec()).unwrap();
         db.flush().unwrap();
     }
-    let err = Store::open(cfg2).err().unwrap();
+    let err = Store::open(cfg2.clone()).err().unwrap();
     assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
+    // A store of the earlier schema 1 (separate blob reference records) is refused by name.
+    {
+        let db = sled::open(&path2).unwrap();
+        db.insert(b"mschema", 1u32.to_be_bytes().to_vec()).unwrap();
+        db.flush().unwrap();
+    }
+    let err = Store::open(cfg2).err().unwrap();
+    assert!(matches!(err, StoreError::Corrupt { .. }) && err.to_string().contains("schema 1 is not supported"), "{err}");
     // A non-empty directory that is not a store is not taken over.
     let other = dir.path().join("other");
     std::fs::create_dir(&other).unwrap();

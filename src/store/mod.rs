@@ -284,7 +284,14 @@ fn read_meta(db: &sled::Db, path: &Path) -> Result<Meta, StoreError> {
     };
     let schema = get("schema")?;
     if schema.as_ref() != SCHEMA_VERSION.to_be_bytes() {
-        return Err(corrupt(path, format!("unsupported schema {:?} (expected {SCHEMA_VERSION})", schema.as_ref())));
+        let detail = match <[u8; 4]>::try_from(schema.as_ref()) {
+            Ok(b) => format!(
+                "store schema {} is not supported (this version reads schema {SCHEMA_VERSION}); it was written by another version of overlay-lookup-live",
+                u32::from_be_bytes(b)
+            ),
+            Err(_) => format!("malformed schema record (this version reads schema {SCHEMA_VERSION})"),
+        };
+        return Err(corrupt(path, detail));
     }
     let epoch = String::from_utf8(get("epoch")?.to_vec()).map_err(|_| corrupt(path, "epoch is not text"))?;
     if epoch.len() != 32 || !epoch.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)) {
