@@ -1,7 +1,9 @@
 //! Store benchmarks (real sled on disk in a temp directory). Run:
 //!   cargo bench --profile ci --bench store
 //! Optional: OLL_BENCH_QUICK=1 (smaller sizes), OLL_BENCH_DIR=<dir> (where stores are created),
-//! OLL_BENCH_ONLY=commit|scan (run one part), OLL_BENCH_1M=0 (skip the 1M-row part, which is
+//! OLL_BENCH_ONLY=commit|scan (run one part), OLL_BENCH_CASES=8x1,1x10 (commit cases to run,
+//! writers x outputs/group; default all four), OLL_BENCH_RUNS=n (repetitions, default 5),
+//! OLL_BENCH_SCAN_ONLY=1 (scan part without the replace-and-compact step), OLL_BENCH_1M=0 (skip the 1M-row part, which is
 //! most of the ~5-6 minutes: loading 1M rows through `commit` takes 3.5-5 min on a shared
 //! 2-core VM).
 //! Prints min/median/max over repeated runs for:
@@ -77,9 +79,26 @@ fn cpu_seconds() -> f64 {
     (ticks(11) + ticks(12)) / 100.0 // utime, stime (fields 14, 15); USER_HZ = 100 on Linux
 }
 
+/// On-CPU seconds of this process's live threads named `name` (Linux schedstat; 0 elsewhere).
+fn named_threads_cpu(name: &str) -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return 0.0 };
+    let mut ns = 0u64;
+    for t in tasks.flatten() {
+        let p = t.path();
+        if std::fs::read_to_string(p.join("comm")).map(|c| c.trim() == name).unwrap_or(false) {
+            ns += std::fs::read_to_string(p.join("schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+                .unwrap_or(0);
+        }
+    }
+    ns as f64 / 1e9
+}
+
 /// Durable groups/s with `writers` threads each committing `per_writer` groups of `outputs`;
-/// also returns CPU seconds used per group.
-fn commit_rate(writers: u64, outputs: u64, per_writer: u64) -> (f64, f64) {
+/// also returns CPU seconds used per group (all threads) and on-CPU seconds per group of the
+/// committer thread (the serial stage, which bounds the rate).
+fn commit_rate(writers: u64, outputs: u64, per_writer: u64) -> (f64, f64, f64) {
     let dir = tempdir();
     let s = open(dir.path());
     let cpu0 = cpu_seconds();
@@ -101,10 +120,11 @@ fn commit_rate(writers: u64, outputs: u64, per_writer: u64) -> (f64, f64) {
     }
     let el = start.elapsed();
     let cpu = cpu_seconds() - cpu0;
+    let committer = named_threads_cpu("oll-committer");
     assert_eq!(s.high_water(), writers * per_writer);
     s.close().unwrap();
     let groups = (writers * per_writer) as f64;
-    (groups / el.as_secs_f64(), cpu / groups)
+    (groups / el.as_secs_f64(), cpu / groups, committer / groups)
 }
 
 fn load(s: &Store, rows: u64) {
@@ -117,8 +137,20 @@ fn load(s: &Store, rows: u64) {
     }
 }
 
-fn scan_rate(s: &Store, rows: u64) -> f64 {
+/// On-CPU nanoseconds of the calling thread (Linux schedstat); 0 elsewhere. A scan runs on the
+/// calling thread, so rows per on-CPU second is a rate that other load on the machine (which
+/// preempts the scan) disturbs far less than wall-clock time.
+fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
+/// (rows per wall-clock second, rows per on-CPU second of the scanning thread).
+fn scan_rate(s: &Store, rows: u64) -> (f64, f64) {
     let w = s.high_water();
+    let cpu0 = thread_cpu_ns();
     let start = Instant::now();
     let mut count = 0u64;
     for r in s.snapshot("ls_bench", &Selection::all(), w, None).unwrap() {
@@ -126,8 +158,9 @@ fn scan_rate(s: &Store, rows: u64) -> f64 {
         count += 1;
     }
     let el = start.elapsed();
+    let cpu = (thread_cpu_ns() - cpu0) as f64 / 1e9;
     assert_eq!(count, rows);
-    count as f64 / el.as_secs_f64()
+    (count as f64 / el.as_secs_f64(), if cpu > 0.0 { count as f64 / cpu } else { 0.0 })
 }
 
 fn first_selective_row(s: &Store, q: u64, by_score: bool) -> Duration {
@@ -148,7 +181,8 @@ fn first_selective_row(s: &Store, q: u64, by_score: bool) -> Duration {
 
 fn main() {
     // `cargo bench` passes --bench; ignore arguments.
-    let runs = 5;
+    let runs: usize = std::env::var("OLL_BENCH_RUNS").ok().and_then(|r| r.parse().ok()).unwrap_or(5).max(1);
+    let cases = std::env::var("OLL_BENCH_CASES").unwrap_or_default();
     let scale = if quick() { 10 } else { 1 };
     println!("store bench ({} mode); durable = applied as one sled batch and flushed before ack", if quick() { "quick" } else { "full" });
 
@@ -157,10 +191,14 @@ fn main() {
         if only == "scan" {
             break;
         }
+        if !cases.is_empty() && !cases.split(',').any(|c| c.trim() == format!("{writers}x{outputs}")) {
+            continue;
+        }
         let per = (per / scale).max(10);
-        let (v, cpu): (Vec<f64>, Vec<f64>) = (0..runs).map(|_| commit_rate(writers, outputs, per)).unzip();
-        println!("commit groups/s  writers={writers} outputs/group={outputs:<2} groups={:<6} {}", writers * per, stats(v));
-        println!("  CPU µs/group (all threads)                         {}", stats(cpu.iter().map(|c| c * 1e6).collect()));
+        let r: Vec<(f64, f64, f64)> = (0..runs).map(|_| commit_rate(writers, outputs, per)).collect();
+        println!("commit groups/s  writers={writers} outputs/group={outputs:<2} groups={:<6} {}", writers * per, stats(r.iter().map(|x| x.0).collect()));
+        println!("  CPU µs/group (all threads)                         {}", stats(r.iter().map(|x| x.1 * 1e6).collect()));
+        println!("  committer thread on-CPU µs/group                   {}", stats(r.iter().map(|x| x.2 * 1e6).collect()));
     }
 
     for rows in [100_000u64, 1_000_000] {
@@ -173,15 +211,16 @@ fn main() {
         let t = Instant::now();
         load(&s, rows);
         println!("loaded {rows} rows in {:.1}s", t.elapsed().as_secs_f64());
-        let v: Vec<f64> = (0..runs).map(|_| scan_rate(&s, rows)).collect();
+        let (v, cpu): (Vec<f64>, Vec<f64>) = (0..runs).map(|_| scan_rate(&s, rows)).unzip();
         println!("snapshot scan rows/s at {rows:>8} rows: {}", stats(v));
+        println!("  rows per on-CPU second of the scanning thread:    {}", stats(cpu));
         if rows == 1_000_000 / scale {
             let v: Vec<f64> = (0..50).map(|q| first_selective_row(&s, q * 37, false).as_secs_f64() * 1e6).collect();
             println!("first row of selective eq (owner = 1 of 1000, ~{} matches) at {rows} rows, µs: {}", rows / 1000, stats(v));
             let v: Vec<f64> = (0..50).map(|q| first_selective_row(&s, q * 37, true).as_secs_f64() * 1e6).collect();
             println!("  same, ordered by score desc (collect + sort the matches), µs:      {}", stats(v));
         }
-        if rows == 100_000 / scale {
+        if rows == 100_000 / scale && std::env::var("OLL_BENCH_SCAN_ONLY").is_err() {
             let st = s.stats().unwrap();
             println!(
                 "bytes/row after load:            disk {:>8.0}  retained(log+rows+index+blobs) {:>6.0}",

@@ -78,8 +78,16 @@ fn foreign_or_damaged_stores_are_refused_not_replaced() {
         db.insert(b"mschema", 99u32.to_be_bytes().to_vec()).unwrap();
         db.flush().unwrap();
     }
-    let err = Store::open(cfg2).err().unwrap();
+    let err = Store::open(cfg2.clone()).err().unwrap();
     assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
+    // A store of the earlier schema 1 (separate blob reference records) is refused by name.
+    {
+        let db = sled::open(&path2).unwrap();
+        db.insert(b"mschema", 1u32.to_be_bytes().to_vec()).unwrap();
+        db.flush().unwrap();
+    }
+    let err = Store::open(cfg2).err().unwrap();
+    assert!(matches!(err, StoreError::Corrupt { .. }) && err.to_string().contains("schema 1 is not supported"), "{err}");
     // A non-empty directory that is not a store is not taken over.
     let other = dir.path().join("other");
     std::fs::create_dir(&other).unwrap();
@@ -329,6 +337,42 @@ fn compaction_keeps_everything_a_reader_after_the_horizon_needs() {
     assert_eq!((st.log_groups, st.log_bytes), (0, 0));
     assert!(s.blob(&sha(&beef(0))).unwrap().is_none());
     assert_eq!(s.commit(vec![admit("ls", 99, json!({}))]).unwrap(), Some(hw + 1));
+}
+
+/// Small BEEFs carry their reference count in their own record, large ones (over 8 KiB) keep
+/// it apart from their bytes: both kinds are shared, counted, survive a restart and go with
+/// their last reference.
+#[test]
+fn small_and_large_blobs_are_shared_and_dropped_with_their_last_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let big: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+    let small = beef(3);
+    let row = |n: u32, b: &[u8]| admit_full("ls", n, "tm", json!({}), b.to_vec(), None, None);
+    s.commit(vec![row(1, &big)]).unwrap();
+    s.commit(vec![row(2, &big), row(3, &small)]).unwrap();
+    let expect_bytes = (33 + big.len() + 33 + small.len()) as u64;
+    assert_eq!(s.stats().unwrap().blob_bytes, expect_bytes);
+    s.close().unwrap();
+    let s = reopen(dir.path());
+    assert_eq!(s.blob(&sha(&big)).unwrap().as_deref(), Some(big.as_slice()));
+    assert_eq!(s.blob(&sha(&small)).unwrap().as_deref(), Some(small.as_slice()));
+    assert_eq!(s.stats().unwrap().blob_bytes, expect_bytes);
+
+    // Row 1 goes; its log group and version are compacted: row 2 still holds the large blob.
+    s.commit(vec![remove("ls", 1, RemoveReason::Evicted)]).unwrap();
+    while s.compact_step(s.high_water(), 1000).unwrap() {}
+    assert_eq!(s.blob(&sha(&big)).unwrap().as_deref(), Some(big.as_slice()));
+    assert_eq!(s.stats().unwrap().blob_bytes, expect_bytes);
+
+    s.commit(vec![remove("ls", 2, RemoveReason::Evicted), remove("ls", 3, RemoveReason::Evicted)]).unwrap();
+    while s.compact_step(s.high_water(), 1000).unwrap() {}
+    assert!(s.blob(&sha(&big)).unwrap().is_none());
+    assert!(s.blob(&sha(&small)).unwrap().is_none());
+    assert_eq!(s.stats().unwrap().blob_bytes, 0);
+    // Re-admitting stores the bytes again.
+    s.commit(vec![row(4, &big)]).unwrap();
+    assert_eq!(s.blob(&sha(&big)).unwrap().as_deref(), Some(big.as_slice()));
 }
 
 fn sha(b: &[u8]) -> [u8; 32] {

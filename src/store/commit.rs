@@ -3,14 +3,17 @@
 //! changes in memory and applies them as ONE sled batch; a flusher thread then flushes (one flush
 //! for every batch applied so far) and only then publishes (highWater, watch) and replies. This
 //! is group commit: concurrent writers share a batch and a flush, and staging the next drain
-//! overlaps the previous flush.
+//! overlaps the previous flush. The hand-over to the flusher is a rendezvous, so while a flush
+//! runs at most one applied drain waits for the next one and new requests pile up into a single
+//! following drain: every sled batch costs log I/O of its own (sled seals its I/O buffer around
+//! each batch), so fewer, larger batches are cheaper per group.
 //!
 //! Why a single writer thread: blob reference counts, the current-version pointers and the
 //! sequence counter are read-modify-write state; serializing them here needs no locks and lets
 //! each drain read its own staged writes through [`Txn`].
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -131,11 +134,19 @@ pub(crate) struct Txn<'a> {
     base: &'a Writes,
     pub writes: Writes,
     pub stats: Stats,
+    /// Services whose marker is known to be stored (read-only cache of the committer).
+    known_services: Option<&'a HashSet<String>>,
+    /// Services whose marker this transaction found stored (to add to that cache).
+    pub found_services: Vec<String>,
 }
 
 impl<'a> Txn<'a> {
     pub fn new(db: &'a sled::Db, base: &'a Writes, stats: Stats) -> Self {
-        Txn { db, base, writes: Writes::new(), stats }
+        Txn { db, base, writes: Writes::new(), stats, known_services: None, found_services: Vec::new() }
+    }
+    fn with_known_services(mut self, known: &'a HashSet<String>) -> Self {
+        self.known_services = Some(known);
+        self
     }
     pub fn get(&self, k: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         if let Some(v) = self.writes.get(k) {
@@ -153,45 +164,72 @@ impl<'a> Txn<'a> {
         self.writes.insert(k, None);
     }
 
-    /// Reference a blob, storing it on first reference. Refs value: count u64 | length u64.
+    /// Reference a blob, storing it on first reference (record layout: `keys` module docs).
+    /// Invariant kept by `add_ref`/`drop_ref` (and only they write blob records): a blob's
+    /// record exists iff its count — the row versions plus log records naming its hash — is
+    /// positive, and a large blob's body exists iff its record does. Record, count and body
+    /// change in the same batch as the rows and log records that reference them.
     pub fn add_ref(&mut self, h: &[u8; 32], beef: &[u8]) -> Result<(), StoreError> {
-        let (n, len) = self.refs(h)?;
-        if n == 0 {
-            self.put(keys::blob(h).to_vec(), beef.to_vec());
-            self.stats.blob_bytes += 33 + beef.len() as u64;
-        }
-        self.put_refs(h, n + 1, if n == 0 { beef.len() as u64 } else { len });
+        let count = match self.blob_ref(h)? {
+            Some((count, _, _)) => count,
+            None => {
+                self.stats.blob_bytes += 33 + beef.len() as u64;
+                0
+            }
+        };
+        self.put_blob_ref(h, count + 1, beef.len() as u64, beef, count == 0);
         Ok(())
     }
 
     /// Drop one reference; the blob is deleted with its last reference.
     pub fn drop_ref(&mut self, h: &[u8; 32]) -> Result<(), StoreError> {
-        let (n, len) = self.refs(h)?;
-        if n <= 1 {
+        let Some((count, len, inline)) = self.blob_ref(h)? else { return Ok(()) };
+        if count <= 1 {
             self.del(keys::blob(h).to_vec());
-            self.del(keys::refs(h).to_vec());
+            if inline.is_none() {
+                self.del(keys::blob_body(h).to_vec());
+            }
             self.stats.blob_bytes = self.stats.blob_bytes.saturating_sub(33 + len);
         } else {
-            self.put_refs(h, n - 1, len);
+            // An inline record is rewritten with its own bytes; a large one's body stays put.
+            self.put_blob_ref(h, count - 1, len, inline.as_deref().unwrap_or(&[]), false);
         }
         Ok(())
     }
 
-    fn refs(&self, h: &[u8; 32]) -> Result<(u64, u64), StoreError> {
-        Ok(match self.get(&keys::refs(h))? {
-            None => (0, 0),
-            Some(v) if v.len() == 16 => (
-                u64::from_be_bytes(v[..8].try_into().unwrap()),
-                u64::from_be_bytes(v[8..].try_into().unwrap()),
-            ),
-            Some(_) => return Err(StoreError::Invalid("malformed blob reference record".into())),
-        })
+    /// (count, length, inline bytes) of a blob's record; `None` if it has no record.
+    fn blob_ref(&self, h: &[u8; 32]) -> Result<Option<(u64, u64, Option<Vec<u8>>)>, StoreError> {
+        let malformed = || StoreError::Invalid("malformed blob record".into());
+        let Some(mut v) = self.get(&keys::blob(h))? else { return Ok(None) };
+        let count = u64::from_be_bytes(v.get(1..9).ok_or_else(malformed)?.try_into().unwrap());
+        match v[0] {
+            keys::BLOB_INLINE => {
+                let bytes = v.split_off(9);
+                Ok(Some((count, bytes.len() as u64, Some(bytes))))
+            }
+            keys::BLOB_EXTERNAL if v.len() == 17 => {
+                Ok(Some((count, u64::from_be_bytes(v[9..].try_into().unwrap()), None)))
+            }
+            _ => Err(malformed()),
+        }
     }
 
-    fn put_refs(&mut self, h: &[u8; 32], n: u64, len: u64) {
-        let mut v = n.to_be_bytes().to_vec();
-        v.extend_from_slice(&len.to_be_bytes());
-        self.put(keys::refs(h).to_vec(), v);
+    /// Write a blob's record with `count`. `bytes` (the BEEF, `len` bytes) goes into an inline
+    /// record, and with `new` into the body of a large one; a large record's rewrite ignores it.
+    fn put_blob_ref(&mut self, h: &[u8; 32], count: u64, len: u64, bytes: &[u8], new: bool) {
+        let inline = len as usize <= keys::INLINE_BLOB_MAX;
+        let mut v = Vec::with_capacity(if inline { 9 + bytes.len() } else { 17 });
+        v.push(if inline { keys::BLOB_INLINE } else { keys::BLOB_EXTERNAL });
+        v.extend_from_slice(&count.to_be_bytes());
+        if inline {
+            v.extend_from_slice(bytes);
+        } else {
+            v.extend_from_slice(&len.to_be_bytes());
+            if new {
+                self.put(keys::blob_body(h).to_vec(), bytes.to_vec());
+            }
+        }
+        self.put(keys::blob(h).to_vec(), v);
     }
 
     fn current(&self, service: &str, o: &Outpoint) -> Result<Option<(u64, RowVersion)>, StoreError> {
@@ -222,9 +260,15 @@ impl<'a> Txn<'a> {
         if let Some(at) = row.expires_at {
             self.put(keys::timer(at, service, o), created.to_be_bytes().to_vec());
         }
-        let marker = keys::service_prefix(keys::SERVICE, service);
-        if self.get(&marker)?.is_none() {
-            self.put(marker, created.to_be_bytes().to_vec());
+        if !self.known_services.is_some_and(|k| k.contains(service)) {
+            let marker = keys::service_prefix(keys::SERVICE, service);
+            if self.writes.contains_key(&marker) {
+                // Staged by this same group: not stored unless the group commits.
+            } else if self.get(&marker)?.is_none() {
+                self.put(marker, created.to_be_bytes().to_vec());
+            } else {
+                self.found_services.push(service.to_string());
+            }
         }
         self.stats.row_bytes += size;
         self.stats.live_rows += 1;
@@ -412,7 +456,10 @@ pub(crate) struct Committer {
     /// Highest sequence applied to the tree (published only after the flusher's flush).
     pub high_water: u64,
     pub stats: Stats,
-    flusher: Option<(Sender<FlushMsg>, JoinHandle<()>)>,
+    flusher: Option<(SyncSender<FlushMsg>, JoinHandle<()>)>,
+    /// Services whose marker (`s` record) is stored: saves a read per admitted row. Markers are
+    /// only ever deleted by `reset`, which clears this.
+    services: HashSet<String>,
 }
 
 /// Staged groups of one drain: written in one batch, flushed once.
@@ -433,10 +480,14 @@ enum FlushMsg {
 
 pub(crate) fn spawn(db: sled::Db, shared: Arc<Shared>, stats: Stats, rx: Receiver<Req>) -> std::io::Result<JoinHandle<()>> {
     let high_water = shared.high_water.load(Ordering::Acquire);
-    let (ftx, frx) = mpsc::channel();
+    // A rendezvous channel: the committer can hand over an applied drain only when the flusher
+    // is idle. While it waits, requests queue up and become the next (larger) drain, so there is
+    // at most one applied drain waiting per flush — each sled batch costs log I/O of its own, and
+    // many small batches per flush would multiply it.
+    let (ftx, frx) = mpsc::sync_channel(0);
     let (fdb, fshared) = (db.clone(), shared.clone());
     let flusher = std::thread::Builder::new().name("oll-flusher".into()).spawn(move || flusher(fdb, fshared, frx))?;
-    let mut c = Committer { db, shared, high_water, stats, flusher: Some((ftx, flusher)) };
+    let mut c = Committer { db, shared, high_water, stats, flusher: Some((ftx, flusher)), services: HashSet::new() };
     std::thread::Builder::new().name("oll-committer".into()).spawn(move || c.run(rx))
 }
 
@@ -624,7 +675,7 @@ impl Committer {
             return;
         }
         let seq = drain.last_seq + 1;
-        let mut txn = Txn::new(&self.db, &drain.writes, drain.stats);
+        let mut txn = Txn::new(&self.db, &drain.writes, drain.stats).with_known_services(&self.services);
         let result = apply_changes(&mut txn, seq, changes).and_then(|group| {
             if !record_group(&mut txn, seq, group) {
                 return Ok(None);
@@ -632,8 +683,10 @@ impl Committer {
             self.check_caps(&drain.stats, &txn.stats)?;
             Ok(Some(seq))
         });
+        // Found markers are stored whatever became of this group: the cache stays exact.
+        let Txn { writes, stats, found_services, .. } = txn;
+        self.services.extend(found_services);
         if let Ok(Some(seq)) = result {
-            let Txn { writes, stats, .. } = txn;
             drain.writes.extend(writes);
             drain.stats = stats;
             drain.last_seq = seq;
@@ -714,12 +767,13 @@ impl Committer {
     /// without it (a reset that restates the collection never shows it empty in between).
     fn reset(&mut self, first: Vec<Change>) -> Result<(String, Option<u64>), StoreError> {
         let mut writes = Writes::new();
-        for table in [keys::LOG, keys::ROW, keys::CURRENT, keys::INDEX, keys::TIMER, keys::BLOB, keys::REFS, keys::SERVICE] {
+        for table in [keys::LOG, keys::ROW, keys::CURRENT, keys::INDEX, keys::TIMER, keys::BLOB, keys::BLOB_BODY, keys::SERVICE] {
             for kv in self.db.scan_prefix([table]) {
                 let (k, _) = kv.map_err(StoreError::io("scanning for reset"))?;
                 writes.insert(k.to_vec(), None);
             }
         }
+        self.services.clear(); // the markers are deleted with everything else
         let epoch = super::new_epoch()?;
         writes.insert(keys::meta("epoch"), Some(epoch.clone().into_bytes()));
         writes.insert(keys::meta("state"), Some(state_record(0, &Stats::default())));

@@ -11,10 +11,14 @@
 //! | `c`    | service 0 outpoint                             | created of current version  |
 //! | `i`    | service 0 attr 0 scalar created outpoint       | empty (index entry)         |
 //! | `e`    | expiresAt service 0 outpoint                   | created                     |
-//! | `b`    | sha256(BEEF)                                   | BEEF bytes                  |
-//! | `n`    | sha256(BEEF)                                   | reference count u64         |
+//! | `b`    | sha256(BEEF)                                   | blob record (see below)     |
+//! | `y`    | sha256(BEEF)                                   | BEEF bytes of a large blob  |
 //! | `s`    | service 0                                      | first seq (ever had rows)   |
 //! | `x`    | aux key (session layer)                        | aux value                   |
+//!
+//! A blob record is `0 | count u64 | BEEF` for a BEEF of at most [`INLINE_BLOB_MAX`] bytes (one
+//! key per blob: its reference count travels with it), or `1 | count u64 | length u64` for a
+//! larger one, whose bytes sit under `y` so that changing its count never rewrites them.
 use crate::select::{encode_scalar, Scalar};
 
 use super::Outpoint;
@@ -26,7 +30,13 @@ pub const CURRENT: u8 = b'c';
 pub const INDEX: u8 = b'i';
 pub const TIMER: u8 = b'e';
 pub const BLOB: u8 = b'b';
-pub const REFS: u8 = b'n';
+pub const BLOB_BODY: u8 = b'y';
+
+/// Largest BEEF stored inline in its blob record (see the module docs).
+pub const INLINE_BLOB_MAX: usize = 8 * 1024;
+/// Tags of a blob record.
+pub const BLOB_INLINE: u8 = 0;
+pub const BLOB_EXTERNAL: u8 = 1;
 pub const SERVICE: u8 = b's';
 pub const AUX: u8 = b'x';
 
@@ -137,8 +147,8 @@ pub fn blob(h: &[u8; 32]) -> [u8; 33] {
     k
 }
 
-pub fn refs(h: &[u8; 32]) -> [u8; 33] {
-    let mut k = [REFS; 33];
+pub fn blob_body(h: &[u8; 32]) -> [u8; 33] {
+    let mut k = [BLOB_BODY; 33];
     k[1..].copy_from_slice(h);
     k
 }

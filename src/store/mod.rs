@@ -41,7 +41,8 @@ use commit::{Req, Stats};
 pub type Txid = [u8; 32];
 
 /// The schema version written into `meta`; a store with another version is refused.
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: blob reference counts moved into the blob records (`keys` module docs).
+pub const SCHEMA_VERSION: u32 = 2;
 /// Bounds on names and payloads accepted by `commit` (nothing grows without bound).
 pub const MAX_SERVICE_BYTES: usize = 256;
 pub const MAX_TOPIC_BYTES: usize = 1024;
@@ -283,7 +284,14 @@ fn read_meta(db: &sled::Db, path: &Path) -> Result<Meta, StoreError> {
     };
     let schema = get("schema")?;
     if schema.as_ref() != SCHEMA_VERSION.to_be_bytes() {
-        return Err(corrupt(path, format!("unsupported schema {:?} (expected {SCHEMA_VERSION})", schema.as_ref())));
+        let detail = match <[u8; 4]>::try_from(schema.as_ref()) {
+            Ok(b) => format!(
+                "store schema {} is not supported (this version reads schema {SCHEMA_VERSION}); it was written by another version of overlay-lookup-live",
+                u32::from_be_bytes(b)
+            ),
+            Err(_) => format!("malformed schema record (this version reads schema {SCHEMA_VERSION})"),
+        };
+        return Err(corrupt(path, detail));
     }
     let epoch = String::from_utf8(get("epoch")?.to_vec()).map_err(|_| corrupt(path, "epoch is not text"))?;
     if epoch.len() != 32 || !epoch.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)) {
@@ -316,7 +324,8 @@ const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 fn open_sled(path: &Path) -> Result<sled::Db, StoreError> {
     let started = std::time::Instant::now();
     loop {
-        match sled::Config::new().path(path).open() {
+        // HighThroughput: fewer segment-cleaning rewrites (more disk for faster commits).
+        match sled::Config::new().path(path).mode(sled::Mode::HighThroughput).open() {
             Ok(db) => return Ok(db),
             Err(e) if is_lock_error(&e) && started.elapsed() < LOCK_WAIT => {
                 std::thread::sleep(std::time::Duration::from_millis(20));
@@ -542,7 +551,16 @@ impl Store {
 
     /// Evidence bytes by sha256.
     pub fn blob(&self, hash: &[u8; 32]) -> Result<Option<sled::IVec>, StoreError> {
-        self.db()?.get(keys::blob(hash)).map_err(StoreError::io("reading a blob"))
+        let db = self.db()?;
+        let Some(rec) = db.get(keys::blob(hash)).map_err(StoreError::io("reading a blob"))? else { return Ok(None) };
+        match rec.first() {
+            Some(&keys::BLOB_INLINE) if rec.len() >= 9 => Ok(Some(rec.subslice(9, rec.len() - 9))),
+            Some(&keys::BLOB_EXTERNAL) => match db.get(keys::blob_body(hash)).map_err(StoreError::io("reading a blob"))? {
+                Some(body) => Ok(Some(body)),
+                None => Err(corrupt(self.path(), "the body of a large blob is missing")),
+            },
+            _ => Err(corrupt(self.path(), "malformed blob record")),
+        }
     }
 
     /// The sequence of the latest committed group carrying an invalidation in this epoch, 0 if

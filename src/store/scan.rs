@@ -126,9 +126,8 @@ impl<'a> SnapshotIter<'a> {
 }
 
 /// Walk the row table in admission order.
-fn admission_scan(db: sled::Db, service: &str, sel: Selection, w: u64, after: Option<&[u8]>) -> impl Iterator<Item = Item> + Send {
+fn admission_scan(db: sled::Db, service: &str, sel: Selection, w: u64, after: Option<&[u8]>) -> AdmissionScan {
     let prefix = keys::service_prefix(keys::ROW, service);
-    let plen = prefix.len();
     let start = match after {
         Some(a) => Bound::Excluded([prefix.as_slice(), a].concat()),
         None => Bound::Included(prefix.clone()),
@@ -137,50 +136,93 @@ fn admission_scan(db: sled::Db, service: &str, sel: Selection, w: u64, after: Op
         Some(e) => Bound::Excluded(e),
         None => Bound::Unbounded,
     };
-    let all = sel.filter == Filter::All;
-    db.range::<Vec<u8>, _>((start, end))
-        .map(move |kv| -> Result<Option<SnapshotRow>, StoreError> {
-            let (k, v) = kv.map_err(StoreError::io("scanning rows"))?;
-            let suffix = &k[plen..];
-            let created = u64::from_be_bytes(suffix.get(..8).ok_or_else(|| corrupt("short row key"))?.try_into().unwrap());
-            if created > w {
-                return Ok(None); // sentinel: end of the snapshot (rows are in created order)
-            }
-            let removed = row_removed(&v).ok_or_else(|| corrupt("short row version"))?;
-            if !visible(created, removed, w) {
-                return Ok(Some(SnapshotRow::skip()));
-            }
-            if !all {
-                let row = decode_row(&v)?;
-                if !sel.matches(&row.topic, &row.attributes) {
-                    return Ok(Some(SnapshotRow::skip()));
-                }
-            }
-            row_head(&v, suffix).map(Some)
-        })
-        .take_while(|r| !matches!(r, Ok(None)))
-        .filter_map(|r| match r {
-            Ok(Some(row)) if row.is_skip() => None,
-            Ok(Some(row)) => Some(Ok(row)),
-            Ok(None) => None,
-            Err(e) => Some(Err(e)),
-        })
+    AdmissionScan {
+        iter: db.range::<Vec<u8>, _>((start, end)),
+        plen: prefix.len(),
+        w,
+        all: sel.filter == Filter::All,
+        sel,
+        topic: String::new(),
+        done: false,
+    }
 }
 
-impl SnapshotRow {
-    fn skip() -> SnapshotRow {
-        SnapshotRow {
-            key: Vec::new(),
-            outpoint: Outpoint { txid: [0; 32], output_index: 0 },
-            topic: String::new(),
-            beef_hash: [0; 32],
-            context: None,
-            created: 0,
+/// The admission-order walk as one flat iterator: this is the hot loop of a full snapshot, so
+/// it avoids adapter layers and re-validating a topic equal to the previous row's.
+struct AdmissionScan {
+    iter: sled::Iter,
+    plen: usize,
+    w: u64,
+    sel: Selection,
+    all: bool,
+    /// The previous row's topic (rows of a service mostly share a few topics).
+    topic: String,
+    done: bool,
+}
+
+impl AdmissionScan {
+    /// The row for one entry: `Ok(None)` when it is not visible or not selected; `done` is set
+    /// at the first version created after W (rows are in created order).
+    fn row(&mut self, k: &[u8], v: &[u8]) -> Result<Option<SnapshotRow>, StoreError> {
+        let suffix = k.get(self.plen..).ok_or_else(|| corrupt("short row key"))?;
+        let created = u64::from_be_bytes(suffix.get(..8).ok_or_else(|| corrupt("short row key"))?.try_into().unwrap());
+        if created > self.w {
+            self.done = true;
+            return Ok(None);
         }
+        let removed = row_removed(v).ok_or_else(|| corrupt("short row version"))?;
+        if !visible(created, removed, self.w) {
+            return Ok(None);
+        }
+        if !self.all {
+            let row = decode_row(v)?;
+            if !self.sel.matches(&row.topic, &row.attributes) {
+                return Ok(None);
+            }
+        }
+        row_head_with(v, suffix, &mut self.topic).map(Some)
     }
-    fn is_skip(&self) -> bool {
-        self.key.is_empty()
+}
+
+impl Iterator for AdmissionScan {
+    type Item = Item;
+    fn next(&mut self) -> Option<Item> {
+        while !self.done {
+            let r = match self.iter.next()? {
+                Ok((k, v)) => self.row(&k, &v),
+                Err(e) => Err(StoreError::io("scanning rows")(e)),
+            };
+            match r {
+                Ok(Some(row)) => return Some(Ok(row)),
+                Ok(None) => {}
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+        None
     }
+}
+
+/// [`row_head`], reusing `last_topic` when the topic bytes repeat (no UTF-8 re-validation).
+fn row_head_with(v: &[u8], suffix: &[u8], last_topic: &mut String) -> Result<SnapshotRow, StoreError> {
+    let (created, outpoint) = keys::parse_version_suffix(suffix).ok_or_else(|| corrupt("malformed row key"))?;
+    let mut r = R::new(v);
+    let parse = |r: &mut R, last: &mut String| -> Option<([u8; 32], String, Option<Context>)> {
+        r.u64()?;
+        if r.u8()? == 1 {
+            r.u64()?;
+        }
+        let hash = r.h32()?;
+        let t = r.bytes()?;
+        if t != last.as_bytes() {
+            *last = std::str::from_utf8(t).ok()?.to_string();
+        }
+        Some((hash, last.clone(), r.context()?))
+    };
+    let (beef_hash, topic, context) = parse(&mut r, last_topic).ok_or_else(|| corrupt("malformed row version"))?;
+    Ok(SnapshotRow { key: suffix.to_vec(), outpoint, topic, beef_hash, context, created })
 }
 
 /// Most index prefixes one admission-order plan merges.
