@@ -121,6 +121,18 @@ function machine () {
   }
 }
 
+/**
+ * Writes back every dirty page before a section starts: the catalogue section leaves
+ * gigabytes to write back, and a later section's fsyncs would queue behind them.
+ */
+function settleDisk () {
+  try {
+    execFileSync('sync', [], { stdio: 'ignore' })
+  } catch (e) {
+    // Not available on this system: sections then share the disk's write-back.
+  }
+}
+
 /** Runs a cargo bench target, streaming its stderr, and returns its stdout. */
 function cargoBench (target, env) {
   return new Promise((resolve) => {
@@ -213,6 +225,7 @@ async function main () {
   try {
     for (const name of SECTIONS) {
       if (args.only && !args.only.includes(name)) continue
+      settleDisk()
       const t0 = Date.now()
       process.stderr.write(`[bench] section ${name}\n`)
       results.sections[name] = await runSection(name, { ...cfgs[name], dir: tmp }, heapMb)
@@ -222,6 +235,7 @@ async function main () {
       write() // the JS sections are kept even if a cargo bench fails to build or run
       const env = { OLL_BENCH_DIR: tmp, ...(args.quick ? { OLL_BENCH_QUICK: '1' } : {}) }
       const t0 = Date.now()
+      settleDisk()
       results.cargo = [await cargoBench('wire', env), await cargoBench('store', env), await cargoBench('session', env)]
       results.sectionSeconds.cargo = (Date.now() - t0) / 1000
     }

@@ -436,7 +436,9 @@ ${budgetNote(r)}${r.quick ? '\n**Quick mode**: tiny sizes and 2 runs per figure.
 Every figure is the median of repeated runs with the minimum and maximum in brackets; every ratio is
 computed per run from two values measured in the same run, then summarized the same way. Background
 compaction (\`compactionIntervalMs\`) is off in every store so that it cannot land inside a timed figure;
-section 6 runs compaction explicitly.
+section 6 runs compaction explicitly. Each section (and the native benchmarks) starts after a \`sync\`, so
+that the gigabytes the catalogue section writes are not still being written back under a later section's
+flushes.
 `, machineSection(r)]
   if (s.catalogue) parts.push(catalogueSection(s.catalogue), drainSection(s.catalogue, s.http))
   if (s.commits) parts.push(commitsSection(s.commits))
