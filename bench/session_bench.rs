@@ -21,16 +21,9 @@ use overlay_lookup_live::store::{Change, Outpoint, Store, StoreConfig};
 use overlay_lookup_live::wire::Limits;
 use serde_json::{json, Value};
 
-fn quick() -> bool {
-    std::env::var("OLL_BENCH_QUICK").is_ok()
-}
-
-fn tempdir() -> tempfile::TempDir {
-    match std::env::var("OLL_BENCH_DIR") {
-        Ok(d) => tempfile::tempdir_in(d).unwrap(),
-        Err(_) => tempfile::tempdir().unwrap(),
-    }
-}
+#[path = "common.rs"]
+mod common;
+use common::{quick, tempdir};
 
 fn provider(dir: &std::path::Path) -> Arc<Provider> {
     let mut cfg = StoreConfig::new(dir.join("store"));

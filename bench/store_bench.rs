@@ -19,16 +19,9 @@ use std::time::{Duration, Instant};
 use overlay_lookup_live::select::{AttrValue, Attributes, Selection};
 use overlay_lookup_live::store::{Change, Outpoint, Store, StoreConfig};
 
-fn quick() -> bool {
-    std::env::var("OLL_BENCH_QUICK").is_ok()
-}
-
-fn tempdir() -> tempfile::TempDir {
-    match std::env::var("OLL_BENCH_DIR") {
-        Ok(d) => tempfile::tempdir_in(d).unwrap(),
-        Err(_) => tempfile::tempdir().unwrap(),
-    }
-}
+#[path = "common.rs"]
+mod common;
+use common::{quick, tempdir};
 
 fn open(dir: &std::path::Path) -> Arc<Store> {
     let mut cfg = StoreConfig::new(dir.join("store"));

@@ -94,4 +94,16 @@ function progress (...args) {
   process.stderr.write('[bench] ' + args.join(' ') + '\n')
 }
 
-module.exports = { now, percentile, summary, rssBytes, peakRssBytes, gc, memory, dirBytes, sleep, until, progress }
+/** The delivery latency figures of a long-poll section, from per-run percentiles. */
+function deliverySummary ({ p50, p99, max, p50Ack, p99Ack, commitMs }) {
+  return {
+    deliveryFromCommitCallP50Ms: summary(p50, 'ms'),
+    deliveryFromCommitCallP99Ms: summary(p99, 'ms'),
+    deliveryFromCommitCallMaxMs: summary(max, 'ms'),
+    deliveryFromCommitAckP50Ms: summary(p50Ack, 'ms'),
+    deliveryFromCommitAckP99Ms: summary(p99Ack, 'ms'),
+    commitAckMs: summary(commitMs, 'ms')
+  }
+}
+
+module.exports = { deliverySummary, now, percentile, summary, rssBytes, peakRssBytes, gc, memory, dirBytes, sleep, until, progress }

@@ -34,6 +34,17 @@ async function makeTemplates (chainTracker, count = AUTHORS) {
   return templates
 }
 
+/** Templates made on a throwaway Engine's chain tracker, for sections that need no Engine. */
+async function standaloneTemplates (count = AUTHORS) {
+  const { createTestEngine } = require('../../__test__/helpers/engine')
+  const engine = await createTestEngine({ managers: {} })
+  try {
+    return await makeTemplates(engine.chainTracker, count)
+  } finally {
+    await engine.close()
+  }
+}
+
 function txidOf (n) {
   return crypto.createHash('sha256').update('overlay-lookup-live bench row ' + n).digest('hex')
 }
@@ -158,4 +169,4 @@ async function loadBoth (live, knex, templates, from, to, group = 1000) {
   }
 }
 
-module.exports = { SERVICE, AUTHORS, makeTemplates, txidOf, row, admitChange, spendChange, loadLive, loadBoth }
+module.exports = { SERVICE, AUTHORS, makeTemplates, standaloneTemplates, txidOf, row, admitChange, spendChange, loadLive, loadBoth }

@@ -10,7 +10,6 @@ const { LiveLookup } = require('../../js')
 const { ORIGIN, startServer } = require('../lib/http')
 const { createNotesCompanion } = require('../../demo/notes/notesCompanion')
 const { plainService } = require('../../__test__/helpers/live')
-const { createTestEngine } = require('../../__test__/helpers/engine')
 const { until, sleep, progress } = require('../lib/common')
 const rows = require('../lib/rows')
 const client = require('../lib/client')
@@ -252,9 +251,7 @@ kase('HTTP request headers > 16 KiB', '16 KiB (BRC-193 §8)', 'POST /lookup/open
 }))
 
 async function run (cfg) {
-  const engine = await createTestEngine({ managers: {} })
-  cfg.templates = await rows.makeTemplates(engine.chainTracker, 1)
-  await engine.close()
+  cfg.templates = await rows.standaloneTemplates(1)
   const table = []
   for (const c of cases) {
     let r

@@ -7,7 +7,6 @@
 const fs = require('node:fs')
 const path = require('node:path')
 const { LiveLookup } = require('../../js')
-const { createTestEngine } = require('../../__test__/helpers/engine')
 const { now, summary, percentile, progress } = require('../lib/common')
 const rows = require('../lib/rows')
 
@@ -35,9 +34,7 @@ async function commitRate (live, templates, writers, perWriter, base) {
 }
 
 async function run (cfg) {
-  const engine = await createTestEngine({ managers: {} })
-  const templates = await rows.makeTemplates(engine.chainTracker)
-  await engine.close()
+  const templates = await rows.standaloneTemplates()
   const one = []; const eight = []; const ratio = []; const lat1 = []; const lat8 = []
   for (let r = 0; r < cfg.runs; r++) {
     const dir = fs.mkdtempSync(path.join(cfg.dir, 'commits-'))

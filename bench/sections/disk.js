@@ -8,7 +8,6 @@
 const fs = require('node:fs')
 const path = require('node:path')
 const { LiveLookup } = require('../../js')
-const { createTestEngine } = require('../../__test__/helpers/engine')
 const { now, summary, dirBytes, progress } = require('../lib/common')
 const rows = require('../lib/rows')
 
@@ -63,9 +62,7 @@ async function oneRun (cfg, templates) {
 }
 
 async function run (cfg) {
-  const engine = await createTestEngine({ managers: {} })
-  const templates = await rows.makeTemplates(engine.chainTracker)
-  await engine.close()
+  const templates = await rows.standaloneTemplates()
   const out = { loaded: [], churned: [], compacted: [], again: [], growth1: [], growth2: [], logLoaded: [], logChurned: [], logCompacted: [], compactMs: [] }
   for (let r = 0; r < cfg.runs; r++) {
     const x = await oneRun(cfg, templates)

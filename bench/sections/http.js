@@ -16,9 +16,8 @@ const { AuthFetch, PrivateKey, ProtoWallet } = require('@bsv/sdk')
 const { LiveLookup } = require('../../js')
 const { createNotesCompanion } = require('../../demo/notes/notesCompanion')
 const { plainService } = require('../../__test__/helpers/live')
-const { createTestEngine } = require('../../__test__/helpers/engine')
 const { ORIGIN, startServer, agent, postRaw } = require('../lib/http')
-const { now, summary, percentile, until, progress, rssBytes, peakRssBytes } = require('../lib/common')
+const { deliverySummary, now, summary, percentile, until, progress, rssBytes, peakRssBytes } = require('../lib/common')
 const rows = require('../lib/rows')
 const client = require('../lib/client')
 
@@ -170,12 +169,7 @@ async function measurePolls (cfg, templates, n) {
     serverKeepAliveTimeoutMs: KEEP_ALIVE_MS,
     fdBefore,
     fdParked,
-    deliveryFromCommitCallP50Ms: summary(p50, 'ms'),
-    deliveryFromCommitCallP99Ms: summary(p99, 'ms'),
-    deliveryFromCommitCallMaxMs: summary(max, 'ms'),
-    deliveryFromCommitAckP50Ms: summary(p50Ack, 'ms'),
-    deliveryFromCommitAckP99Ms: summary(p99Ack, 'ms'),
-    commitAckMs: summary(commitMs, 'ms'),
+    ...deliverySummary({ p50, p99, max, p50Ack, p99Ack, commitMs }),
     refusedPolls: summary(refused, 'polls'),
     refusal
   }
@@ -312,9 +306,7 @@ async function measureAuthReads (cfg, templates) {
 }
 
 async function run (cfg) {
-  const engine = await createTestEngine({ managers: {} })
-  const templates = await rows.makeTemplates(engine.chainTracker)
-  await engine.close()
+  const templates = await rows.standaloneTemplates()
   const polls = []
   for (const n of cfg.pollers) polls.push(await measurePolls(cfg, templates, n))
   const reads = await measurePublicReads(cfg, templates)

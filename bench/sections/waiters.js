@@ -13,8 +13,7 @@ const crypto = require('node:crypto')
 const { LiveLookup } = require('../../js')
 const { createNotesCompanion } = require('../../demo/notes/notesCompanion')
 const { plainService } = require('../../__test__/helpers/live')
-const { createTestEngine } = require('../../__test__/helpers/engine')
-const { now, summary, percentile, memory, until, progress, rssBytes, sleep } = require('../lib/common')
+const { deliverySummary, now, summary, percentile, memory, until, progress, rssBytes, sleep } = require('../lib/common')
 const rows = require('../lib/rows')
 const client = require('../lib/client')
 
@@ -151,12 +150,7 @@ async function measureN (cfg, templates, n) {
   return {
     waiters: n,
     openSessionsMs: openMs,
-    deliveryFromCommitCallP50Ms: summary(p50, 'ms'),
-    deliveryFromCommitCallP99Ms: summary(p99, 'ms'),
-    deliveryFromCommitCallMaxMs: summary(max, 'ms'),
-    deliveryFromCommitAckP50Ms: summary(p50Ack, 'ms'),
-    deliveryFromCommitAckP99Ms: summary(p99Ack, 'ms'),
-    commitAckMs: summary(commitMs, 'ms'),
+    ...deliverySummary({ p50, p99, max, p50Ack, p99Ack, commitMs }),
     waitingSessionRssBytes: summary(perWaiting.map(d => d.rss), 'bytes'),
     waitingSessionNativeEstimateBytes: summary(perWaiting.map(d => d.nativeEstimate), 'bytes'),
     waitingSessionHeapUsedBytes: summary(perWaiting.map(d => d.heapUsed), 'bytes'),
@@ -175,9 +169,7 @@ async function measureN (cfg, templates, n) {
 }
 
 async function run (cfg) {
-  const engine = await createTestEngine({ managers: {} })
-  const templates = await rows.makeTemplates(engine.chainTracker)
-  await engine.close()
+  const templates = await rows.standaloneTemplates()
   const results = []
   for (const n of cfg.sizes) results.push(await measureN(cfg, templates, n))
   return { sizes: results, rssAtEndBytes: rssBytes() }
