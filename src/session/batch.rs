@@ -220,7 +220,7 @@ impl Packer {
     }
 
     /// Checks that an envelope with no groups fits at all.
-    pub fn check_envelope(&self, envelope: usize) -> Result<(), WireError> {
+    fn check_envelope(&self, envelope: usize) -> Result<(), WireError> {
         if envelope <= self.max_bytes {
             Ok(())
         } else {
@@ -231,10 +231,6 @@ impl Packer {
                 "the byte limit cannot hold the batch envelope",
             ))
         }
-    }
-
-    pub fn into_groups(self) -> Vec<Vec<u8>> {
-        self.groups
     }
 
     /// Renders the batch with the groups taken, after checking that its envelope
@@ -351,7 +347,7 @@ mod tests {
             }
         }
         assert!(taken > 0);
-        let body = f.render(&t, &p.into_groups());
+        let body = p.finish(&f, &t).unwrap();
         assert!(body.len() <= 400, "{}", body.len());
     }
 

@@ -46,6 +46,19 @@ fn tag(secret: &[u8; 32], payload: &[u8]) -> [u8; TAG_BYTES] {
     out
 }
 
+/// Encoded length of a cursor whose position takes `position_bytes` (tag byte included).
+fn encoded_len_of(position_bytes: usize) -> usize {
+    let raw = 1 + 16 + 16 + position_bytes + TAG_BYTES;
+    // Unpadded base64: four characters per three bytes, rounded up.
+    (raw * 4).div_ceil(3)
+}
+
+/// Encoded length of a snapshot cursor after a row key of `key_len` bytes: a snapshot
+/// page needs it for every row it considers, and only the last cursor is encoded.
+pub fn snapshot_cursor_len(key_len: usize) -> usize {
+    encoded_len_of(1 + key_len)
+}
+
 impl Cursor {
     /// Encodes and authenticates the cursor. Returns `None` when the position is too
     /// large to fit the 1024-byte bound (a snapshot key longer than the budget).
@@ -72,16 +85,12 @@ impl Cursor {
         (text.len() <= MAX_CURSOR_BYTES).then_some(text)
     }
 
-    /// The length `encode` gives, without computing the tag: a snapshot page needs the
-    /// length of a cursor for every row it considers, and only the last one is sent.
+    /// The length `encode` gives, without computing the tag.
     pub fn encoded_len(&self) -> usize {
-        let position = match &self.position {
-            Position::Snapshot { after } => 1 + after.as_ref().map_or(0, Vec::len),
-            Position::Live { .. } => 1 + 8,
-        };
-        let raw = 1 + 16 + 16 + position + TAG_BYTES;
-        // Unpadded base64: four characters per three bytes, rounded up.
-        (raw * 4).div_ceil(3)
+        match &self.position {
+            Position::Snapshot { after } => snapshot_cursor_len(after.as_ref().map_or(0, Vec::len)),
+            Position::Live { .. } => encoded_len_of(1 + 8),
+        }
     }
 
     /// Decodes and verifies a cursor string. Any failure is `None`.

@@ -194,11 +194,9 @@ pub struct Provider {
 
 /// Appends lowercase hex.
 fn push_hex(out: &mut Vec<u8>, bytes: &[u8]) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    for b in bytes {
-        out.push(DIGITS[(b >> 4) as usize]);
-        out.push(DIGITS[(b & 15) as usize]);
-    }
+    let start = out.len();
+    out.resize(start + bytes.len() * 2, 0);
+    hex::encode_to_slice(bytes, &mut out[start..]).expect("the buffer was sized for hex");
 }
 
 /// Appends standard padded base64.
@@ -328,25 +326,20 @@ impl Provider {
         .expect("scope serializes")
     }
 
-    fn frame(&self, rec: &SessionRecord, limits: Limits) -> Frame {
-        self.frame_with(rec, limits, self.scope_json(rec))
-    }
-
-    fn frame_with(&self, rec: &SessionRecord, limits: Limits, scope_json: Vec<u8>) -> Frame {
+    fn frame(&self, rec: &SessionRecord, limits: Limits, scope_json: Vec<u8>) -> Frame {
         Frame { session: rec.id.clone(), scope_json, expires_at: rec.expires_at, replay_until: rec.replay_until, limits }
     }
 
     /// The session's scope and view key, computed once per session: the scope of a
     /// session never changes (a changed access scope ends it).
     fn session_view(&self, session: &LiveSession, rec: &SessionRecord) -> Arc<SessionView> {
-        session
-            .view
-            .get_or_init(|| {
-                let scope_json = self.scope_json(rec);
-                let key = self.view_key(&scope_json, &rec.selection);
-                Arc::new(SessionView { scope_json, key })
-            })
-            .clone()
+        session.view.get_or_init(|| self.new_view(rec)).clone()
+    }
+
+    fn new_view(&self, rec: &SessionRecord) -> Arc<SessionView> {
+        let scope_json = self.scope_json(rec);
+        let key = self.view_key(&scope_json, &rec.selection);
+        Arc::new(SessionView { scope_json, key })
     }
 
     fn chain_json(&self) -> Value {
@@ -383,7 +376,7 @@ impl Provider {
         out.extend_from_slice(b"{\"evidence\":{\"txid\":\"");
         push_hex(out, &outpoint.txid);
         out.extend_from_slice(b"\",\"outputIndex\":");
-        out.extend_from_slice(outpoint.output_index.to_string().as_bytes());
+        batch::push_u64(out, outpoint.output_index as u64);
         out.extend_from_slice(b",\"beef\":\"");
         push_base64(out, &beef);
         out.extend_from_slice(b"\"}");
@@ -461,7 +454,7 @@ impl Provider {
             .checked_add(self.cfg.replay_seconds)
             .ok_or_else(|| err(ErrorCode::Unavailable, "replay deadline overflows"))?;
         let id = random_16();
-        let rec = SessionRecord {
+        let mut rec = SessionRecord {
             id: hex::encode(id),
             service: open.service.clone(),
             principal: caller.principal.clone(),
@@ -481,9 +474,9 @@ impl Provider {
             revoked: false,
             first: None,
         };
-        let mut rec = rec;
         let first_high_water = self.store.high_water();
-        let page = self.snapshot_batch(&rec, &id, &selection, limits, None, first_high_water)?;
+        let view = self.new_view(&rec);
+        let page = self.snapshot_batch(&rec, &view, &id, &selection, limits, None, first_high_water)?;
         let first = page.body;
         rec.first = Some(FirstBatch { high_water: first_high_water, rows_sha256: hex::encode(page.rows_digest) });
         let fence = FenceRecord { open_digest, session: rec.id.clone() };
@@ -494,7 +487,7 @@ impl Provider {
                 (record::session_key(&id), Some(serde_json::to_vec(&rec).expect("session serializes"))),
             ])
             .map_err(store_err)?;
-        self.sessions.lock().unwrap().insert(Arc::new(LiveSession { rec: Mutex::new(rec), id, ended: tokio::sync::Notify::new(), view: Default::default() }));
+        self.sessions.lock().unwrap().insert(Arc::new(LiveSession { rec: Mutex::new(rec), id, ended: tokio::sync::Notify::new(), view: view.into() }));
         Ok(first)
     }
 
@@ -518,7 +511,8 @@ impl Provider {
         // below W and every row version of its first page is still retained.
         let sel = Selection::from_json(&rec.selection)
             .map_err(|_| err(ErrorCode::Unavailable, "the stored selection no longer compiles"))?;
-        let page = self.snapshot_batch(&rec, &id, &sel, rec.limits, None, first.high_water)?;
+        let view = self.session_view(&session, &rec);
+        let page = self.snapshot_batch(&rec, &view, &id, &sel, rec.limits, None, first.high_water)?;
         if hex::encode(page.rows_digest) != first.rows_sha256 {
             return Err(err(ErrorCode::Unavailable, "the first batch could not be reproduced"));
         }
@@ -579,13 +573,14 @@ impl Provider {
     fn snapshot_batch(
         &self,
         rec: &SessionRecord,
+        view: &SessionView,
         id: &[u8; 16],
         sel: &Selection,
         limits: Limits,
         after: Option<&[u8]>,
         high_water: u64,
     ) -> Result<SnapshotPage, WireError> {
-        let frame = self.frame(rec, limits);
+        let frame = self.frame(rec, limits, view.scope_json.clone());
         let secret = self.secret();
         let epoch = self.epoch_bytes();
         let boundary = Cursor { session: *id, epoch, position: Position::Live { through: rec.w } }
@@ -609,7 +604,7 @@ impl Provider {
         let complete = loop {
             let Some(row) = next.take() else { break true };
             let row = row.map_err(store_err)?;
-            let cursor_len = Cursor { session: *id, epoch, position: Position::Snapshot { after: Some(row.key.clone()) } }.encoded_len();
+            let cursor_len = cursor::snapshot_cursor_len(row.key.len());
             if cursor_len > cursor::MAX_CURSOR_BYTES {
                 return Err(err(ErrorCode::Unavailable, "a snapshot row key is too long for a cursor"));
             }
@@ -696,7 +691,7 @@ impl Provider {
         if through > high_water {
             return Err(err(ErrorCode::ResetRequired, "the cursor is ahead of this provider's log"));
         }
-        let frame = self.frame_with(rec, limits, view.scope_json.clone());
+        let frame = self.frame(rec, limits, view.scope_json.clone());
         let secret = self.secret();
         let epoch = self.epoch_bytes();
         // Cursor length does not depend on the sequence; `through` is bounded by
@@ -814,7 +809,7 @@ impl Provider {
     fn build(&self, rec: &SessionRecord, view: &SessionView, cursor: &Cursor, sel: &Selection, limits: Limits) -> Result<(Vec<u8>, bool), WireError> {
         match &cursor.position {
             Position::Snapshot { after } => {
-                let page = self.snapshot_batch(rec, &cursor.session, sel, limits, after.as_deref(), self.store.high_water())?;
+                let page = self.snapshot_batch(rec, view, &cursor.session, sel, limits, after.as_deref(), self.store.high_water())?;
                 Ok((page.body, false))
             }
             Position::Live { through } => self.live_batch(rec, view, &cursor.session, sel, limits, *through),
