@@ -568,8 +568,9 @@ impl Provider {
         Ok(batch::group(&gid, rec.w, &[obs]))
     }
 
-    /// `high_water` is the watermark the envelope echoes (the current one, except when
-    /// a first batch is reproduced).
+    /// Builds a snapshot batch continuing after `after` (BRC-193 §3). `high_water` is
+    /// the watermark the envelope echoes (the current one, except when a first batch
+    /// is reproduced).
     fn snapshot_batch(
         &self,
         rec: &SessionRecord,
