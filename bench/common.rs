@@ -12,3 +12,27 @@ pub fn tempdir() -> tempfile::TempDir {
         Err(_) => tempfile::tempdir().unwrap(),
     }
 }
+
+/// Process CPU time (user + system) in seconds, from /proc (Linux); 0 elsewhere. The machine
+/// these numbers come from is shared, so CPU per group is reported next to wall-clock rates.
+pub fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return 0.0 };
+    let Some(after) = stat.rsplit_once(')').map(|(_, a)| a) else { return 0.0 };
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0 // utime, stime (fields 14, 15); USER_HZ = 100 on Linux
+}
+
+/// On-CPU seconds of this process's live threads (Linux schedstat, nanosecond resolution; 0
+/// elsewhere). Threads that exit in between are not counted.
+pub fn threads_cpu_seconds() -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return 0.0 };
+    let mut ns = 0u64;
+    for t in tasks.flatten() {
+        ns += std::fs::read_to_string(t.path().join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+            .unwrap_or(0);
+    }
+    ns as f64 / 1e9
+}

@@ -6,7 +6,8 @@
 //! - commit-to-wake latency with 1,000 and 10,000 long polls parked on a 2-worker tokio
 //!   runtime (the runtime shape the Node addon uses on this machine): from just before
 //!   `Store::commit` (which returns once the group is flushed and published) and from its
-//!   return, until each poll's response body is in hand.
+//!   return, until each poll's response body is in hand; also the on-CPU time of all the
+//!   process's threads from the commit until the last poll is answered, per poll.
 //!
 //! `cargo bench --profile ci --bench session` (OLL_BENCH_QUICK=1 for a tiny run; OLL_BENCH_ONLY=first|wake
 //! for one part; OLL_BENCH_WAITERS=1000,10000 for the waiter counts; OLL_BENCH_1M=0 to skip 1M rows).
@@ -23,7 +24,7 @@ use serde_json::{json, Value};
 
 #[path = "common.rs"]
 mod common;
-use common::{quick, tempdir};
+use common::{quick, tempdir, threads_cpu_seconds};
 
 fn provider(dir: &std::path::Path) -> Arc<Provider> {
     let mut cfg = StoreConfig::new(dir.join("store"));
@@ -172,6 +173,7 @@ fn wake(n: usize, runs: usize) {
     let workers = std::env::var("OLL_BENCH_WORKERS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build().unwrap();
     let (mut p50, mut p99, mut p50_ack, mut p99_ack, mut ack) = (vec![], vec![], vec![], vec![], vec![]);
+    let mut cpu_per_poll = vec![];
     let mut next = 10;
     for run in 0..=runs {
         // Parked 32 at a time: a poll's first scan is store work, and more than
@@ -192,14 +194,25 @@ fn wake(n: usize, runs: usize) {
             }
         }
         std::thread::sleep(Duration::from_millis(50));
+        let cpu0 = threads_cpu_seconds();
         let t0 = Instant::now();
         p.store().commit(vec![admit(next)]).unwrap();
         let t_ack = Instant::now();
         next += 1;
+        // Every answer is collected before any is parsed: parsing here would compete for
+        // the two cores with the polls still being answered.
+        // One task awaits them all, so this thread is woken once, not once per poll.
+        let answers: Vec<_> = rt.block_on(async move {
+            let mut all = Vec::with_capacity(handles.len());
+            for h in handles {
+                all.push(h.await.unwrap());
+            }
+            all
+        });
+        let cpu = threads_cpu_seconds() - cpu0;
         let mut from_commit = Vec::with_capacity(n);
         let mut from_ack = Vec::with_capacity(n);
-        for (i, h) in handles.into_iter().enumerate() {
-            let (at, r) = rt.block_on(h).unwrap();
+        for (i, (at, r)) in answers.into_iter().enumerate() {
             let b = parse(r.status, &r.body);
             assert_eq!(b["groups"].as_array().unwrap().len(), 1, "every poll gets exactly the committed group");
             s[i].2 = b["cursor"].as_str().unwrap().to_string();
@@ -211,6 +224,7 @@ fn wake(n: usize, runs: usize) {
         if run == 0 {
             continue; // warm-up
         }
+        cpu_per_poll.push(cpu / n as f64 * 1e6);
         from_commit.sort_by(|a, b| a.partial_cmp(b).unwrap());
         from_ack.sort_by(|a, b| a.partial_cmp(b).unwrap());
         p50.push(percentile(&from_commit, 50.0));
@@ -224,6 +238,7 @@ fn wake(n: usize, runs: usize) {
     println!("                              from the commit's return: p50 of runs {}", summary(p50_ack));
     println!("                                                   p99 of runs {}", summary(p99_ack));
     println!("                              commit (flushed, published)  {}", summary(ack));
+    println!("  on-CPU µs per woken poll, all threads (commit included)    {}", summary(cpu_per_poll));
     drop(rt);
 }
 

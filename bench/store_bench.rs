@@ -10,7 +10,11 @@
 //! - durable commit groups/s, 1 and 8 concurrent writers, 1-output and 10-output groups;
 //! - snapshot scan rows/s at 100k and 1M rows (unfiltered, admission order);
 //! - bytes on disk per row before/after compaction (after replacing half of the rows);
-//! - time to the first row of a selective indexed `eq` query at 1M rows.
+//! - time to the first row of a selective indexed `eq` query at 1M rows;
+//! - the engine's ceiling (OLL_BENCH_ONLY=ceiling): raw sled `apply_batch` of the seven keys a
+//!   1-output group writes (same prefixes, lengths and order as the store's), one thread, with
+//!   and without a flush per batch. No store code runs, so this bounds what any schema of
+//!   seven keys per group can reach on this machine.
 //!
 //! Each output has three indexed attributes; 10 outputs of a transaction share one BEEF.
 use std::sync::Arc;
@@ -21,7 +25,7 @@ use overlay_lookup_live::store::{Change, Outpoint, Store, StoreConfig};
 
 #[path = "common.rs"]
 mod common;
-use common::{quick, tempdir};
+use common::{cpu_seconds, quick, tempdir};
 
 fn open(dir: &std::path::Path) -> Arc<Store> {
     let mut cfg = StoreConfig::new(dir.join("store"));
@@ -60,16 +64,6 @@ fn row(n: u64, version: u64) -> Change {
 fn stats(mut v: Vec<f64>) -> String {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     format!("min {:>12.1}  median {:>12.1}  max {:>12.1}  (n={})", v[0], v[v.len() / 2], v[v.len() - 1], v.len())
-}
-
-/// Process CPU time (user + system) in seconds, from /proc (Linux); 0 elsewhere. The machine
-/// these numbers come from is shared, so CPU per group is reported next to wall-clock rates.
-fn cpu_seconds() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return 0.0 };
-    let Some(after) = stat.rsplit_once(')').map(|(_, a)| a) else { return 0.0 };
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
-    (ticks(11) + ticks(12)) / 100.0 // utime, stime (fields 14, 15); USER_HZ = 100 on Linux
 }
 
 /// On-CPU seconds of this process's live threads named `name` (Linux schedstat; 0 elsewhere).
@@ -118,6 +112,66 @@ fn commit_rate(writers: u64, outputs: u64, per_writer: u64) -> (f64, f64, f64) {
     s.close().unwrap();
     let groups = (writers * per_writer) as f64;
     (groups / el.as_secs_f64(), cpu / groups, committer / groups)
+}
+
+/// The keys and values one 1-output group writes (shapes from `store::keys`): log record, row
+/// version, current pointer, three index entries, inline blob record.
+fn raw_group(n: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let o = op(n);
+    let mut op_bytes = o.txid.to_vec();
+    op_bytes.extend_from_slice(&o.output_index.to_be_bytes());
+    let svc = b"ls_bench\0";
+    let key = |table: u8, parts: &[&[u8]]| {
+        let mut k = vec![table];
+        k.extend_from_slice(svc);
+        for p in parts {
+            k.extend_from_slice(p);
+        }
+        k
+    };
+    let seq = n.to_be_bytes();
+    let owner = format!("owner-{:04}", n % 1000);
+    let mut hash = [0u8; 32];
+    hash[..8].copy_from_slice(&n.to_be_bytes());
+    let mut blob_key = vec![b'b'];
+    blob_key.extend_from_slice(&hash);
+    vec![
+        ([&[b'l'][..], &seq].concat(), vec![7u8; 262]),
+        (key(b'r', &[&seq, &op_bytes]), vec![5u8; 140]),
+        (key(b'c', &[&op_bytes]), seq.to_vec()),
+        (key(b'i', &[b"owner\0", owner.as_bytes(), &seq, &op_bytes]), Vec::new()),
+        (key(b'i', &[b"kind\0", b"post", &seq, &op_bytes]), Vec::new()),
+        (key(b'i', &[b"score\0", &(n * 7919 % 100_000).to_be_bytes(), &seq, &op_bytes]), Vec::new()),
+        (blob_key, vec![3u8; 409]),
+    ]
+}
+
+/// Groups/s of raw sled batches of `per_batch` groups each (one thread), flushing after every
+/// batch or never, plus the CPU µs per group of the whole process (sled's I/O threads included).
+fn raw_sled_rate(groups: u64, per_batch: u64, flush: bool) -> (f64, f64) {
+    let dir = tempdir();
+    let db = sled::Config::new().path(dir.path().join("raw")).mode(sled::Mode::HighThroughput).open().unwrap();
+    let cpu0 = cpu_seconds();
+    let start = Instant::now();
+    let mut n = 0;
+    while n < groups {
+        let mut batch = sled::Batch::default();
+        for g in n..(n + per_batch).min(groups) {
+            for (k, v) in raw_group(g) {
+                batch.insert(k, v);
+            }
+        }
+        batch.insert(&b"mstate"[..], n.to_be_bytes().to_vec());
+        db.apply_batch(batch).unwrap();
+        if flush {
+            db.flush().unwrap();
+        }
+        n += per_batch;
+    }
+    let el = start.elapsed();
+    let cpu = cpu_seconds() - cpu0;
+    drop(db);
+    (groups as f64 / el.as_secs_f64(), cpu / groups as f64)
 }
 
 fn load(s: &Store, rows: u64) {
@@ -180,6 +234,16 @@ fn main() {
     println!("store bench ({} mode); durable = applied as one sled batch and flushed before ack", if quick() { "quick" } else { "full" });
 
     let only = std::env::var("OLL_BENCH_ONLY").unwrap_or_default();
+    if only == "ceiling" {
+        let groups = 20_000 / scale;
+        for (per_batch, flush) in [(4u64, false), (4, true), (8, true), (64, true)] {
+            let r: Vec<(f64, f64)> = (0..runs).map(|_| raw_sled_rate(groups, per_batch, flush)).collect();
+            let how = if flush { "flushed after each batch" } else { "never flushed" };
+            println!("raw sled groups/s, {per_batch} groups of 7 keys per batch, {how:<24} {}", stats(r.iter().map(|x| x.0).collect()));
+            println!("  CPU µs/group (all threads)                         {}", stats(r.iter().map(|x| x.1 * 1e6).collect()));
+        }
+        return;
+    }
     for (writers, outputs, per) in [(1u64, 1u64, 1000u64), (8, 1, 500), (1, 10, 500), (8, 10, 250)] {
         if only == "scan" {
             break;

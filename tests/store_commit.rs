@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use overlay_lookup_live::select::Selection;
-use overlay_lookup_live::store::{Change, RemoveReason, Store, StoreConfig, StoreError};
+use overlay_lookup_live::store::{Change, Outpoint, RemoveReason, Store, StoreConfig, StoreError};
 use serde_json::json;
 use store_common::*;
 
@@ -277,6 +277,24 @@ fn expiries_commit_one_group_ordered_by_time_service_outpoint() {
     let seq2 = s.apply_expiries(30).unwrap().unwrap();
     assert_eq!(seq2, seq + 1);
     assert_eq!(scan_ops(&s, "lsa", &Selection::all(), seq2), vec![op(1), op(6)]);
+}
+
+#[test]
+fn a_timer_committed_after_the_earliest_was_remembered_is_still_applied() {
+    // `apply_expiries` remembers the earliest timer between calls; timers added later,
+    // earlier than the remembered one or into an empty timer table, must not be missed.
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    assert_eq!(s.apply_expiries(5).unwrap(), None); // remembers: no timer at all
+    s.commit(vec![admit_full("ls", 1, "t", json!({}), beef(1), None, Some(100))]).unwrap();
+    assert_eq!(s.apply_expiries(50).unwrap(), None); // remembers: earliest is 100
+    s.commit(vec![admit_full("ls", 2, "t", json!({}), beef(2), None, Some(60))]).unwrap();
+    let seq = s.apply_expiries(70).unwrap().expect("the timer at 60 is due at 70");
+    let (_, g) = s.log_after(seq - 1, seq).next().unwrap().unwrap();
+    assert_eq!(g.changes.iter().map(|c| c.outpoint.clone()).collect::<Vec<_>>(), vec![op(2)]);
+    assert_eq!(s.apply_expiries(99).unwrap(), None);
+    assert!(s.apply_expiries(100).unwrap().is_some());
+    assert_eq!(scan_ops(&s, "ls", &Selection::all(), s.high_water()), Vec::<Outpoint>::new());
 }
 
 #[test]

@@ -4,6 +4,8 @@
 //! is known before it is sent: the budget counts the complete response body,
 //! envelope included. Groups are rendered once and never split.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use crate::wire::limits::{PROFILE_MAX_BYTES, PROFILE_MAX_OBSERVATIONS};
@@ -28,7 +30,7 @@ impl Phase {
 pub struct Frame {
     pub session: String,
     /// The scope, already rendered as JSON (it is repeated in every observation).
-    pub scope_json: Vec<u8>,
+    pub scope_json: Arc<[u8]>,
     pub expires_at: u64,
     pub replay_until: u64,
     pub limits: Limits,
@@ -43,19 +45,41 @@ pub struct Tail<'a> {
     pub high_water: u64,
 }
 
+/// Where rendered bytes go: a body, or a [`Measure`] that only counts them, so a body's
+/// length is known without rendering it and always agrees with the rendering.
+pub(crate) trait Sink {
+    fn put(&mut self, bytes: &[u8]);
+}
+
+impl Sink for Vec<u8> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+/// Counts the bytes a rendering would produce.
+#[derive(Default)]
+pub(crate) struct Measure(pub usize);
+
+impl Sink for Measure {
+    fn put(&mut self, bytes: &[u8]) {
+        self.0 += bytes.len();
+    }
+}
+
 /// Appends already rendered JSON values separated by commas (the inside of an array).
-fn push_joined(out: &mut Vec<u8>, items: &[Vec<u8>]) {
+fn push_joined<T: AsRef<[u8]>>(out: &mut impl Sink, items: &[T]) {
     for (i, item) in items.iter().enumerate() {
         if i > 0 {
-            out.push(b',');
+            out.put(b",");
         }
-        out.extend_from_slice(item);
+        out.put(item.as_ref());
     }
 }
 
 /// Appends the decimal digits of `v` (renders run once per batch and per woken poll,
 /// so they avoid formatting machinery and temporary strings).
-pub(crate) fn push_u64(out: &mut Vec<u8>, mut v: u64) {
+pub(crate) fn push_u64(out: &mut impl Sink, mut v: u64) {
     let mut buf = [0u8; 20];
     let mut i = buf.len();
     loop {
@@ -66,53 +90,73 @@ pub(crate) fn push_u64(out: &mut Vec<u8>, mut v: u64) {
             break;
         }
     }
-    out.extend_from_slice(&buf[i..]);
+    out.put(&buf[i..]);
 }
 
-fn push_json_str(out: &mut Vec<u8>, s: &str) {
-    serde_json::to_writer(&mut *out, s).expect("writing a string to a Vec cannot fail");
+/// Appends `s` as a JSON string, escaped as serde_json escapes it. Ids and cursors need
+/// no escaping, and are copied as they are.
+fn push_json_str(out: &mut impl Sink, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.put(b"\"");
+        out.put(s.as_bytes());
+        out.put(b"\"");
+    } else {
+        out.put(&serde_json::to_vec(s).expect("a string serializes"));
+    }
 }
+
+/// Upper bound of an envelope's bytes besides its scope, cursor and session id: the fixed
+/// text (about 230 bytes) and seven integers of at most 20 digits. Sizing the body with it
+/// means rendering never reallocates (a test checks the bound).
+const ENVELOPE_TEXT_MAX: usize = 400;
 
 impl Frame {
     /// Renders the complete body with the given (already rendered) groups.
-    pub fn render(&self, tail: &Tail, groups: &[Vec<u8>]) -> Vec<u8> {
-        let groups_len: usize = groups.iter().map(Vec::len).sum::<usize>() + groups.len();
-        let mut out = Vec::with_capacity(self.scope_json.len() + tail.cursor.len() + groups_len + 256);
-        out.extend_from_slice(b"{\"version\":1,\"session\":");
-        push_json_str(&mut out, &self.session);
-        out.extend_from_slice(b",\"scope\":");
-        out.extend_from_slice(&self.scope_json);
-        out.extend_from_slice(b",\"phase\":\"");
-        out.extend_from_slice(tail.phase.as_str().as_bytes());
-        out.extend_from_slice(b"\",\"groups\":[");
-        push_joined(&mut out, groups);
-        out.extend_from_slice(b"],\"cursor\":");
-        push_json_str(&mut out, tail.cursor);
-        out.extend_from_slice(b",\"snapshotComplete\":");
-        out.extend_from_slice(if tail.snapshot_complete { b"true" } else { b"false" });
+    pub fn render<G: AsRef<[u8]>>(&self, tail: &Tail, groups: &[G]) -> Vec<u8> {
+        let groups_len: usize = groups.iter().map(|g| g.as_ref().len()).sum::<usize>() + groups.len();
+        let capacity = self.scope_json.len() + self.session.len() + tail.cursor.len() + groups_len + ENVELOPE_TEXT_MAX;
+        let mut out = Vec::with_capacity(capacity);
+        self.write(&mut out, tail, groups);
+        out
+    }
+
+    /// Length of the body with no groups.
+    pub fn envelope_len(&self, tail: &Tail) -> usize {
+        let mut m = Measure::default();
+        self.write::<&[u8]>(&mut m, tail, &[]);
+        m.0
+    }
+
+    fn write<G: AsRef<[u8]>>(&self, out: &mut impl Sink, tail: &Tail, groups: &[G]) {
+        out.put(b"{\"version\":1,\"session\":");
+        push_json_str(out, &self.session);
+        out.put(b",\"scope\":");
+        out.put(&self.scope_json);
+        out.put(b",\"phase\":\"");
+        out.put(tail.phase.as_str().as_bytes());
+        out.put(b"\",\"groups\":[");
+        push_joined(out, groups);
+        out.put(b"],\"cursor\":");
+        push_json_str(out, tail.cursor);
+        out.put(b",\"snapshotComplete\":");
+        out.put(if tail.snapshot_complete { b"true" } else { b"false" });
         for (name, v) in [
             (&b",\"through\":\""[..], tail.through),
             (b",\"highWater\":\"", tail.high_water),
             (b",\"expiresAt\":\"", self.expires_at),
             (b",\"replayUntil\":\"", self.replay_until),
         ] {
-            out.extend_from_slice(name);
-            push_u64(&mut out, v);
-            out.push(b'"');
+            out.put(name);
+            push_u64(out, v);
+            out.put(b"\"");
         }
-        out.extend_from_slice(b",\"limits\":{\"maxBytes\":");
-        push_u64(&mut out, self.limits.max_bytes as u64);
-        out.extend_from_slice(b",\"maxObservations\":");
-        push_u64(&mut out, self.limits.max_observations as u64);
-        out.extend_from_slice(b",\"waitMs\":");
-        push_u64(&mut out, self.limits.wait_ms as u64);
-        out.extend_from_slice(b"}}");
-        out
-    }
-
-    /// Length of the body with no groups.
-    pub fn envelope_len(&self, tail: &Tail) -> usize {
-        self.render(tail, &[]).len()
+        out.put(b",\"limits\":{\"maxBytes\":");
+        push_u64(out, self.limits.max_bytes as u64);
+        out.put(b",\"maxObservations\":");
+        push_u64(out, self.limits.max_observations as u64);
+        out.put(b",\"waitMs\":");
+        push_u64(out, self.limits.wait_ms as u64);
+        out.put(b"}}");
     }
 }
 
@@ -143,6 +187,12 @@ pub struct RenderedGroup {
     pub observations: usize,
 }
 
+impl AsRef<[u8]> for RenderedGroup {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
 /// Renders one group `{id, sequence, observations}`.
 pub fn group(id: &str, sequence: u64, observations: &[Vec<u8>]) -> RenderedGroup {
     let mut out = Vec::with_capacity(observations.iter().map(Vec::len).sum::<usize>() + 64);
@@ -161,7 +211,8 @@ pub struct Packer {
     limits: Limits,
     max_bytes: usize,
     max_observations: usize,
-    groups: Vec<Vec<u8>>,
+    /// Shared: a live group rendered once serves every session of its view.
+    groups: Vec<Arc<RenderedGroup>>,
     group_bytes: usize,
     observations: usize,
 }
@@ -204,13 +255,14 @@ impl Packer {
 
     /// Offers a group; `envelope` must be an upper bound of the envelope length of
     /// the batch that would end with this group.
-    pub fn offer(&mut self, envelope: usize, g: RenderedGroup) -> Offer {
+    pub fn offer(&mut self, envelope: usize, g: impl Into<Arc<RenderedGroup>>) -> Offer {
+        let g = g.into();
         let body = self.body_len_with(envelope, g.bytes.len());
         let obs = self.observations + g.observations;
         if body <= self.max_bytes && obs <= self.max_observations {
             self.group_bytes += g.bytes.len();
             self.observations = obs;
-            self.groups.push(g.bytes);
+            self.groups.push(g);
             return Offer::Taken;
         }
         if !self.groups.is_empty() {
@@ -237,7 +289,8 @@ impl Packer {
     /// fits at all (the groups were already checked against the budget as offered).
     pub fn finish(self, frame: &Frame, tail: &Tail) -> Result<Vec<u8>, WireError> {
         let groups_len = self.group_bytes + self.groups.len().saturating_sub(1);
-        let body = frame.render(tail, &self.groups);
+        let groups: Vec<&[u8]> = self.groups.iter().map(|g| g.bytes.as_slice()).collect();
+        let body = frame.render(tail, &groups);
         self.check_envelope(body.len() - groups_len)?;
         Ok(body)
     }
@@ -306,7 +359,7 @@ mod tests {
     fn frame(max_bytes: u32, max_observations: u32) -> Frame {
         Frame {
             session: "abc".into(),
-            scope_json: br#"{"epoch":"e"}"#.to_vec(),
+            scope_json: Arc::from(&br#"{"epoch":"e"}"#[..]),
             expires_at: 100,
             replay_until: 200,
             limits: Limits { max_bytes, max_observations, wait_ms: 0 },
@@ -315,6 +368,15 @@ mod tests {
 
     fn tail(cursor: &str) -> Tail<'_> {
         Tail { phase: Phase::Live, cursor, snapshot_complete: true, through: 7, high_water: 9 }
+    }
+
+    #[test]
+    fn the_envelope_text_bound_holds_for_the_largest_numbers() {
+        let mut f = frame(u32::MAX, u32::MAX);
+        (f.expires_at, f.replay_until, f.limits.wait_ms) = (u64::MAX, u64::MAX, u32::MAX);
+        let t = Tail { phase: Phase::Snapshot, cursor: "", snapshot_complete: false, through: u64::MAX, high_water: u64::MAX };
+        let text = f.envelope_len(&t) - f.scope_json.len() - f.session.len();
+        assert!(text <= ENVELOPE_TEXT_MAX, "{text}");
     }
 
     #[test]

@@ -36,9 +36,22 @@ pub struct Cursor {
     pub position: Position,
 }
 
-fn tag(secret: &[u8; 32], payload: &[u8]) -> [u8; TAG_BYTES] {
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret).expect("HMAC accepts any key length");
-    mac.update(b"overlay-lookup-live/cursor/1");
+/// The cursor MAC keyed by the store secret, with its domain label already absorbed:
+/// built once per provider, so a tag costs only the payload's blocks (every read checks
+/// one and every batch makes one).
+#[derive(Clone)]
+pub struct CursorKey(Hmac<Sha256>);
+
+impl CursorKey {
+    pub fn new(secret: &[u8; 32]) -> CursorKey {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret).expect("HMAC accepts any key length");
+        mac.update(b"overlay-lookup-live/cursor/1");
+        CursorKey(mac)
+    }
+}
+
+fn tag(key: &CursorKey, payload: &[u8]) -> [u8; TAG_BYTES] {
+    let mut mac = key.0.clone();
     mac.update(payload);
     let full = mac.finalize().into_bytes();
     let mut out = [0u8; TAG_BYTES];
@@ -62,7 +75,7 @@ pub fn snapshot_cursor_len(key_len: usize) -> usize {
 impl Cursor {
     /// Encodes and authenticates the cursor. Returns `None` when the position is too
     /// large to fit the 1024-byte bound (a snapshot key longer than the budget).
-    pub fn encode(&self, secret: &[u8; 32]) -> Option<String> {
+    pub fn encode(&self, key: &CursorKey) -> Option<String> {
         let mut payload = Vec::with_capacity(64);
         payload.push(FORMAT);
         payload.extend_from_slice(&self.session);
@@ -79,7 +92,7 @@ impl Cursor {
                 payload.extend_from_slice(&through.to_be_bytes());
             }
         }
-        let t = tag(secret, &payload);
+        let t = tag(key, &payload);
         payload.extend_from_slice(&t);
         let text = URL_SAFE_NO_PAD.encode(&payload);
         (text.len() <= MAX_CURSOR_BYTES).then_some(text)
@@ -94,7 +107,7 @@ impl Cursor {
     }
 
     /// Decodes and verifies a cursor string. Any failure is `None`.
-    pub fn decode(text: &str, secret: &[u8; 32]) -> Option<Cursor> {
+    pub fn decode(text: &str, key: &CursorKey) -> Option<Cursor> {
         if text.len() > MAX_CURSOR_BYTES {
             return None;
         }
@@ -104,7 +117,7 @@ impl Cursor {
             return None;
         }
         let (payload, got) = raw.split_at(raw.len() - TAG_BYTES);
-        let want = tag(secret, payload);
+        let want = tag(key, payload);
         if !constant_time_eq(&want, got) || payload[0] != FORMAT {
             return None;
         }
@@ -134,7 +147,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 mod tests {
     use super::*;
 
-    const SECRET: [u8; 32] = [7u8; 32];
+    static SECRET: std::sync::LazyLock<CursorKey> = std::sync::LazyLock::new(|| CursorKey::new(&[7u8; 32]));
 
     fn sample(position: Position) -> Cursor {
         Cursor { session: [1u8; 16], epoch: [2u8; 16], position }
@@ -185,7 +198,7 @@ mod tests {
     #[test]
     fn another_secret_or_garbage_is_rejected() {
         let text = sample(Position::Live { through: 1 }).encode(&SECRET).unwrap();
-        assert_eq!(Cursor::decode(&text, &[8u8; 32]), None);
+        assert_eq!(Cursor::decode(&text, &CursorKey::new(&[8u8; 32])), None);
         assert_eq!(Cursor::decode("", &SECRET), None);
         assert_eq!(Cursor::decode("!!!!", &SECRET), None);
         assert_eq!(Cursor::decode(&"A".repeat(2000), &SECRET), None);

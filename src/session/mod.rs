@@ -33,7 +33,7 @@ use crate::store::{Projected, SnapshotRow, Store};
 use crate::wire::{self, ErrorCode, Limits, WireError};
 
 use batch::{Frame, Offer, Packer, Phase, Tail};
-use cursor::{Cursor, Position};
+use cursor::{Cursor, CursorKey, Position};
 use record::{FenceRecord, FirstBatch, SessionRecord};
 pub use wait::{CancelToken, Caps, WaitGuard, Waiters, WorkSlots};
 
@@ -109,7 +109,9 @@ struct ServiceEntry {
 
 /// One session known to this process.
 pub struct LiveSession {
-    rec: Mutex<SessionRecord>,
+    /// Shared, so a read takes the record without copying its query and selection; a
+    /// change (close, revocation) replaces it.
+    rec: Mutex<Arc<SessionRecord>>,
     id: [u8; 16],
     /// Woken when the session is closed or revoked so that a waiting poll ends.
     ended: tokio::sync::Notify,
@@ -118,13 +120,22 @@ pub struct LiveSession {
 
 /// What a session's batches share with every session of the same view.
 struct SessionView {
-    scope_json: Vec<u8>,
+    scope_json: Arc<[u8]>,
     /// See `Provider::view_key`.
     key: [u8; 32],
+    /// The session's selection, compiled once (`None`: the stored selection no longer
+    /// compiles, and every read is answered with reset-required).
+    selection: Option<Selection>,
+}
+
+impl SessionView {
+    fn selection(&self) -> Result<&Selection, WireError> {
+        self.selection.as_ref().ok_or_else(|| err(ErrorCode::ResetRequired, "the stored selection no longer compiles"))
+    }
 }
 
 impl LiveSession {
-    fn record(&self) -> SessionRecord {
+    fn record(&self) -> Arc<SessionRecord> {
         self.rec.lock().unwrap().clone()
     }
 }
@@ -137,7 +148,7 @@ struct SnapshotPage {
 
 /// A rendered live group and its observation count; `None` when the group is
 /// irrelevant to the view.
-type CachedGroup = Option<Arc<(Vec<u8>, usize)>>;
+type CachedGroup = Option<Arc<batch::RenderedGroup>>;
 
 /// Bounded cache of rendered live groups per (view, sequence). Committed groups are
 /// immutable, so entries never go stale; the whole map is dropped when it fills.
@@ -155,7 +166,7 @@ impl GroupCache {
     }
 
     fn put(&self, view: [u8; 32], seq: u64, group: CachedGroup) {
-        let size = group.as_ref().map_or(0, |g| g.0.len());
+        let size = group.as_ref().map_or(0, |g| g.bytes.len());
         let mut m = self.entries.write().unwrap();
         if m.0.len() >= GROUP_CACHE_ENTRIES || m.1 + size > GROUP_CACHE_BYTES {
             m.0.clear();
@@ -190,6 +201,8 @@ pub struct Provider {
     groups: GroupCache,
     clock_offset_ms: AtomicI64,
     pub hooks: TestHooks,
+    /// Keyed by the store secret, which a reset keeps.
+    cursor_key: CursorKey,
 }
 
 /// Appends lowercase hex.
@@ -236,6 +249,7 @@ impl Provider {
             waiters: Waiters::new(cfg.caps.clone()),
             work: WorkSlots::new(cfg.caps.max_concurrent_work),
             groups: GroupCache::default(),
+            cursor_key: CursorKey::new(&store.secret()),
             store,
             cfg,
             services: RwLock::new(HashMap::new()),
@@ -293,12 +307,7 @@ impl Provider {
     }
 
     fn epoch_bytes(&self) -> [u8; 16] {
-        let mut b = [0u8; 16];
-        if let Ok(v) = hex::decode(self.store.epoch()) {
-            let n = v.len().min(16);
-            b[..n].copy_from_slice(&v[..n]);
-        }
-        b
+        self.store.epoch_bytes()
     }
 
     fn fence_digest(&self, service: &str, caller: &Caller, request_id: &str) -> [u8; 32] {
@@ -326,7 +335,7 @@ impl Provider {
         .expect("scope serializes")
     }
 
-    fn frame(&self, rec: &SessionRecord, limits: Limits, scope_json: Vec<u8>) -> Frame {
+    fn frame(&self, rec: &SessionRecord, limits: Limits, scope_json: Arc<[u8]>) -> Frame {
         Frame { session: rec.id.clone(), scope_json, expires_at: rec.expires_at, replay_until: rec.replay_until, limits }
     }
 
@@ -337,9 +346,10 @@ impl Provider {
     }
 
     fn new_view(&self, rec: &SessionRecord) -> Arc<SessionView> {
-        let scope_json = self.scope_json(rec);
+        let scope_json: Arc<[u8]> = self.scope_json(rec).into();
         let key = self.view_key(&scope_json, &rec.selection);
-        Arc::new(SessionView { scope_json, key })
+        let selection = Selection::from_json(&rec.selection).ok();
+        Arc::new(SessionView { scope_json, key, selection })
     }
 
     fn chain_json(&self) -> Value {
@@ -487,7 +497,7 @@ impl Provider {
                 (record::session_key(&id), Some(serde_json::to_vec(&rec).expect("session serializes"))),
             ])
             .map_err(store_err)?;
-        self.sessions.lock().unwrap().insert(Arc::new(LiveSession { rec: Mutex::new(rec), id, ended: tokio::sync::Notify::new(), view: view.into() }));
+        self.sessions.lock().unwrap().insert(Arc::new(LiveSession { rec: Mutex::new(Arc::new(rec)), id, ended: tokio::sync::Notify::new(), view: view.into() }));
         Ok(first)
     }
 
@@ -550,7 +560,7 @@ impl Provider {
         }
         let Some(raw) = self.store.aux_get(&record::session_key(id)).map_err(store_err)? else { return Ok(None) };
         let rec: SessionRecord = serde_json::from_slice(&raw).map_err(|_| err(ErrorCode::Unavailable, "unreadable session record"))?;
-        let s = Arc::new(LiveSession { rec: Mutex::new(rec), id: *id, ended: tokio::sync::Notify::new(), view: Default::default() });
+        let s = Arc::new(LiveSession { rec: Mutex::new(Arc::new(rec)), id: *id, ended: tokio::sync::Notify::new(), view: Default::default() });
         Ok(Some(self.sessions.lock().unwrap().insert(s)))
     }
 
@@ -582,10 +592,9 @@ impl Provider {
         high_water: u64,
     ) -> Result<SnapshotPage, WireError> {
         let frame = self.frame(rec, limits, view.scope_json.clone());
-        let secret = self.secret();
         let epoch = self.epoch_bytes();
         let boundary = Cursor { session: *id, epoch, position: Position::Live { through: rec.w } }
-            .encode(&secret)
+            .encode(&self.cursor_key)
             .expect("a live cursor always fits");
         let boundary_env = frame.envelope_len(&Tail {
             phase: Phase::Snapshot,
@@ -625,7 +634,7 @@ impl Provider {
             boundary
         } else {
             Cursor { session: *id, epoch, position: Position::Snapshot { after: last_key } }
-                .encode(&secret)
+                .encode(&self.cursor_key)
                 .expect("checked above")
         };
         let tail = Tail { phase: Phase::Snapshot, cursor: &cursor, snapshot_complete: complete, through: rec.w, high_water };
@@ -693,7 +702,6 @@ impl Provider {
             return Err(err(ErrorCode::ResetRequired, "the cursor is ahead of this provider's log"));
         }
         let frame = self.frame(rec, limits, view.scope_json.clone());
-        let secret = self.secret();
         let epoch = self.epoch_bytes();
         // Cursor length does not depend on the sequence; `through` is bounded by
         // highWater, so rendering with highWater is an upper bound of the envelope.
@@ -706,7 +714,7 @@ impl Provider {
         // Offers one examined group (None: irrelevant to the view); false once the batch is full.
         let mut offer = |rendered: CachedGroup, seq: u64, examined: &mut u64| -> Result<bool, WireError> {
             if let Some(g) = rendered {
-                match packer.offer(env, batch::RenderedGroup { bytes: g.0.clone(), observations: g.1 }) {
+                match packer.offer(env, g) {
                     Offer::Taken => {}
                     Offer::Full => return Ok(false),
                     Offer::Limited(e) => return Err(e),
@@ -737,8 +745,7 @@ impl Provider {
                         let r = if projected.is_empty() {
                             None
                         } else {
-                            let g = self.live_group(&frame.scope_json, seq, &projected)?;
-                            Some(Arc::new((g.bytes, g.observations)))
+                            Some(Arc::new(self.live_group(&frame.scope_json, seq, &projected)?))
                         };
                         self.groups.put(view.key, seq, r.clone());
                         r
@@ -750,7 +757,7 @@ impl Provider {
             }
         }
         let cursor = Cursor { session: *id, epoch, position: Position::Live { through: examined } }
-            .encode(&secret)
+            .encode(&self.cursor_key)
             .expect("a live cursor always fits");
         let tail = Tail { phase: Phase::Live, cursor: &cursor, snapshot_complete: true, through: examined, high_water };
         let empty = packer.is_empty();
@@ -765,13 +772,13 @@ impl Provider {
         let id = parse_session_id(session)?;
         let s = self.session(&id).ok()??;
         let r = s.record();
-        (r.principal == caller.principal && r.authenticated == caller.authenticated).then(|| (r.service, r.query))
+        (r.principal == caller.principal && r.authenticated == caller.authenticated).then(|| (r.service.clone(), r.query.clone()))
     }
 
     /// Checks everything a read needs before touching the log.
-    fn read_context(&self, read: &wire::Read, caller: &Caller, access: &str) -> Result<(Arc<LiveSession>, SessionRecord, Cursor, Selection), WireError> {
+    fn read_context(&self, read: &wire::Read, caller: &Caller, access: &str) -> Result<(Arc<LiveSession>, Arc<SessionRecord>, Cursor, Arc<SessionView>), WireError> {
         let reset = || err(ErrorCode::ResetRequired, "unknown session or cursor; open a new session");
-        let cursor = Cursor::decode(&read.cursor, &self.secret()).ok_or_else(reset)?;
+        let cursor = Cursor::decode(&read.cursor, &self.cursor_key).ok_or_else(reset)?;
         let id = parse_session_id(&read.session).ok_or_else(reset)?;
         if cursor.session != id {
             return Err(reset());
@@ -802,12 +809,14 @@ impl Provider {
             self.end_session(&session, true);
             return Err(err(ErrorCode::Unauthorized, "the access scope changed; the session has ended"));
         }
-        let sel = Selection::from_json(&rec.selection).map_err(|_| err(ErrorCode::ResetRequired, "the stored selection no longer compiles"))?;
-        Ok((session, rec, cursor, sel))
+        let view = self.session_view(&session, &rec);
+        view.selection()?;
+        Ok((session, rec, cursor, view))
     }
 
     /// Builds the batch for a cursor. Callers hold a work slot.
-    fn build(&self, rec: &SessionRecord, view: &SessionView, cursor: &Cursor, sel: &Selection, limits: Limits) -> Result<(Vec<u8>, bool), WireError> {
+    fn build(&self, rec: &SessionRecord, view: &SessionView, cursor: &Cursor, limits: Limits) -> Result<(Vec<u8>, bool), WireError> {
+        let sel = view.selection()?;
         match &cursor.position {
             Position::Snapshot { after } => {
                 let page = self.snapshot_batch(rec, view, &cursor.session, sel, limits, after.as_deref(), self.store.high_water())?;
@@ -845,14 +854,13 @@ impl Provider {
         let first = tokio::task::spawn_blocking(move || -> Result<_, WireError> {
             let _slot = slot;
             let read = wire::parse_read(&body)?;
-            let (session, rec, cursor, sel) = this.read_context(&read, &caller, &access)?;
+            let (session, rec, cursor, view) = this.read_context(&read, &caller, &access)?;
             let limits = Limits::effective(read.limits, this.cfg.limits);
-            let view = this.session_view(&session, &rec);
-            let (bytes, empty) = this.build(&rec, &view, &cursor, &sel, limits)?;
-            Ok((session, rec, view, cursor, sel, limits, bytes, empty, caller))
+            let (bytes, empty) = this.build(&rec, &view, &cursor, limits)?;
+            Ok((session, rec, view, cursor, limits, bytes, empty, caller))
         })
         .await;
-        let (session, rec, view, cursor, sel, limits, mut bytes, empty, caller) = match first {
+        let (session, rec, view, cursor, limits, mut bytes, empty, caller) = match first {
             Ok(Ok(v)) => v,
             Ok(Err(e)) => return Response::error(&e),
             Err(_) => return Response::error(&err(ErrorCode::Unavailable, "internal failure")),
@@ -873,7 +881,7 @@ impl Provider {
         let ended = session.ended.notified();
         tokio::pin!(ended);
         ended.as_mut().enable();
-        match self.rebuild(&rec, &view, &cursor, &sel, limits).await {
+        match self.rebuild(&rec, &view, &cursor, limits).await {
             Ok((b, false)) => return self.finish(&session, b),
             Ok((b, true)) => bytes = b,
             Err(e) => return Response::error(&e),
@@ -890,7 +898,7 @@ impl Provider {
                     if changed.is_err() {
                         return Response::error(&err(ErrorCode::Unavailable, "the store closed"));
                     }
-                    match self.rebuild_woken(&rec, &view, &cursor, &sel, limits).await {
+                    match self.rebuild_woken(&rec, &view, &cursor, limits).await {
                         Ok((b, false)) => return self.finish(&session, b),
                         Ok((b, true)) => bytes = b,
                         Err(e) => return Response::error(&e),
@@ -907,7 +915,7 @@ impl Provider {
         }
         // Deadline: an empty live batch with current watermarks, unless the session
         // expired meanwhile (then reset-required via the gate).
-        match self.rebuild(&rec, &view, &cursor, &sel, limits).await {
+        match self.rebuild(&rec, &view, &cursor, limits).await {
             Ok((b, _)) => self.finish(&session, b),
             Err(e) => Response::error(&e),
         }
@@ -915,18 +923,17 @@ impl Provider {
 
     async fn rebuild(
         self: &Arc<Self>,
-        rec: &SessionRecord,
+        rec: &Arc<SessionRecord>,
         view: &Arc<SessionView>,
         cursor: &Cursor,
-        sel: &Selection,
         limits: Limits,
     ) -> Result<(Vec<u8>, bool), WireError> {
-        let (this, rec, view, cursor, sel) = (self.clone(), rec.clone(), view.clone(), cursor.clone(), sel.clone());
+        let (this, rec, view, cursor) = (self.clone(), rec.clone(), view.clone(), cursor.clone());
         // This poll was admitted already: wait for a work slot rather than refuse it.
         let slot = self.work.wait().await;
         tokio::task::spawn_blocking(move || {
             let _slot = slot;
-            this.build(&rec, &view, &cursor, &sel, limits)
+            this.build(&rec, &view, &cursor, limits)
         })
             .await
             .unwrap_or_else(|_| Err(err(ErrorCode::Unavailable, "internal failure")))
@@ -942,11 +949,10 @@ impl Provider {
         rec: &SessionRecord,
         view: &SessionView,
         cursor: &Cursor,
-        sel: &Selection,
         limits: Limits,
     ) -> Result<(Vec<u8>, bool), WireError> {
         let _slot = self.work.wait().await;
-        self.build(rec, view, cursor, sel, limits)
+        self.build(rec, view, cursor, limits)
     }
 
     fn finish(&self, session: &LiveSession, bytes: Vec<u8>) -> Response {
@@ -988,16 +994,17 @@ impl Provider {
     fn persist_end(&self, s: &LiveSession, revoked: bool) -> Result<(), WireError> {
         let rec = {
             let mut r = s.rec.lock().unwrap();
+            let changed = Arc::make_mut(&mut r);
             if revoked {
-                r.revoked = true;
+                changed.revoked = true;
             } else {
-                r.closed = true;
+                changed.closed = true;
             }
             r.clone()
         };
         let res = self
             .store
-            .aux_write(vec![(record::session_key(&s.id), Some(serde_json::to_vec(&rec).expect("serializes")))])
+            .aux_write(vec![(record::session_key(&s.id), Some(serde_json::to_vec(&*rec).expect("serializes")))])
             .map_err(store_err);
         s.ended.notify_waiters();
         res

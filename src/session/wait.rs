@@ -1,7 +1,7 @@
 //! Long-poll bookkeeping: cancellation tokens and waiter caps (BRC-193 §4, §6).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
@@ -58,53 +58,60 @@ impl CancelToken {
     }
 }
 
-/// Counts waiting polls, in total and per principal.
+/// Counts waiting polls, in total and per principal. Entering takes a lock (it checks
+/// the caps); leaving only decrements two counters, because a commit that answers a
+/// thousand polls at once releases a thousand slots.
 pub struct Waiters {
     caps: Caps,
-    counts: Arc<Mutex<(usize, HashMap<String, usize>)>>,
+    total: Arc<AtomicUsize>,
+    per_principal: Mutex<HashMap<String, Arc<AtomicUsize>>>,
 }
 
 /// Holds one waiter slot; released on drop (completion, error or cancellation).
 #[derive(Debug)]
 pub struct WaitGuard {
-    counts: Arc<Mutex<(usize, HashMap<String, usize>)>>,
-    principal: String,
+    total: Arc<AtomicUsize>,
+    mine: Arc<AtomicUsize>,
 }
 
 impl Drop for WaitGuard {
     fn drop(&mut self) {
-        let mut c = self.counts.lock().unwrap();
-        c.0 -= 1;
-        if let Some(n) = c.1.get_mut(&self.principal) {
-            *n -= 1;
-            if *n == 0 {
-                c.1.remove(&self.principal);
-            }
-        }
+        self.mine.fetch_sub(1, Ordering::AcqRel);
+        self.total.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
+/// Principals with no waiting poll are forgotten once the map holds this many.
+const PRINCIPALS_BEFORE_SWEEP: usize = 4096;
+
 impl Waiters {
     pub fn new(caps: Caps) -> Waiters {
-        Waiters { caps, counts: Arc::new(Mutex::new((0, HashMap::new()))) }
+        Waiters { caps, total: Arc::new(AtomicUsize::new(0)), per_principal: Mutex::new(HashMap::new()) }
     }
 
     pub fn total(&self) -> usize {
-        self.counts.lock().unwrap().0
+        self.total.load(Ordering::Acquire)
     }
 
     pub fn enter(&self, principal: &str) -> Result<WaitGuard, WireError> {
-        let mut c = self.counts.lock().unwrap();
-        let mine = c.1.get(principal).copied().unwrap_or(0);
-        if c.0 >= self.caps.max_waiters || mine >= self.caps.max_waiters_per_principal {
+        // Counts only grow under this lock, so the checks below cannot be raced past.
+        let mut map = self.per_principal.lock().unwrap();
+        if map.len() >= PRINCIPALS_BEFORE_SWEEP {
+            // A zero count has no guard left to decrement it: dropping the entry is safe.
+            map.retain(|_, n| n.load(Ordering::Acquire) > 0);
+        }
+        let mine = map.entry(principal.to_string()).or_default().clone();
+        if self.total.load(Ordering::Acquire) >= self.caps.max_waiters
+            || mine.load(Ordering::Acquire) >= self.caps.max_waiters_per_principal
+        {
             let mut e = WireError::new(ErrorCode::Unavailable, "too many waiting reads; retry later");
             e.retryable = true;
             e.retry_after_ms = Some(1_000);
             return Err(e);
         }
-        c.0 += 1;
-        *c.1.entry(principal.to_string()).or_insert(0) += 1;
-        Ok(WaitGuard { counts: self.counts.clone(), principal: principal.to_string() })
+        self.total.fetch_add(1, Ordering::AcqRel);
+        mine.fetch_add(1, Ordering::AcqRel);
+        Ok(WaitGuard { total: self.total.clone(), mine })
     }
 }
 

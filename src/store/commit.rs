@@ -720,7 +720,12 @@ impl Committer {
             return;
         }
         writes.insert(keys::meta("state"), Some(state_record(last_seq, &stats)));
+        let adds_timer = writes.iter().any(|(k, v)| k.first() == Some(&keys::TIMER) && v.is_some());
         let outcome = self.apply(writes, "committing a group");
+        if adds_timer && outcome.is_ok() {
+            // After the apply: see `Store::apply_expiries`.
+            self.shared.timers_added.fetch_add(1, Ordering::AcqRel);
+        }
         self.note_failure(&outcome);
         match outcome {
             Ok(()) => {
@@ -792,6 +797,7 @@ impl Committer {
         };
         writes.insert(keys::meta("state"), Some(state_record(seq, &stats)));
         self.apply(writes, "resetting the epoch")?;
+        self.shared.timers_added.fetch_add(1, Ordering::AcqRel); // the first group may add timers
         self.db.flush().map_err(StoreError::io("flushing the reset"))?;
         *self.shared.epoch.write().unwrap_or_else(|p| p.into_inner()) = epoch.clone();
         self.shared.compacted.store(0, Ordering::Release);

@@ -227,6 +227,10 @@ pub(crate) struct Shared {
     pub failed: Mutex<Option<String>>,
     pub max_rows: Option<u64>,
     pub max_retained_bytes: Option<u64>,
+    /// Bumped by the committer after it applies a batch that adds an expiry timer.
+    pub timers_added: AtomicU64,
+    /// `(timers_added, earliest timer)` as last read from the tree by `apply_expiries`.
+    pub timer_hint: Mutex<Option<(u64, u64)>>,
 }
 
 pub struct Store {
@@ -399,6 +403,8 @@ impl Store {
             failed: Mutex::new(None),
             max_rows: cfg.max_rows,
             max_retained_bytes: cfg.max_retained_bytes,
+            timers_added: AtomicU64::new(0),
+            timer_hint: Mutex::new(None),
         });
         let (tx, rx) = mpsc::channel();
         let committer = commit::spawn(db.clone(), shared.clone(), meta.stats, rx)
@@ -453,6 +459,18 @@ impl Store {
         self.shared.epoch.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// The epoch's first 16 bytes (an epoch is 32 hex digits; shorter ones are zero-padded),
+    /// without copying the string: cursors carry it and every read checks it.
+    pub fn epoch_bytes(&self) -> [u8; 16] {
+        let epoch = self.shared.epoch.read().unwrap_or_else(|p| p.into_inner());
+        let mut b = [0u8; 16];
+        let digits = epoch.len().min(32) & !1;
+        if hex::decode_to_slice(&epoch.as_bytes()[..digits], &mut b[..digits / 2]).is_err() {
+            b = [0u8; 16];
+        }
+        b
+    }
+
     /// A random 32-byte secret created with the store (for cursor MACs).
     pub fn secret(&self) -> [u8; 32] {
         self.secret
@@ -488,16 +506,28 @@ impl Store {
         // its current group-commit batch early). A timer of a group applied but not yet
         // published may be missed here; that group's rows are not visible to the caller yet
         // either, and the next call sees the timer.
-        match self.db()?.scan_prefix([keys::TIMER]).next() {
-            None => return Ok(None),
+        //
+        // The earliest timer is remembered with the count of timer-adding batches seen before
+        // reading it. The committer bumps that count only after applying such a batch, so a
+        // hint with the current count was read from a tree holding every timer applied so far
+        // (removals only make it earlier than the truth, which costs a scan, never a miss).
+        let added = self.shared.timers_added.load(Ordering::Acquire);
+        let hint = *self.shared.timer_hint.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((seen, earliest)) = hint {
+            if seen == added && earliest > now {
+                return Ok(None);
+            }
+        }
+        let earliest = match self.db()?.scan_prefix([keys::TIMER]).next() {
+            None => u64::MAX,
             Some(kv) => {
                 let (k, _) = kv.map_err(StoreError::io("reading the first timer"))?;
-                if let Some((at, _, _)) = keys::parse_timer(&k) {
-                    if at > now {
-                        return Ok(None);
-                    }
-                }
+                keys::parse_timer(&k).map_or(0, |(at, _, _)| at)
             }
+        };
+        *self.shared.timer_hint.lock().unwrap_or_else(|p| p.into_inner()) = Some((added, earliest));
+        if earliest > now {
+            return Ok(None);
         }
         self.request(|reply| Req::Expire { now, reply })
     }
