@@ -61,11 +61,17 @@ export declare class NativeLive {
   /** Applies expiry timers due now (normally done by opens and reads). */
   applyExpiries(): Promise<string | null>
   open(body: Buffer, who: CallerInfo, access: string, selection: any): Promise<NativeResponse>
+  /** Installs the function that receives answers of `readTicketed` in batches. */
+  setDelivery(deliver: (arg: Array<DeliveredResponse>) => void): void
+  /** Keeps Node running while reads are outstanding (`true`), or lets it exit. */
+  holdDeliveries(hold: boolean): void
   /**
-   * A read; long-polls when the live log has nothing eligible. Tripping
-   * `cancel` ends a waiting poll with `cancelled` and consumes nothing.
+   * A read; long-polls when the live log has nothing eligible. Tripping `cancel`
+   * ends a waiting poll with `cancelled` and consumes nothing. The answer goes to the
+   * delivery function under `ticket`, not to a promise of its own (see
+   * src/node/delivery.rs for why).
    */
-  read(body: Buffer, who: CallerInfo, access: string, cancel: NativeCancel): Promise<NativeResponse>
+  readTicketed(body: Buffer, who: CallerInfo, access: string, cancel: NativeCancel, ticket: number): void
   close(body: Buffer, who: CallerInfo): Promise<NativeResponse>
   /**
    * The service and query of a session the caller owns (for the host's
@@ -141,6 +147,13 @@ export interface CommitBatchOptions {
   verified?: boolean
   /** For an open response: the label whose pending open request id is consumed. */
   openLabel?: string
+}
+
+/** One answered read, as the delivery function receives it. */
+export interface DeliveredResponse {
+  ticket: number
+  status: number
+  body: Buffer
 }
 
 export interface EpochReset {

@@ -160,6 +160,24 @@ test('a waiting poll wakes on a commit, including one made between waiter regist
   // turns that into a failure instead of a slow pass.
 }, 15000)
 
+test('an outstanding poll keeps Node running until it is answered; an answered one does not', async () => {
+  // Reads are answered through one shared, weak callback (src/node/delivery.rs); JS holds it
+  // only while reads are outstanding. Too weak, and the child exits before the answer;
+  // too strong, and it never exits.
+  const { spawn } = require('child_process')
+  const child = spawn(process.execPath, [require('path').join(__dirname, 'fixtures/poll-child.js'), h.tempDir()], { stdio: ['ignore', 'pipe', 'inherit'] })
+  let out = ''
+  child.stdout.on('data', (d) => { out += d })
+  // A child that never exits is killed, so the failure is an exit code, not a hung run.
+  const kill = setTimeout(() => child.kill('SIGKILL'), 12000)
+  const code = await new Promise((resolve) => child.on('exit', resolve))
+  clearTimeout(kill)
+  expect(code).toBe(0)
+  const got = JSON.parse(out)
+  expect(got).toMatchObject({ status: 200, phase: 'live', groups: 0 })
+  expect(got.waitedMs).toBeGreaterThanOrEqual(1400)
+}, 20000)
+
 test('a poll times out with an empty live batch and coherent watermarks', async () => {
   await setup()
   const first = await openOk()

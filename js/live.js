@@ -113,6 +113,11 @@ class LiveLookup {
     this.sink = { commit: (changes) => this.commit(changes), log: (entry) => this.logEvent(entry) }
     this.closed = false
     this.compacting = null
+    // Reads are answered in batches through one callback (src/node/delivery.rs): a commit
+    // that wakes many long polls wakes this thread once, not once per poll.
+    this.pendingReads = new Map()
+    this.nextTicket = 1
+    core.setDelivery((answers) => this.settleReads(answers))
     // Background compaction in bounded steps (DESIGN "Storage"): log groups and
     // removed row versions that no retained session can still need are deleted.
     const every = options.compactionIntervalMs === undefined ? 60_000 : options.compactionIntervalMs
@@ -374,12 +379,41 @@ class LiveLookup {
       else signal.addEventListener('abort', onAbort, { once: true })
     }
     try {
-      const res = await this.core.read(Buffer.from(body), caller, access, cancel)
+      const res = await this.nativeRead(Buffer.from(body), caller, access, cancel)
       if (!info) return res
       return await this.recheck(res, 'read', caller, info.service, info.query, access, req.session)
     } finally {
       if (signal) signal.removeEventListener('abort', onAbort)
     }
+  }
+
+  /** The native read under a ticket; resolves when `settleReads` gets its answer. */
+  nativeRead (body, caller, access, cancel) {
+    const ticket = this.nextTicket
+    this.nextTicket = ticket >= 0xffffffff ? 1 : ticket + 1
+    return new Promise((resolve, reject) => {
+      this.pendingReads.set(ticket, resolve)
+      // Node keeps running while a read is outstanding, as it would for a pending promise.
+      if (this.pendingReads.size === 1) this.core.holdDeliveries(true)
+      try {
+        this.core.readTicketed(body, caller, access, cancel, ticket)
+      } catch (e) {
+        this.pendingReads.delete(ticket)
+        if (this.pendingReads.size === 0) this.core.holdDeliveries(false)
+        reject(e)
+      }
+    })
+  }
+
+  /** Resolves the reads answered since the last call ({ticket, status, body} each). */
+  settleReads (answers) {
+    for (const a of answers) {
+      const resolve = this.pendingReads.get(a.ticket)
+      if (!resolve) continue
+      this.pendingReads.delete(a.ticket)
+      resolve({ status: a.status, body: a.body })
+    }
+    if (this.pendingReads.size === 0) this.core.holdDeliveries(false)
   }
 
   /** POST .../lookup/close: always `{version:1, closed:true}` for a valid body. */

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use napi::bindgen_prelude::Buffer;
+use napi::bindgen_prelude::{Buffer, Function};
+use napi::Env;
 use napi_derive::napi;
 use serde_json::Value;
 
@@ -14,6 +15,7 @@ use crate::session::{CancelToken, Caller, Caps, Provider, ProviderConfig};
 use crate::store::{Change, Context, Outpoint, RemoveReason, SpendInput, Store, StoreConfig};
 use crate::wire::Limits;
 
+use super::delivery::{DeliveredResponse, Delivery, Owed};
 use super::error::{coded, invalid_arg, js_error, JsResult};
 
 type Res<T> = JsResult<T>;
@@ -160,6 +162,7 @@ impl Default for NativeCancel {
 #[napi]
 pub struct NativeLive {
     provider: Arc<Provider>,
+    delivery: Arc<Delivery>,
 }
 
 fn hex32(s: &str, what: &str) -> napi::Result<[u8; 32], String> {
@@ -321,7 +324,7 @@ pub async fn open_live(config: LiveConfig) -> napi::Result<NativeLive> {
             },
         )
         .map_err(js_error)?;
-        Ok(NativeLive { provider })
+        Ok(NativeLive { provider, delivery: Arc::default() })
     })
     .await
 }
@@ -370,21 +373,32 @@ impl NativeLive {
         blocking(move || Ok(respond(p.open(&body, &caller(who), &access, &selection)))).await
     }
 
-    /// A read; long-polls when the live log has nothing eligible. Tripping
-    /// `cancel` ends a waiting poll with `cancelled` and consumes nothing.
-    #[napi(ts_return_type = "Promise<NativeResponse>")]
-    pub fn read<'env>(
-        &self,
-        env: &'env napi::Env,
-        body: Buffer,
-        who: CallerInfo,
-        access: String,
-        cancel: &NativeCancel,
-    ) -> napi::Result<napi::bindgen_prelude::PromiseRaw<'env, NativeResponse>> {
+    /// Installs the function that receives answers of `readTicketed` in batches.
+    #[napi]
+    pub fn set_delivery(&self, deliver: Function<'_, Vec<DeliveredResponse>, ()>) -> napi::Result<()> {
+        self.delivery.install(deliver)
+    }
+
+    /// Keeps Node running while reads are outstanding (`true`), or lets it exit.
+    #[napi]
+    pub fn hold_deliveries(&self, env: Env, hold: bool) -> napi::Result<()> {
+        self.delivery.hold(&env, hold)
+    }
+
+    /// A read; long-polls when the live log has nothing eligible. Tripping `cancel`
+    /// ends a waiting poll with `cancelled` and consumes nothing. The answer goes to the
+    /// delivery function under `ticket`, not to a promise of its own (see
+    /// src/node/delivery.rs for why).
+    #[napi]
+    pub fn read_ticketed(&self, body: Buffer, who: CallerInfo, access: String, cancel: &NativeCancel, ticket: u32) {
         let p = self.provider.clone();
         let token = cancel.inner.clone();
         let body = body.to_vec();
-        env.spawn_future(async move { Ok(respond(p.read(body, caller(who), access, token).await)) })
+        let owed = Owed { ticket, delivery: self.delivery.clone(), answered: false };
+        napi::bindgen_prelude::spawn(async move {
+            let r = p.read(body, caller(who), access, token).await;
+            owed.answer(r.status as u32, r.body);
+        });
     }
 
     #[napi]

@@ -2,6 +2,7 @@
 use napi_derive::napi;
 
 mod client;
+mod delivery;
 mod error;
 mod live;
 mod manifest;
