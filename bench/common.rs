@@ -1,4 +1,5 @@
 //! Helpers shared by the native benchmarks (included with `#[path]`, not a bench itself).
+#![allow(dead_code)] // each bench uses some of these helpers
 
 /// `OLL_BENCH_QUICK`: tiny sizes that check the harness; the numbers mean nothing.
 pub fn quick() -> bool {

@@ -1,7 +1,7 @@
 //! Store benchmarks (real sled on disk in a temp directory). Run:
 //!   cargo bench --profile ci --bench store
 //! Optional: OLL_BENCH_QUICK=1 (smaller sizes), OLL_BENCH_DIR=<dir> (where stores are created),
-//! OLL_BENCH_ONLY=commit|scan (run one part), OLL_BENCH_CASES=8x1,1x10 (commit cases to run,
+//! OLL_BENCH_ONLY=ceiling|commit|scan (run one part), OLL_BENCH_CASES=8x1,1x10 (commit cases to run,
 //! writers x outputs/group; default all four), OLL_BENCH_RUNS=n (repetitions, default 5),
 //! OLL_BENCH_SCAN_ONLY=1 (scan part without the replace-and-compact step), OLL_BENCH_1M=0 (skip the 1M-row part, which is
 //! most of the ~5-6 minutes: loading 1M rows through `commit` takes 3.5-5 min on a shared
@@ -11,7 +11,7 @@
 //! - snapshot scan rows/s at 100k and 1M rows (unfiltered, admission order);
 //! - bytes on disk per row before/after compaction (after replacing half of the rows);
 //! - time to the first row of a selective indexed `eq` query at 1M rows;
-//! - the engine's ceiling (OLL_BENCH_ONLY=ceiling): raw sled `apply_batch` of the seven keys a
+//! - the engine's ceiling (also alone: OLL_BENCH_ONLY=ceiling): raw sled `apply_batch` of the seven keys a
 //!   1-output group writes (same prefixes, lengths and order as the store's), one thread, with
 //!   and without a flush per batch. No store code runs, so this bounds what any schema of
 //!   seven keys per group can reach on this machine.
@@ -234,7 +234,7 @@ fn main() {
     println!("store bench ({} mode); durable = applied as one sled batch and flushed before ack", if quick() { "quick" } else { "full" });
 
     let only = std::env::var("OLL_BENCH_ONLY").unwrap_or_default();
-    if only == "ceiling" {
+    if only.is_empty() || only == "ceiling" {
         let groups = 20_000 / scale;
         for (per_batch, flush) in [(4u64, false), (4, true), (8, true), (64, true)] {
             let r: Vec<(f64, f64)> = (0..runs).map(|_| raw_sled_rate(groups, per_batch, flush)).collect();
@@ -242,7 +242,9 @@ fn main() {
             println!("raw sled groups/s, {per_batch} groups of 7 keys per batch, {how:<24} {}", stats(r.iter().map(|x| x.0).collect()));
             println!("  CPU µs/group (all threads)                         {}", stats(r.iter().map(|x| x.1 * 1e6).collect()));
         }
-        return;
+        if only == "ceiling" {
+            return;
+        }
     }
     for (writers, outputs, per) in [(1u64, 1u64, 1000u64), (8, 1, 500), (1, 10, 500), (8, 10, 250)] {
         if only == "scan" {

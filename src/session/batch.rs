@@ -181,6 +181,34 @@ pub fn observation_raw(id: &str, scope_json: &[u8], kind: &str, payload_json: &[
     out
 }
 
+/// Renders a group of one observation straight into one buffer: what [`group`] of one
+/// [`observation_raw`] gives, without the intermediate copies (a snapshot page renders one
+/// such group per row). `payload` appends the observation's payload JSON.
+pub fn single_group<E>(
+    group_id: &str,
+    sequence: u64,
+    scope_json: &[u8],
+    kind: &str,
+    payload_hint: usize,
+    payload: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+) -> Result<RenderedGroup, E> {
+    let mut out = Vec::with_capacity(2 * group_id.len() + scope_json.len() + payload_hint + 96);
+    out.extend_from_slice(b"{\"id\":");
+    push_json_str(&mut out, group_id);
+    out.extend_from_slice(b",\"sequence\":\"");
+    push_u64(&mut out, sequence);
+    out.extend_from_slice(b"\",\"observations\":[{\"id\":\"");
+    out.extend_from_slice(group_id.as_bytes()); // ids are `[a-z0-9.-]`: no escaping
+    out.extend_from_slice(b".0\",\"scope\":");
+    out.extend_from_slice(scope_json);
+    out.extend_from_slice(b",\"kind\":");
+    push_json_str(&mut out, kind);
+    out.extend_from_slice(b",\"payload\":");
+    payload(&mut out)?;
+    out.extend_from_slice(b"}]}");
+    Ok(RenderedGroup { bytes: out, observations: 1 })
+}
+
 /// A rendered group and the number of observations in it.
 pub struct RenderedGroup {
     pub bytes: Vec<u8>,
@@ -377,6 +405,20 @@ mod tests {
         let t = Tail { phase: Phase::Snapshot, cursor: "", snapshot_complete: false, through: u64::MAX, high_water: u64::MAX };
         let text = f.envelope_len(&t) - f.scope_json.len() - f.session.len();
         assert!(text <= ENVELOPE_TEXT_MAX, "{text}");
+    }
+
+    #[test]
+    fn a_single_group_is_the_group_of_its_one_observation() {
+        let scope = br#"{"epoch":"e"}"#;
+        let payload = br#"{"evidence":{"txid":"ab","outputIndex":0}}"#;
+        let composed = group("s-1f", 42, &[observation_raw("s-1f.0", scope, "output", payload)]);
+        let direct = single_group::<()>("s-1f", 42, scope, "output", 0, |out| {
+            out.extend_from_slice(payload);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(String::from_utf8(direct.bytes).unwrap(), String::from_utf8(composed.bytes).unwrap());
+        assert_eq!(direct.observations, 1);
     }
 
     #[test]

@@ -571,11 +571,14 @@ impl Provider {
         h.update(b"overlay-lookup-live/snapshot-group/1\0");
         h.update(id);
         h.update(&row.key);
-        let gid = format!("s-{}", &hex::encode(h.finalize())[..40]);
-        let mut payload = Vec::new();
-        self.push_output_payload(&mut payload, &row.outpoint, &row.beef_hash, &row.context)?;
-        let obs = batch::observation_raw(&format!("{gid}.0"), scope, "output", &payload);
-        Ok(batch::group(&gid, rec.w, &[obs]))
+        let mut gid = Vec::with_capacity(42);
+        gid.extend_from_slice(b"s-");
+        push_hex(&mut gid, &h.finalize()[..20]);
+        let gid = String::from_utf8(gid).expect("hex is ASCII");
+        let hint = row.context.as_ref().map_or(0, |c| c.bytes.len() * 4 / 3) + 1024;
+        batch::single_group(&gid, rec.w, scope, "output", hint, |out| {
+            self.push_output_payload(out, &row.outpoint, &row.beef_hash, &row.context)
+        })
     }
 
     /// Builds a snapshot batch continuing after `after` (BRC-193 §3). `high_water` is
