@@ -328,6 +328,25 @@ test('a changed access scope ends the session with unauthorized', async () => {
   expect(after.status).toBe(401)
 })
 
+test.each([
+  ['synchronous', (v) => v],
+  ['asynchronous', (v) => Promise.resolve(v)]
+])('a scope that changes between request and serialize ends the session (%s hook)', async (_, wrap) => {
+  // The recheck right before a batch is handed out (BRC-193 §5) sees 'group-b' once the
+  // batch is built, though the request itself was authorized as 'group-a'.
+  let serializeAs = 'group-a'
+  await setup({ authorize: ({ stage }) => wrap({ access: stage === 'serialize' ? serializeAs : 'group-a' }) })
+  const first = await openOk()
+  const ok = await live.read(readBody(first.session, first.cursor), ALICE)
+  expect(ok.status).toBe(200)
+  serializeAs = 'group-b'
+  const res = await live.read(readBody(first.session, first.cursor), ALICE)
+  expect(res.status).toBe(401)
+  expect(json(res).error.code).toBe('unauthorized')
+  serializeAs = 'group-a'
+  expect((await live.read(readBody(first.session, first.cursor), ALICE)).status).toBe(401)
+})
+
 test('background compaction removes what no session needs and keeps what a session still reads', async () => {
   await setup({ compactionIntervalMs: 20 })
   for (let i = 0; i < 10; i++) await live.commit([admit(i)])

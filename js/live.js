@@ -325,9 +325,16 @@ class LiveLookup {
   }
 
   async authorize (operation, stage, caller, service, query) {
-    const result = await this.authorizeHook({ operation, stage, principal: caller.principal || null, service, query })
-    if (!result || typeof result.access !== 'string' || result.access.length === 0) return null
-    return result.access
+    return this.authorizeNow(operation, stage, caller, service, query)
+  }
+
+  /**
+   * The access scope the host's hook grants, or null; synchronous when the hook is
+   * (a woken poll's recheck then adds no promise hops), a promise when it is not.
+   */
+  authorizeNow (operation, stage, caller, service, query) {
+    const result = this.authorizeHook({ operation, stage, principal: caller.principal || null, service, query })
+    return result && typeof result.then === 'function' ? result.then(accessOf) : accessOf(result)
   }
 
   /** POST .../lookup/open: resolves { status, body } with the exact body bytes. */
@@ -378,13 +385,14 @@ class LiveLookup {
       if (signal.aborted) cancel.cancel()
       else signal.addEventListener('abort', onAbort, { once: true })
     }
+    let res
     try {
-      const res = await this.nativeRead(Buffer.from(body), caller, access, cancel)
-      if (!info) return res
-      return await this.recheck(res, 'read', caller, info.service, info.query, access, req.session)
+      res = await this.nativeRead(Buffer.from(body), caller, access, cancel)
     } finally {
       if (signal) signal.removeEventListener('abort', onAbort)
     }
+    if (!info) return res
+    return this.recheck(res, 'read', caller, info.service, info.query, access, req.session)
   }
 
   /** The native read under a ticket; resolves when `settleReads` gets its answer. */
@@ -425,13 +433,20 @@ class LiveLookup {
    * Authorization again right before a batch is handed out (BRC-193 §5): a
    * changed or withdrawn access scope ends the session with unauthorized.
    */
-  async recheck (res, operation, caller, service, query, access, sessionId) {
+  recheck (res, operation, caller, service, query, access, sessionId) {
     if (res.status !== 200) return res
-    const again = await this.authorize(operation, 'serialize', caller, service, query)
+    const again = this.authorizeNow(operation, 'serialize', caller, service, query)
+    if (again && typeof again.then === 'function') {
+      return again.then((a) => this.afterRecheck(res, a, access, sessionId))
+    }
+    return this.afterRecheck(res, again, access, sessionId)
+  }
+
+  /** The batch when the access scope is unchanged; otherwise the session ends. */
+  afterRecheck (res, again, access, sessionId) {
     if (again === access) return res
     const id = sessionId || JSON.parse(res.body.toString('utf8')).session
-    await this.core.revokeSession(id)
-    return errorResponse('unauthorized', 'access changed; the session has ended')
+    return this.core.revokeSession(id).then(() => errorResponse('unauthorized', 'access changed; the session has ended'))
   }
 
   /**
@@ -554,6 +569,11 @@ function sameEvidence (a, b) {
   } catch (_) {
     return false
   }
+}
+
+function accessOf (result) {
+  if (!result || typeof result.access !== 'string' || result.access.length === 0) return null
+  return result.access
 }
 
 function defaultAuthorize ({ principal }) {
