@@ -122,13 +122,18 @@ function smallPagesNote (sizes) {
   if (withSmall.length === 0) return ''
   const pages = Object.keys(withSmall[0].firstBatchSmallMs)
   const first = withSmall[0]; const last = withSmall[withSmall.length - 1]
-  const flat = pages.map(p => `${p} observations: ${num(last.firstBatchSmallMs[p].median / first.firstBatchSmallMs[p].median)}`).join('; ')
+  const withBody = withSmall.every(s => s.firstBatchSmallBodyMs)
+  const ratio = (key, p) => num(last[key][p].median / first[key][p].median)
+  const flat = pages.map(p => `${p} observations: ${ratio('firstBatchSmallMs', p)}` + (withBody ? ` parsed, ${ratio('firstBatchSmallBodyMs', p)} body` : '')).join('; ')
+  const columns = pages.flatMap(p => withBody ? [`first batch of ${p}, body in hand, ms`, `first batch of ${p}, parsed, ms`] : [`first batch of ${p}, ms`])
+  const cells = (s) => pages.flatMap(p => withBody ? [cell(s.firstBatchSmallBodyMs[p]), cell(s.firstBatchSmallMs[p])] : [cell(s.firstBatchSmallMs[p])])
   return `
-First batches of smaller pages, in process (\`LiveLookup.open\` until the parsed batch is in hand, the same
-query; each page holds exactly that many observations, checked). ${first.firstBatchSmallMs[pages[0]].n} opens per cell, opened and closed
-one after another, before the rounds above. Median (min–max), ms:
+First batches of smaller pages, in process (\`LiveLookup.open\` until its body is in hand, and until the
+batch is also parsed with \`JSON.parse\`, the same query; each page holds exactly that many observations,
+checked). ${first.firstBatchSmallMs[pages[0]].n} opens per cell, opened and closed one after another, before the rounds above.
+Median (min–max), ms:
 
-${table(['rows', ...pages.map(p => `first batch of ${p}, ms`)], withSmall.map(s => [s.size.toLocaleString('en-US'), ...pages.map(p => cell(s.firstBatchSmallMs[p]))]))}
+${table(['rows', ...columns], withSmall.map(s => [s.size.toLocaleString('en-US'), ...cells(s)]))}
 Median at ${last.size.toLocaleString('en-US')} rows over the median at ${first.size.toLocaleString('en-US')} rows: ${flat}.
 `
 }

@@ -168,16 +168,18 @@ async function measureSize (env, size, cfg) {
   if (plan.engine > 0 && size <= 10000) await engineLookup(env.t.engine, size) // warms SQLite's page cache
   if (plan.http > 0) await firstOverHttp(env.server, size, HTTP_PAGES.default) // warms the connection and the route
   // First batches of ordinary small pages, in process: many runs, they are cheap.
-  const firstSmall = {}
+  const firstSmall = {}; const firstSmallBody = {}
   for (const obs of SMALL_PAGES) {
-    const ms = []
+    const ms = []; const bodyMs = []
     for (let i = 0; i < SMALL_PAGE_RUNS; i++) {
       const o = await client.openInProcess(env.live, {}, client.PUBLIC, { ...client.PAGE, maxObservations: obs })
       if (countOutputs(o.batch) !== Math.min(obs, size)) throw new Error(`a ${obs}-observation first page held ${countOutputs(o.batch)}`)
       await env.live.closeSession(client.closeBody(o.batch.session), client.PUBLIC)
       ms.push(o.ms)
+      bodyMs.push(o.bodyMs)
     }
     firstSmall[obs] = summary(ms, 'ms')
+    firstSmallBody[obs] = summary(bodyMs, 'ms')
   }
   const rounds = Math.max(plan.first, plan.engine, plan.drain, plan.http, plan.lookupHttp)
   for (let r = 0; r < rounds; r++) {
@@ -246,6 +248,7 @@ async function measureSize (env, size, cfg) {
     plan,
     firstBatchMs: summary(first, 'ms'),
     firstBatchSmallMs: firstSmall,
+    firstBatchSmallBodyMs: firstSmallBody,
     engineLookupMs: summary(engine, 'ms'),
     engineOverFirstBatch: summary(ratioFirst, 'x'),
     drainInProcessObsPerSec: summary(drainIn, 'obs/s'),
