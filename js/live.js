@@ -401,9 +401,9 @@ class LiveLookup {
     this.nextTicket = ticket >= 0xffffffff ? 1 : ticket + 1
     return new Promise((resolve, reject) => {
       this.pendingReads.set(ticket, resolve)
-      // Node keeps running while a read is outstanding, as it would for a pending promise.
-      if (this.pendingReads.size === 1) this.core.holdDeliveries(true)
       try {
+        // Node keeps running while a read is outstanding, as it would for a pending promise.
+        if (this.pendingReads.size === 1) this.core.holdDeliveries(true)
         this.core.readTicketed(body, caller, access, cancel, ticket)
       } catch (e) {
         this.pendingReads.delete(ticket)
