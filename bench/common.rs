@@ -25,12 +25,19 @@ pub fn cpu_seconds() -> f64 {
 }
 
 /// On-CPU seconds of this process's live threads (Linux schedstat, nanosecond resolution; 0
-/// elsewhere). Threads that exit in between are not counted.
-pub fn threads_cpu_seconds() -> f64 {
+/// elsewhere), of every thread or only of those named `name`. Threads that exit in between
+/// are not counted.
+pub fn threads_cpu_seconds(name: Option<&str>) -> f64 {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return 0.0 };
     let mut ns = 0u64;
     for t in tasks.flatten() {
-        ns += std::fs::read_to_string(t.path().join("schedstat"))
+        let p = t.path();
+        if let Some(name) = name {
+            if !std::fs::read_to_string(p.join("comm")).map(|c| c.trim() == name).unwrap_or(false) {
+                continue;
+            }
+        }
+        ns += std::fs::read_to_string(p.join("schedstat"))
             .ok()
             .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
             .unwrap_or(0);

@@ -194,7 +194,7 @@ fn wake(n: usize, runs: usize) {
             }
         }
         std::thread::sleep(Duration::from_millis(50));
-        let cpu0 = threads_cpu_seconds();
+        let cpu0 = threads_cpu_seconds(None);
         let t0 = Instant::now();
         p.store().commit(vec![admit(next)]).unwrap();
         let t_ack = Instant::now();
@@ -209,7 +209,7 @@ fn wake(n: usize, runs: usize) {
             }
             all
         });
-        let cpu = threads_cpu_seconds() - cpu0;
+        let cpu = threads_cpu_seconds(None) - cpu0;
         let mut from_commit = Vec::with_capacity(n);
         let mut from_ack = Vec::with_capacity(n);
         for (i, (at, r)) in answers.into_iter().enumerate() {

@@ -25,7 +25,7 @@ use overlay_lookup_live::store::{Change, Outpoint, Store, StoreConfig};
 
 #[path = "common.rs"]
 mod common;
-use common::{cpu_seconds, quick, tempdir};
+use common::{cpu_seconds, quick, tempdir, threads_cpu_seconds};
 
 fn open(dir: &std::path::Path) -> Arc<Store> {
     let mut cfg = StoreConfig::new(dir.join("store"));
@@ -66,22 +66,6 @@ fn stats(mut v: Vec<f64>) -> String {
     format!("min {:>12.1}  median {:>12.1}  max {:>12.1}  (n={})", v[0], v[v.len() / 2], v[v.len() - 1], v.len())
 }
 
-/// On-CPU seconds of this process's live threads named `name` (Linux schedstat; 0 elsewhere).
-fn named_threads_cpu(name: &str) -> f64 {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return 0.0 };
-    let mut ns = 0u64;
-    for t in tasks.flatten() {
-        let p = t.path();
-        if std::fs::read_to_string(p.join("comm")).map(|c| c.trim() == name).unwrap_or(false) {
-            ns += std::fs::read_to_string(p.join("schedstat"))
-                .ok()
-                .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
-                .unwrap_or(0);
-        }
-    }
-    ns as f64 / 1e9
-}
-
 /// Durable groups/s with `writers` threads each committing `per_writer` groups of `outputs`;
 /// also returns CPU seconds used per group (all threads) and on-CPU seconds per group of the
 /// committer thread (the serial stage, which bounds the rate).
@@ -107,7 +91,7 @@ fn commit_rate(writers: u64, outputs: u64, per_writer: u64) -> (f64, f64, f64) {
     }
     let el = start.elapsed();
     let cpu = cpu_seconds() - cpu0;
-    let committer = named_threads_cpu("oll-committer");
+    let committer = threads_cpu_seconds(Some("oll-committer"));
     assert_eq!(s.high_water(), writers * per_writer);
     s.close().unwrap();
     let groups = (writers * per_writer) as f64;

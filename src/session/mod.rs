@@ -813,7 +813,6 @@ impl Provider {
             return Err(err(ErrorCode::Unauthorized, "the access scope changed; the session has ended"));
         }
         let view = self.session_view(&session, &rec);
-        view.selection()?;
         Ok((session, rec, cursor, view))
     }
 
