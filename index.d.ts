@@ -62,7 +62,7 @@ export declare class NativeLive {
   applyExpiries(): Promise<string | null>
   open(body: Buffer, who: CallerInfo, access: string, selection: any): Promise<NativeResponse>
   /** Installs the function that receives answers of `readTicketed` in batches. */
-  setDelivery(deliver: (arg: Array<DeliveredResponse>) => void): void
+  setDelivery(deliver: (arg: DeliveredAnswers) => void): void
   /** Keeps Node running while reads are outstanding (`true`), or lets it exit. */
   holdDeliveries(hold: boolean): void
   /**
@@ -149,11 +149,15 @@ export interface CommitBatchOptions {
   openLabel?: string
 }
 
-/** One answered read, as the delivery function receives it. */
-export interface DeliveredResponse {
-  ticket: number
-  status: number
-  body: Buffer
+/**
+ * The reads answered since the last delivery, packed so that handing a thousand of them
+ * to JS creates two Buffers, not a thousand objects and a thousand Buffers. `bodies`
+ * holds the bodies end to end; `index` holds, per answer and in the same order, three
+ * little-endian u32: ticket, status and body length. js/live.js (`settleReads`) unpacks it.
+ */
+export interface DeliveredAnswers {
+  index: Buffer
+  bodies: Buffer
 }
 
 export interface EpochReset {

@@ -13,7 +13,7 @@
 //! for one part; OLL_BENCH_WAITERS=1000,10000 for the waiter counts; OLL_BENCH_1M=0 to skip 1M rows).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use overlay_lookup_live::select::AttrValue;
@@ -178,17 +178,31 @@ fn wake(n: usize, runs: usize) {
     for run in 0..=runs {
         // Parked 32 at a time: a poll's first scan is store work, and more than
         // max_concurrent_work new requests at once would be refused.
-        let mut handles = Vec::with_capacity(n);
+        // Each poll's answer is recorded by the closure it is parked with, as the Node
+        // binding delivers it (a waiting poll has no task of its own).
+        let answered: Arc<Mutex<Vec<(usize, Instant, u16, Vec<u8>)>>> = Arc::new(Mutex::new(Vec::with_capacity(n)));
+        let all_answered = Arc::new(tokio::sync::Notify::new());
+        let mut parked = 0;
         for chunk in s.chunks(32) {
             for (caller, session, cursor) in chunk {
+                let i = parked;
+                parked += 1;
                 let (p, caller, body) = (p.clone(), caller.clone(), read_body(session, cursor, 25_000));
-                handles.push(rt.spawn(async move {
-                    let r = p.read(body, caller, "public".into(), CancelToken::new()).await;
-                    (Instant::now(), r)
-                }));
+                let (answered, all_answered) = (answered.clone(), all_answered.clone());
+                rt.spawn(async move {
+                    let answer = Box::new(move |r: overlay_lookup_live::session::Response| {
+                        let at = Instant::now();
+                        let mut a = answered.lock().unwrap();
+                        a.push((i, at, r.status, r.body));
+                        if a.len() == n {
+                            all_answered.notify_one();
+                        }
+                    });
+                    p.read_into(body, caller, "public".into(), CancelToken::new(), answer).await;
+                });
             }
             let deadline = Instant::now() + Duration::from_secs(30);
-            while p.waiters.total() < handles.len() {
+            while p.waiters.total() < parked {
                 assert!(Instant::now() < deadline, "polls were not parked (refused?)");
                 std::thread::sleep(Duration::from_millis(1));
             }
@@ -201,19 +215,13 @@ fn wake(n: usize, runs: usize) {
         next += 1;
         // Every answer is collected before any is parsed: parsing here would compete for
         // the two cores with the polls still being answered.
-        // One task awaits them all, so this thread is woken once, not once per poll.
-        let answers: Vec<_> = rt.block_on(async move {
-            let mut all = Vec::with_capacity(handles.len());
-            for h in handles {
-                all.push(h.await.unwrap());
-            }
-            all
-        });
+        rt.block_on(all_answered.notified());
         let cpu = threads_cpu_seconds(None) - cpu0;
+        let answers = std::mem::take(&mut *answered.lock().unwrap());
         let mut from_commit = Vec::with_capacity(n);
         let mut from_ack = Vec::with_capacity(n);
-        for (i, (at, r)) in answers.into_iter().enumerate() {
-            let b = parse(r.status, &r.body);
+        for (i, at, status, body) in answers {
+            let b = parse(status, &body);
             assert_eq!(b["groups"].as_array().unwrap().len(), 1, "every poll gets exactly the committed group");
             s[i].2 = b["cursor"].as_str().unwrap().to_string();
             from_commit.push((at - t0).as_secs_f64() * 1e3);

@@ -87,6 +87,10 @@ export interface Caller {
 /** A complete answer: HTTP status and the exact body bytes. */
 export interface LiveResponse {
   status: number
+  /**
+   * For `read`, possibly a view into a buffer shared with other answers delivered at the
+   * same time; copy it (`Buffer.from(body)`) to keep it for long.
+   */
   body: Buffer
 }
 

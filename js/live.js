@@ -362,45 +362,59 @@ class LiveLookup {
     return this.recheck(res, 'open', caller, req.service, req.query, access)
   }
 
-  /** POST .../lookup/read. `signal` (AbortSignal) cancels a waiting poll. */
-  async read (body, caller, { signal } = {}) {
+  /**
+   * POST .../lookup/read. `signal` (AbortSignal) cancels a waiting poll. Not an async
+   * function: when the host's hook is synchronous, a woken poll's answer reaches the
+   * caller in one promise step (a commit can wake thousands of polls at once).
+   */
+  read (body, caller, { signal } = {}) {
     let req
     try {
       req = wire.parseRead(body)
     } catch (e) {
-      return errorResponse(e.code || 'invalid', e.message)
+      return Promise.resolve(errorResponse(e.code || 'invalid', e.message))
     }
-    const info = this.core.describeSession(req.session, caller)
-    let access = ''
-    if (info) {
-      access = await this.authorize('read', 'request', caller, info.service, info.query)
-      if (!access) {
-        await this.core.revokeSession(req.session)
-        return errorResponse('unauthorized', 'access to this session was revoked')
+    try {
+      const info = this.core.describeSession(req.session, caller)
+      // Unknown or another principal's session: the provider answers reset-required.
+      if (!info) return this.nativeRead(Buffer.from(body), caller, '', signal, null)
+      const start = (access) => {
+        if (!access) {
+          return this.core.revokeSession(req.session).then(() => errorResponse('unauthorized', 'access to this session was revoked'))
+        }
+        const recheck = (res) => this.recheck(res, 'read', caller, info.service, info.query, access, req.session)
+        return this.nativeRead(Buffer.from(body), caller, access, signal, recheck)
       }
+      const access = this.authorizeNow('read', 'request', caller, info.service, info.query)
+      return access && typeof access.then === 'function' ? access.then(start) : start(access)
+    } catch (e) {
+      return Promise.reject(e)
     }
+  }
+
+  /**
+   * The native read under a ticket; resolves with `then(response)` (the response itself
+   * when `then` is null) once `settleReads` gets its answer.
+   */
+  nativeRead (body, caller, access, signal, then) {
+    const ticket = this.nextTicket
+    this.nextTicket = ticket >= 0xffffffff ? 1 : ticket + 1
     const cancel = new native.NativeCancel()
     const onAbort = () => cancel.cancel()
     if (signal) {
       if (signal.aborted) cancel.cancel()
       else signal.addEventListener('abort', onAbort, { once: true })
     }
-    let res
-    try {
-      res = await this.nativeRead(Buffer.from(body), caller, access, cancel)
-    } finally {
-      if (signal) signal.removeEventListener('abort', onAbort)
-    }
-    if (!info) return res
-    return this.recheck(res, 'read', caller, info.service, info.query, access, req.session)
-  }
-
-  /** The native read under a ticket; resolves when `settleReads` gets its answer. */
-  nativeRead (body, caller, access, cancel) {
-    const ticket = this.nextTicket
-    this.nextTicket = ticket >= 0xffffffff ? 1 : ticket + 1
     return new Promise((resolve, reject) => {
-      this.pendingReads.set(ticket, resolve)
+      this.pendingReads.set(ticket, (res) => {
+        if (signal) signal.removeEventListener('abort', onAbort)
+        // A hook that throws fails this read only, not the others delivered with it.
+        try {
+          resolve(then ? then(res) : res)
+        } catch (e) {
+          reject(e)
+        }
+      })
       try {
         // Node keeps running while a read is outstanding, as it would for a pending promise.
         if (this.pendingReads.size === 1) this.core.holdDeliveries(true)
@@ -408,18 +422,32 @@ class LiveLookup {
       } catch (e) {
         this.pendingReads.delete(ticket)
         if (this.pendingReads.size === 0) this.core.holdDeliveries(false)
+        if (signal) signal.removeEventListener('abort', onAbort)
         reject(e)
       }
     })
   }
 
-  /** Resolves the reads answered since the last call ({ticket, status, body} each). */
-  settleReads (answers) {
-    for (const a of answers) {
-      const resolve = this.pendingReads.get(a.ticket)
-      if (!resolve) continue
-      this.pendingReads.delete(a.ticket)
-      resolve({ status: a.status, body: a.body })
+  /**
+   * Settles the reads answered since the last call. `index` holds (ticket, status, body
+   * length) as little-endian u32 per answer; `bodies` their bodies end to end
+   * (src/node/delivery.rs). Each body is a view into `bodies`, not a copy: copying
+   * doubled the JS thread's cost per woken poll. Like Node's own pooled buffers, a body
+   * kept for long keeps the rest of its delivery in memory; copy it to keep it.
+   */
+  settleReads ({ index, bodies }) {
+    const n = index.length / 12
+    let at = 0
+    for (let i = 0; i < n; i++) {
+      const ticket = index.readUInt32LE(i * 12)
+      const status = index.readUInt32LE(i * 12 + 4)
+      const len = index.readUInt32LE(i * 12 + 8)
+      const body = bodies.subarray(at, at + len)
+      at += len
+      const settle = this.pendingReads.get(ticket)
+      if (!settle) continue
+      this.pendingReads.delete(ticket)
+      settle({ status, body })
     }
     if (this.pendingReads.size === 0) this.core.holdDeliveries(false)
   }

@@ -17,35 +17,58 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Status};
 use napi_derive::napi;
 
-/// One answered read, as the delivery function receives it.
+/// The reads answered since the last delivery, packed so that handing a thousand of them
+/// to JS creates two Buffers, not a thousand objects and a thousand Buffers. `bodies`
+/// holds the bodies end to end; `index` holds, per answer and in the same order, three
+/// little-endian u32: ticket, status and body length. js/live.js (`settleReads`) unpacks it.
 #[napi(object)]
-pub struct DeliveredResponse {
-    pub ticket: u32,
-    pub status: u32,
-    pub body: Buffer,
+pub struct DeliveredAnswers {
+    pub index: Buffer,
+    pub bodies: Buffer,
 }
 
-type Wake = ThreadsafeFunction<(), (), Vec<DeliveredResponse>, Status, false, true, 0>;
+type Wake = ThreadsafeFunction<(), (), DeliveredAnswers, Status, false, true, 0>;
+
+/// Answers waiting for the JS thread. The body bytes are appended here by the thread that
+/// answered (a tokio worker), so the JS thread only takes the two vectors.
+#[derive(Default)]
+struct Packed {
+    index: Vec<u8>,
+    bodies: Vec<u8>,
+}
+
+impl Packed {
+    fn push(&mut self, ticket: u32, status: u32, body: Vec<u8>) {
+        let len = u32::try_from(body.len()).expect("a response body is at most 4 MiB");
+        for v in [ticket, status, len] {
+            self.index.extend_from_slice(&v.to_le_bytes());
+        }
+        if self.bodies.is_empty() {
+            // Moved, not copied: a lone answer (the usual case for a large snapshot page)
+            // reaches JS without a copy.
+            self.bodies = body;
+        } else {
+            self.bodies.extend_from_slice(&body);
+        }
+    }
+}
 
 #[derive(Default)]
 pub struct Delivery {
-    /// Answers not yet handed to JS. Invariant: while it is not empty, a call of `wake` is
-    /// queued that has not yet taken it (the push that makes it non-empty queues one).
-    queue: std::sync::Arc<Mutex<Vec<(u32, u32, Vec<u8>)>>>,
+    /// Answers not yet handed to JS. Invariant: while it holds any, a call of `wake` is
+    /// queued that has not yet taken them (the push that makes it non-empty queues one).
+    queue: std::sync::Arc<Mutex<Packed>>,
     wake: Mutex<Option<Wake>>,
 }
 
 impl Delivery {
-    /// Installs the JS function that receives the answers (an array per call).
-    pub fn install(&self, deliver: Function<'_, Vec<DeliveredResponse>, ()>) -> napi::Result<()> {
+    /// Installs the JS function that receives the answers (packed, see `DeliveredAnswers`).
+    pub fn install(&self, deliver: Function<'_, DeliveredAnswers, ()>) -> napi::Result<()> {
         let queue = self.queue.clone();
         let wake = deliver.build_threadsafe_function::<()>().callee_handled::<false>().weak::<true>().build_callback(
             move |_ctx| {
-                let batch = std::mem::take(&mut *queue.lock().unwrap_or_else(|p| p.into_inner()));
-                Ok(batch
-                    .into_iter()
-                    .map(|(ticket, status, body)| DeliveredResponse { ticket, status, body: body.into() })
-                    .collect())
+                let Packed { index, bodies } = std::mem::take(&mut *queue.lock().unwrap_or_else(|p| p.into_inner()));
+                Ok(DeliveredAnswers { index: index.into(), bodies: bodies.into() })
             },
         )?;
         *self.wake.lock().unwrap_or_else(|p| p.into_inner()) = Some(wake);
@@ -65,8 +88,9 @@ impl Delivery {
     fn send(&self, ticket: u32, status: u32, body: Vec<u8>) {
         let first = {
             let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-            q.push((ticket, status, body));
-            q.len() == 1
+            let first = q.index.is_empty();
+            q.push(ticket, status, body);
+            first
         };
         if first {
             if let Some(w) = self.wake.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {

@@ -15,7 +15,7 @@ use crate::session::{CancelToken, Caller, Caps, Provider, ProviderConfig};
 use crate::store::{Change, Context, Outpoint, RemoveReason, SpendInput, Store, StoreConfig};
 use crate::wire::Limits;
 
-use super::delivery::{DeliveredResponse, Delivery, Owed};
+use super::delivery::{DeliveredAnswers, Delivery, Owed};
 use super::error::{coded, invalid_arg, js_error, JsResult};
 
 type Res<T> = JsResult<T>;
@@ -375,7 +375,7 @@ impl NativeLive {
 
     /// Installs the function that receives answers of `readTicketed` in batches.
     #[napi]
-    pub fn set_delivery(&self, deliver: Function<'_, Vec<DeliveredResponse>, ()>) -> napi::Result<()> {
+    pub fn set_delivery(&self, deliver: Function<'_, DeliveredAnswers, ()>) -> napi::Result<()> {
         self.delivery.install(deliver)
     }
 
@@ -396,8 +396,9 @@ impl NativeLive {
         let body = body.to_vec();
         let owed = Owed { ticket, delivery: self.delivery.clone(), answered: false };
         napi::bindgen_prelude::spawn(async move {
-            let r = p.read(body, caller(who), access, token).await;
-            owed.answer(r.status as u32, r.body);
+            // A waiting poll parks: this task ends, and the answer comes from whoever
+            // answers the poll (src/session/park.rs).
+            p.read_into(body, caller(who), access, token, Box::new(move |r| owed.answer(r.status as u32, r.body))).await;
         });
     }
 

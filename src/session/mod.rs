@@ -5,9 +5,9 @@
 //! fence, the session and the exact first batch in one atomic, flushed write before
 //! answering. Reads continue the snapshot from the cursor's row key, then replay the
 //! log after `through`, projecting each group onto the session's selection. Reads
-//! never write to disk. An empty live read long-polls on the store's publication
-//! channel: it subscribes *before* rescanning, so a commit between the scan and the
-//! sleep is never lost.
+//! never write to disk. An empty live read long-polls: it subscribes to the store's
+//! publication channel *before* building its batch and parks in the table of
+//! [`park`], so a commit between the build and the park is never lost.
 //!
 //! Host callbacks (the companion's `select` and the host's `authorize`) run in JS
 //! before a call reaches this module; their results arrive as the compiled
@@ -15,6 +15,7 @@
 
 pub mod batch;
 pub mod cursor;
+mod park;
 pub mod record;
 mod table;
 pub mod wait;
@@ -22,7 +23,7 @@ pub mod wait;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use hmac::{Hmac, Mac};
 use serde_json::{json, Value};
@@ -35,6 +36,7 @@ use crate::wire::{self, ErrorCode, Limits, WireError};
 use batch::{Frame, Offer, Packer, Phase, Tail};
 use cursor::{Cursor, CursorKey, Position};
 use record::{FenceRecord, FirstBatch, SessionRecord};
+pub use park::Answer;
 pub use wait::{CancelToken, Caps, WaitGuard, Waiters, WorkSlots};
 
 /// Schema of a legacy BRC-24 context carried as JSON bytes (BRC-192 §2).
@@ -113,8 +115,6 @@ pub struct LiveSession {
     /// change (close, revocation) replaces it.
     rec: Mutex<Arc<SessionRecord>>,
     id: [u8; 16],
-    /// Woken when the session is closed or revoked so that a waiting poll ends.
-    ended: tokio::sync::Notify,
     view: std::sync::OnceLock<Arc<SessionView>>,
 }
 
@@ -137,6 +137,12 @@ impl SessionView {
 impl LiveSession {
     fn record(&self) -> Arc<SessionRecord> {
         self.rec.lock().unwrap().clone()
+    }
+
+    /// Closed or revoked: a waiting poll of it ends (through the gate).
+    fn has_ended(&self) -> bool {
+        let r = self.rec.lock().unwrap();
+        r.closed || r.revoked
     }
 }
 
@@ -197,6 +203,8 @@ pub struct Provider {
     open_locks: Vec<Mutex<()>>,
     pub waiters: Waiters,
     work: WorkSlots,
+    /// Long polls waiting for a commit or their deadline.
+    parked: park::Parked,
     /// Live groups already projected and rendered, shared by sessions of one view.
     groups: GroupCache,
     clock_offset_ms: AtomicI64,
@@ -248,6 +256,7 @@ impl Provider {
         let p = Arc::new(Provider {
             waiters: Waiters::new(cfg.caps.clone()),
             work: WorkSlots::new(cfg.caps.max_concurrent_work),
+            parked: park::Parked::default(),
             groups: GroupCache::default(),
             cursor_key: CursorKey::new(&store.secret()),
             store,
@@ -497,7 +506,7 @@ impl Provider {
                 (record::session_key(&id), Some(serde_json::to_vec(&rec).expect("session serializes"))),
             ])
             .map_err(store_err)?;
-        self.sessions.lock().unwrap().insert(Arc::new(LiveSession { rec: Mutex::new(Arc::new(rec)), id, ended: tokio::sync::Notify::new(), view: view.into() }));
+        self.sessions.lock().unwrap().insert(Arc::new(LiveSession { rec: Mutex::new(Arc::new(rec)), id, view: view.into() }));
         Ok(first)
     }
 
@@ -560,7 +569,7 @@ impl Provider {
         }
         let Some(raw) = self.store.aux_get(&record::session_key(id)).map_err(store_err)? else { return Ok(None) };
         let rec: SessionRecord = serde_json::from_slice(&raw).map_err(|_| err(ErrorCode::Unavailable, "unreadable session record"))?;
-        let s = Arc::new(LiveSession { rec: Mutex::new(Arc::new(rec)), id: *id, ended: tokio::sync::Notify::new(), view: Default::default() });
+        let s = Arc::new(LiveSession { rec: Mutex::new(Arc::new(rec)), id: *id, view: Default::default() });
         Ok(Some(self.sessions.lock().unwrap().insert(s)))
     }
 
@@ -845,14 +854,30 @@ impl Provider {
     }
 
     /// Handles `POST .../lookup/read`, long-polling when the live log has nothing
-    /// eligible. Store work runs on blocking threads; only the wait is async.
+    /// eligible (see `read_into`).
     pub async fn read(self: &Arc<Self>, body: Vec<u8>, caller: Caller, access: String, cancel: Arc<CancelToken>) -> Response {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.read_into(body, caller, access, cancel, Box::new(move |r| {
+            let _ = tx.send(r);
+        }))
+        .await;
+        rx.await.unwrap_or_else(|_| Response::error(&err(ErrorCode::Unavailable, "the provider closed")))
+    }
+
+    /// A read whose response goes to `answer`. Returns once the read is answered or
+    /// parked: a waiting poll is an entry in the parked table (src/session/park.rs),
+    /// not a task. Store work runs on blocking threads.
+    pub async fn read_into(self: &Arc<Self>, body: Vec<u8>, caller: Caller, access: String, cancel: Arc<CancelToken>, answer: Answer) {
         let arrival = self.now_ms();
-        let this = self.clone();
         let slot = match self.work.enter() {
             Ok(s) => s,
-            Err(e) => return Response::error(&e),
+            Err(e) => return answer(Response::error(&e)),
         };
+        // Subscribed before the batch is built: a commit published after the build sends a
+        // poll that was about to park back to be rebuilt (no lost wakeup).
+        let mut rx = self.store.subscribe();
+        rx.borrow_and_update();
+        let this = self.clone();
         let first = tokio::task::spawn_blocking(move || -> Result<_, WireError> {
             let _slot = slot;
             let read = wire::parse_read(&body)?;
@@ -862,65 +887,47 @@ impl Provider {
             Ok((session, rec, view, cursor, limits, bytes, empty, caller))
         })
         .await;
-        let (session, rec, view, cursor, limits, mut bytes, empty, caller) = match first {
+        let (session, rec, view, cursor, limits, bytes, empty, caller) = match first {
             Ok(Ok(v)) => v,
-            Ok(Err(e)) => return Response::error(&e),
-            Err(_) => return Response::error(&err(ErrorCode::Unavailable, "internal failure")),
+            Ok(Err(e)) => return answer(Response::error(&e)),
+            Err(_) => return answer(Response::error(&err(ErrorCode::Unavailable, "internal failure"))),
         };
         if !empty || limits.wait_ms == 0 || !matches!(cursor.position, Position::Live { .. }) {
-            return self.finish(&session, bytes);
+            return answer(self.finish(&session, bytes));
         }
         let deadline_ms = (arrival + limits.wait_ms as u64).min(rec.expires_at.saturating_mul(1000));
-        let _guard = match self.waiters.enter(&caller.principal) {
+        let guard = match self.waiters.enter(&caller.principal) {
             Ok(g) => g,
-            Err(e) => return Response::error(&e),
+            Err(e) => return answer(Response::error(&e)),
         };
-        // Subscribe first, then rescan: a commit published after the scan marks the
-        // receiver changed, so the wait below returns at once (no lost wakeup).
-        let mut rx = self.store.subscribe();
-        rx.borrow_and_update();
-        // Likewise register for close/revocation before rescanning.
-        let ended = session.ended.notified();
-        tokio::pin!(ended);
-        ended.as_mut().enable();
-        match self.rebuild(&rec, &view, &cursor, limits).await {
-            Ok((b, false)) => return self.finish(&session, b),
-            Ok((b, true)) => bytes = b,
-            Err(e) => return Response::error(&e),
+        let mut entry = park::Entry {
+            id: self.parked.new_id(),
+            session,
+            rec,
+            view,
+            cursor,
+            limits,
+            deadline_ms,
+            cancel,
+            bytes,
+            answer,
+            _guard: guard,
+        };
+        loop {
+            let Some(back) = self.park(entry, &rx) else { break };
+            // Something was published since the build: rebuild before parking again.
+            entry = back;
+            rx.borrow_and_update();
+            match self.rebuild(&entry.rec, &entry.view, &entry.cursor, entry.limits).await {
+                Ok((b, false)) => {
+                    let r = self.finish(&entry.session, b);
+                    return (entry.answer)(r);
+                }
+                Ok((b, true)) => entry.bytes = b,
+                Err(e) => return (entry.answer)(Response::error(&e)),
+            }
         }
         self.run_injection_hook();
-        loop {
-            let now = self.now_ms();
-            if now >= deadline_ms {
-                break;
-            }
-            let sleep = tokio::time::sleep(Duration::from_millis(deadline_ms - now));
-            tokio::select! {
-                changed = rx.changed() => {
-                    if changed.is_err() {
-                        return Response::error(&err(ErrorCode::Unavailable, "the store closed"));
-                    }
-                    match self.rebuild_woken(&rec, &view, &cursor, limits).await {
-                        Ok((b, false)) => return self.finish(&session, b),
-                        Ok((b, true)) => bytes = b,
-                        Err(e) => return Response::error(&e),
-                    }
-                }
-                _ = sleep => break,
-                _ = cancel.cancelled() => {
-                    return Response::error(&err(ErrorCode::Cancelled, "the request was cancelled"));
-                }
-                _ = &mut ended => {
-                    return self.finish(&session, bytes);
-                }
-            }
-        }
-        // Deadline: an empty live batch with current watermarks, unless the session
-        // expired meanwhile (then reset-required via the gate).
-        match self.rebuild(&rec, &view, &cursor, limits).await {
-            Ok((b, _)) => self.finish(&session, b),
-            Err(e) => Response::error(&e),
-        }
     }
 
     async fn rebuild(
@@ -939,22 +946,6 @@ impl Provider {
         })
             .await
             .unwrap_or_else(|_| Err(err(ErrorCode::Unavailable, "internal failure")))
-    }
-
-    /// The rebuild of a poll woken by a commit, run on the async worker itself: it reads
-    /// only log groups just published (in sled's cache) and, for every session of a
-    /// view after the first, renders from the shared group cache, so it is a few
-    /// microseconds of work. A hop to the blocking pool per woken poll would cost more
-    /// than the work, and a thousand polls woken at once would each pay it.
-    async fn rebuild_woken(
-        &self,
-        rec: &SessionRecord,
-        view: &SessionView,
-        cursor: &Cursor,
-        limits: Limits,
-    ) -> Result<(Vec<u8>, bool), WireError> {
-        let _slot = self.work.wait().await;
-        self.build(rec, view, cursor, limits)
     }
 
     fn finish(&self, session: &LiveSession, bytes: Vec<u8>) -> Response {
@@ -1008,7 +999,7 @@ impl Provider {
             .store
             .aux_write(vec![(record::session_key(&s.id), Some(serde_json::to_vec(&*rec).expect("serializes")))])
             .map_err(store_err);
-        s.ended.notify_waiters();
+        self.end_parked(&s.id);
         res
     }
 

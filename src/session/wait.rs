@@ -4,8 +4,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::Notify;
-
 use crate::wire::{ErrorCode, WireError};
 
 /// Capacity caps; beyond them a request gets `unavailable` with `retryAfterMs`.
@@ -23,11 +21,16 @@ impl Default for Caps {
     }
 }
 
+/// What a parked poll runs when it is cancelled (src/session/park.rs).
+pub type CancelHook = Box<dyn FnOnce() + Send + 'static>;
+
 /// A cancellation flag the transport trips when the client goes away.
 #[derive(Default)]
 pub struct CancelToken {
     flag: AtomicBool,
-    notify: Notify,
+    /// At most one hook; `cancel` takes and runs it. Under the lock with the flag's
+    /// check, so a hook is run exactly once if the token is, or becomes, cancelled.
+    hook: Mutex<Option<CancelHook>>,
 }
 
 impl CancelToken {
@@ -36,31 +39,38 @@ impl CancelToken {
     }
 
     pub fn cancel(&self) {
-        self.flag.store(true, Ordering::SeqCst);
-        self.notify.notify_waiters();
+        let hook = {
+            let mut h = self.hook.lock().unwrap_or_else(|p| p.into_inner());
+            self.flag.store(true, Ordering::SeqCst);
+            h.take()
+        };
+        if let Some(run) = hook {
+            run();
+        }
     }
 
     pub fn is_cancelled(&self) -> bool {
         self.flag.load(Ordering::SeqCst)
     }
 
-    /// Resolves once `cancel` has been called (immediately if it already was).
-    pub async fn cancelled(&self) {
-        loop {
-            let n = self.notify.notified();
-            tokio::pin!(n);
-            n.as_mut().enable();
+    /// Runs `hook` on cancellation: now, if the token is cancelled already, otherwise
+    /// from `cancel`. Replaces a hook set earlier.
+    pub fn on_cancel(&self, hook: CancelHook) {
+        let now = {
+            let mut h = self.hook.lock().unwrap_or_else(|p| p.into_inner());
             if self.is_cancelled() {
-                return;
+                Some(hook)
+            } else {
+                *h = Some(hook);
+                None
             }
-            n.await;
+        };
+        if let Some(run) = now {
+            run();
         }
     }
 }
 
-/// Counts waiting polls, in total and per principal. Entering takes a lock (it checks
-/// the caps); leaving only decrements two counters, because a commit that answers a
-/// thousand polls at once releases a thousand slots.
 pub struct Waiters {
     caps: Caps,
     total: Arc<AtomicUsize>,
@@ -184,10 +194,25 @@ mod tests {
         waiter.await.unwrap();
     }
 
-    #[tokio::test]
-    async fn cancellation_before_waiting_is_seen() {
-        let t = CancelToken::new();
-        t.cancel();
-        t.cancelled().await;
+    #[test]
+    fn a_cancel_hook_runs_once_whether_set_before_or_after_cancel() {
+        use std::sync::atomic::AtomicUsize;
+        let runs = Arc::new(AtomicUsize::new(0));
+        let hook = |runs: &Arc<AtomicUsize>| -> CancelHook {
+            let runs = runs.clone();
+            Box::new(move || {
+                runs.fetch_add(1, Ordering::SeqCst);
+            })
+        };
+        let before = CancelToken::new();
+        before.on_cancel(hook(&runs));
+        assert_eq!(runs.load(Ordering::SeqCst), 0);
+        before.cancel();
+        before.cancel();
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        let after = CancelToken::new();
+        after.cancel();
+        after.on_cancel(hook(&runs));
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
     }
 }

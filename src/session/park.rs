@@ -1,0 +1,291 @@
+//! Parked long polls (BRC-193 §4): a read with nothing to return waits here, as an
+//! entry, not as a task of its own.
+//!
+//! One driver task per provider subscribes to the store's publication channel. After a
+//! commit it rebuilds every parked poll in one pass on one worker; sessions of one view
+//! render each live group once (`GroupCache`), so a woken poll costs its cursor and
+//! envelope, not a task wake-up, a timer and a channel of its own. The driver also ends
+//! polls at their deadlines. Cancellation and the end of a session (close, revocation)
+//! answer their polls directly, from the thread that cancels or ends.
+//!
+//! Exactly-once answers: every path that answers a poll first removes its entry from the
+//! table, under one lock; only the remover answers. Lost-wakeup freedom: whoever puts an
+//! entry in the table (the read that parks it, or the driver re-parking it after a pass
+//! found nothing) afterwards checks what could have happened while it was out of the
+//! table (a publication, a cancellation, the session's end) and takes it back if so.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use tokio::sync::{watch, Notify};
+
+use super::cursor::Cursor;
+use super::{err, CancelToken, LiveSession, Provider, Response, SessionView, WaitGuard};
+use super::record::SessionRecord;
+use crate::wire::{ErrorCode, Limits};
+
+/// Receives a read's response, exactly once. Dropped unanswered (the provider went
+/// away), the receiver's side must treat it as `unavailable`.
+pub type Answer = Box<dyn FnOnce(Response) + Send + 'static>;
+
+/// A waiting long poll: everything needed to rebuild its batch and answer it.
+pub(super) struct Entry {
+    /// Stable for the poll's whole wait (a pass takes it out and puts it back).
+    pub id: u64,
+    pub session: Arc<LiveSession>,
+    pub rec: Arc<SessionRecord>,
+    pub view: Arc<SessionView>,
+    pub cursor: Cursor,
+    pub limits: Limits,
+    /// Provider clock, ms: min(arrival + waitMs, expiresAt) (BRC-193 §4).
+    pub deadline_ms: u64,
+    pub cancel: Arc<CancelToken>,
+    /// The empty batch last built; answered (through the gate) if the session ends.
+    pub bytes: Vec<u8>,
+    pub answer: Answer,
+    /// Holds the poll's place under the waiter caps until it is answered.
+    pub _guard: WaitGuard,
+}
+
+#[derive(Default)]
+struct Table {
+    entries: HashMap<u64, Entry>,
+    deadlines: BTreeSet<(u64, u64)>,
+    next_id: u64,
+    /// The deadline the driver sleeps until (u64::MAX: none). Read and written under the
+    /// table lock, so a poll parked with an earlier deadline always wakes the driver.
+    driver_sleeps_until: u64,
+}
+
+impl Table {
+    fn remove(&mut self, id: u64) -> Option<Entry> {
+        let e = self.entries.remove(&id)?;
+        self.deadlines.remove(&(e.deadline_ms, id));
+        Some(e)
+    }
+}
+
+/// The parked polls of one provider.
+pub(super) struct Parked {
+    table: Mutex<Table>,
+    /// Wakes the driver when a poll with an earlier deadline than it sleeps for is parked.
+    kick: Arc<Notify>,
+    driver_alive: AtomicBool,
+}
+
+impl Default for Parked {
+    fn default() -> Parked {
+        Parked {
+            table: Mutex::new(Table { driver_sleeps_until: u64::MAX, ..Table::default() }),
+            kick: Arc::new(Notify::new()),
+            driver_alive: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Parked {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// An id for a new poll.
+    pub fn new_id(&self) -> u64 {
+        let mut t = self.lock();
+        t.next_id += 1;
+        t.next_id
+    }
+
+    fn take(&self, id: u64) -> Option<Entry> {
+        self.lock().remove(id)
+    }
+
+    fn take_all(&self) -> Vec<Entry> {
+        let mut t = self.lock();
+        t.deadlines.clear();
+        t.entries.drain().map(|(_, e)| e).collect()
+    }
+
+    fn take_due(&self, now_ms: u64) -> Vec<Entry> {
+        let mut t = self.lock();
+        let due: Vec<u64> = t.deadlines.iter().take_while(|(d, _)| *d <= now_ms).map(|(_, id)| *id).collect();
+        due.into_iter().filter_map(|id| t.remove(id)).collect()
+    }
+
+    fn take_session(&self, session: &[u8; 16]) -> Vec<Entry> {
+        let mut t = self.lock();
+        let ids: Vec<u64> = t.entries.iter().filter(|(_, e)| &e.session.id == session).map(|(id, _)| *id).collect();
+        ids.into_iter().filter_map(|id| t.remove(id)).collect()
+    }
+}
+
+/// Clears `driver_alive` when the driver ends, however it ends (its runtime may shut down).
+struct DriverAlive(Weak<Provider>);
+
+impl Drop for DriverAlive {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.upgrade() {
+            p.parked.driver_alive.store(false, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Provider {
+    /// Parks an empty poll. `rx` was subscribed before the poll's batch was built: a
+    /// publication since then sends the poll back to be rebuilt instead (returned).
+    pub(super) fn park(self: &Arc<Self>, entry: Entry, rx: &watch::Receiver<u64>) -> Option<Entry> {
+        self.ensure_driver();
+        let id = self.insert(entry)?;
+        if rx.has_changed().unwrap_or(true) {
+            return self.parked.take(id);
+        }
+        None
+    }
+
+    /// Puts an entry in the table, then answers it at once if it was cancelled or its
+    /// session ended while it was out of the table. Returns its id if it stays.
+    fn insert(self: &Arc<Self>, entry: Entry) -> Option<u64> {
+        let cancel = entry.cancel.clone();
+        let session = entry.session.clone();
+        let id = entry.id;
+        let kick = {
+            let mut t = self.parked.lock();
+            let kick = entry.deadline_ms < t.driver_sleeps_until;
+            t.deadlines.insert((entry.deadline_ms, id));
+            t.entries.insert(id, entry);
+            kick
+        };
+        if kick {
+            self.parked.kick.notify_one();
+        }
+        // From here a cancellation or the session's end finds the entry in the table;
+        // one that came earlier is seen by these checks (the hook runs at once if the
+        // token is cancelled already). The hook names the poll's stable id, so the one a
+        // pass sets when it puts the poll back is the same hook again.
+        let weak = Arc::downgrade(self);
+        cancel.on_cancel(Box::new(move || {
+            if let Some(p) = weak.upgrade() {
+                p.cancel_parked(id);
+            }
+        }));
+        if session.has_ended() {
+            if let Some(e) = self.parked.take(id) {
+                self.answer_early(e, false);
+            }
+            return None;
+        }
+        Some(id)
+    }
+
+    fn cancel_parked(&self, id: u64) {
+        if let Some(e) = self.parked.take(id) {
+            self.answer_early(e, true);
+        }
+    }
+
+    /// Answers a poll that was cancelled (nothing consumed) or whose session ended.
+    fn answer_early(&self, e: Entry, cancelled: bool) {
+        let r = if cancelled {
+            Response::error(&err(ErrorCode::Cancelled, "the request was cancelled"))
+        } else {
+            self.finish(&e.session, e.bytes)
+        };
+        (e.answer)(r);
+    }
+
+    /// Called after a session was closed or revoked: its waiting polls end now.
+    pub(super) fn end_parked(&self, session: &[u8; 16]) {
+        for e in self.parked.take_session(session) {
+            self.answer_early(e, false);
+        }
+    }
+
+    fn ensure_driver(self: &Arc<Self>) {
+        if self.parked.driver_alive.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let rx = self.store.subscribe();
+        let alive = DriverAlive(Arc::downgrade(self));
+        tokio::spawn(drive(Arc::downgrade(self), rx, alive));
+    }
+
+    /// One pass after a publication: every parked poll is rebuilt (on this worker: the
+    /// groups just published are in sled's cache and, after the first session of a
+    /// view, in the group cache). Polls still empty are parked again.
+    fn wake_pass(self: &Arc<Self>) {
+        for mut e in self.parked.take_all() {
+            match self.build(&e.rec, &e.view, &e.cursor, e.limits) {
+                Ok((b, false)) => {
+                    let r = self.finish(&e.session, b);
+                    (e.answer)(r);
+                }
+                Ok((b, true)) => {
+                    e.bytes = b;
+                    self.insert(e);
+                }
+                Err(er) => (e.answer)(Response::error(&er)),
+            }
+        }
+    }
+
+    /// Polls whose deadline passed: an empty live batch with current watermarks, or
+    /// reset-required when the session expired meanwhile (BRC-193 §4, §8). Each is
+    /// rebuilt as ordinary store work (it may apply due expiry timers).
+    fn expire_pass(self: &Arc<Self>) {
+        for e in self.parked.take_due(self.now_ms()) {
+            let p = self.clone();
+            tokio::spawn(async move {
+                let r = match p.rebuild(&e.rec, &e.view, &e.cursor, e.limits).await {
+                    Ok((b, _)) => p.finish(&e.session, b),
+                    Err(er) => Response::error(&er),
+                };
+                (e.answer)(r);
+            });
+        }
+    }
+
+    fn close_all_parked(&self) {
+        for e in self.parked.take_all() {
+            (e.answer)(Response::error(&err(ErrorCode::Unavailable, "the store closed")));
+        }
+    }
+}
+
+/// The driver: passes after publications, deadlines, and nothing else. It holds the
+/// provider weakly, so a dropped provider ends it.
+async fn drive(provider: Weak<Provider>, mut rx: watch::Receiver<u64>, _alive: DriverAlive) {
+    loop {
+        let (sleep_ms, kick) = {
+            let Some(p) = provider.upgrade() else { return };
+            let mut t = p.parked.lock();
+            let next = t.deadlines.first().map(|(d, _)| *d).unwrap_or(u64::MAX);
+            t.driver_sleeps_until = next;
+            drop(t);
+            let now = p.now_ms();
+            (if next == u64::MAX { None } else { Some(next.saturating_sub(now)) }, p.parked.kick.clone())
+        };
+        let sleep = async {
+            match sleep_ms {
+                Some(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            changed = rx.changed() => {
+                let Some(p) = provider.upgrade() else { return };
+                if changed.is_err() {
+                    p.close_all_parked();
+                    return;
+                }
+                rx.borrow_and_update();
+                p.wake_pass();
+            }
+            _ = sleep => {
+                let Some(p) = provider.upgrade() else { return };
+                p.expire_pass();
+            }
+            _ = kick.notified() => {}
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! Parked long polls (src/session/park.rs, BRC-193 §4): a waiting poll is an entry, not a
+//! task; one commit answers every poll it concerns; a poll that a pass puts back (the
+//! commit did not concern it) still ends on cancellation, close, revocation and its
+//! deadline, exactly once each.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use overlay_lookup_live::select::AttrValue;
+use overlay_lookup_live::session::{CancelToken, Caller, Caps, Provider, ProviderConfig, Response};
+use overlay_lookup_live::store::{Change, Outpoint, Store, StoreConfig};
+use overlay_lookup_live::wire::Limits;
+use serde_json::{json, Value};
+
+struct World {
+    _dir: tempfile::TempDir,
+    provider: Arc<Provider>,
+    next: u64,
+}
+
+fn world() -> World {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = StoreConfig::new(dir.path());
+    cfg.create = true;
+    let store = Store::open(cfg).unwrap();
+    let provider = Provider::new(
+        store,
+        ProviderConfig {
+            provider: "https://provider.example".into(),
+            network: "test".into(),
+            genesis_hash: "00".repeat(32),
+            session_seconds: 600,
+            replay_seconds: 600,
+            limits: Limits::provider(4 * 1024 * 1024, 1024, 25_000).unwrap(),
+            caps: Caps::default(),
+        },
+    )
+    .unwrap();
+    provider.register_service("svc", &json!({"id": "urn:test:rules", "parameters": {}})).unwrap();
+    World { _dir: dir, provider, next: 0 }
+}
+
+impl World {
+    /// Commits one output whose attribute `k` is `k`.
+    fn admit(&mut self, k: i64) {
+        self.next += 1;
+        let mut txid = [0u8; 32];
+        txid[..8].copy_from_slice(&self.next.to_be_bytes());
+        let change = Change::Admit {
+            service: "svc".into(),
+            outpoint: Outpoint { txid, output_index: 0 },
+            topic: "tm".into(),
+            attributes: BTreeMap::from([("k".to_string(), AttrValue::Int(k))]),
+            beef: format!("beef-{}", self.next).into_bytes(),
+            context: None,
+            expires_at: None,
+        };
+        self.provider.store().commit(vec![change]).unwrap().expect("a new output changes the collection");
+    }
+
+    /// Opens a session of `who` selecting outputs with `k == k`; returns (caller, session, live cursor).
+    fn open(&self, who: &str, k: i64) -> (Caller, String, String) {
+        let caller = Caller { principal: who.to_string(), authenticated: true };
+        let body = serde_json::to_vec(&json!({
+            "version": 1, "requestId": format!("open-request-{who:0>8}"), "service": "svc", "query": {"k": k},
+            "limits": {"maxBytes": 65536, "maxObservations": 100, "waitMs": 0}
+        }))
+        .unwrap();
+        let res = self.provider.open(&body, &caller, "public", &json!({"where": {"eq": ["k", k]}}));
+        let b = parse(&res);
+        assert_eq!(b["snapshotComplete"], true, "an empty collection's snapshot completes at once");
+        (caller, b["session"].as_str().unwrap().to_string(), b["cursor"].as_str().unwrap().to_string())
+    }
+}
+
+fn parse(r: &Response) -> Value {
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    serde_json::from_slice(&r.body).unwrap()
+}
+
+fn error_code(r: &Response) -> String {
+    let v: Value = serde_json::from_slice(&r.body).unwrap();
+    v["error"]["code"].as_str().unwrap_or_default().to_string()
+}
+
+fn poll_body(session: &str, cursor: &str, wait_ms: u32) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "version": 1, "session": session, "cursor": cursor,
+        "limits": {"maxBytes": 65536, "maxObservations": 100, "waitMs": wait_ms}
+    }))
+    .unwrap()
+}
+
+/// Answers by poll name, in arrival order (a name answered twice shows up twice).
+type Answers = Arc<Mutex<Vec<(String, Response)>>>;
+
+/// Starts a poll whose answer lands in `answers` under `name`.
+fn poll(w: &World, answers: &Answers, name: &str, who: &(Caller, String, String), wait_ms: u32, cancel: Arc<CancelToken>) {
+    let (p, answers, name) = (w.provider.clone(), answers.clone(), name.to_string());
+    let (caller, body) = (who.0.clone(), poll_body(&who.1, &who.2, wait_ms));
+    tokio::spawn(async move {
+        p.read_into(body, caller, "public".into(), cancel, Box::new(move |r| answers.lock().unwrap().push((name, r)))).await;
+    });
+}
+
+async fn until(what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+fn answer_of(answers: &Answers, name: &str) -> Option<Response> {
+    answers.lock().unwrap().iter().find(|(n, _)| n == name).map(|(_, r)| Response { status: r.status, body: r.body.clone() })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parked_polls_hold_no_task_and_one_commit_answers_them_all() {
+    let mut w = world();
+    let n = 200;
+    let answers: Answers = Arc::default();
+    for i in 0..n {
+        let who = w.open(&format!("p{i}"), 0);
+        poll(&w, &answers, &format!("p{i}"), &who, 25_000, CancelToken::new());
+    }
+    until("every poll is parked", || w.provider.waiters.total() == n).await;
+    // The tasks that started the reads have ended; what remains is the driver.
+    let metrics = tokio::runtime::Handle::current().metrics();
+    until("only the driver task is alive", || metrics.num_alive_tasks() <= 1).await;
+    assert_eq!(metrics.num_alive_tasks(), 1, "one driver task serves every parked poll");
+    assert!(answers.lock().unwrap().is_empty(), "nothing was committed yet");
+
+    w.admit(0);
+    until("every poll is answered", || answers.lock().unwrap().len() == n).await;
+    for (name, r) in answers.lock().unwrap().iter() {
+        let b = parse(r);
+        assert_eq!(b["groups"].as_array().unwrap().len(), 1, "{name} gets the committed group");
+    }
+    assert_eq!(w.provider.waiters.total(), 0, "answered polls release their waiter slots");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poll_put_back_by_a_pass_still_ends_on_cancel_close_revocation_and_deadline() {
+    let mut w = world();
+    let answers: Answers = Arc::default();
+    let woken = w.open("woken", 0);
+    let cancelled = w.open("cancelled", 1);
+    let closed = w.open("closed", 1);
+    let revoked = w.open("revoked", 1);
+    let timed = w.open("timed", 1);
+    let cancel = CancelToken::new();
+    poll(&w, &answers, "woken", &woken, 25_000, CancelToken::new());
+    poll(&w, &answers, "cancelled", &cancelled, 25_000, cancel.clone());
+    poll(&w, &answers, "closed", &closed, 25_000, CancelToken::new());
+    poll(&w, &answers, "revoked", &revoked, 25_000, CancelToken::new());
+    until("every poll is parked", || w.provider.waiters.total() == 4).await;
+
+    // A commit that concerns only the first poll: the pass answers it and puts the
+    // others back.
+    w.admit(0);
+    until("the concerned poll is answered", || answer_of(&answers, "woken").is_some()).await;
+    assert_eq!(parse(&answer_of(&answers, "woken").unwrap())["groups"].as_array().unwrap().len(), 1);
+    until("the others are parked again", || w.provider.waiters.total() == 3).await;
+    assert_eq!(answers.lock().unwrap().len(), 1, "a commit of another view answers no other poll");
+    // Parked after the pass, with the earliest deadline: the driver, asleep until a later
+    // one, must be woken for it.
+    poll(&w, &answers, "timed", &timed, 300, CancelToken::new());
+    until("the deadline poll is parked", || w.provider.waiters.total() == 4).await;
+
+    cancel.cancel();
+    until("the cancelled poll is answered", || answer_of(&answers, "cancelled").is_some()).await;
+    assert_eq!(error_code(&answer_of(&answers, "cancelled").unwrap()), "cancelled");
+
+    let close = serde_json::to_vec(&json!({"version": 1, "session": closed.1})).unwrap();
+    assert_eq!(w.provider.close(&close, &closed.0).status, 200);
+    until("the closed session's poll is answered", || answer_of(&answers, "closed").is_some()).await;
+    assert_eq!(error_code(&answer_of(&answers, "closed").unwrap()), "expired");
+
+    assert!(w.provider.revoke_session(&revoked.1).unwrap());
+    until("the revoked session's poll is answered", || answer_of(&answers, "revoked").is_some()).await;
+    assert_eq!(error_code(&answer_of(&answers, "revoked").unwrap()), "unauthorized");
+
+    until("the deadline poll is answered", || answer_of(&answers, "timed").is_some()).await;
+    let b = parse(&answer_of(&answers, "timed").unwrap());
+    assert!(b["groups"].as_array().unwrap().is_empty(), "at the deadline: an empty live batch");
+    assert_eq!(b["through"], b["highWater"], "its watermarks are current (the other view's group was examined)");
+
+    // Each poll answered exactly once, and every waiter slot released.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let names: Vec<String> = answers.lock().unwrap().iter().map(|(n, _)| n.clone()).collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(names.len(), 5, "answers: {names:?}");
+    assert_eq!(sorted.len(), 5, "answers: {names:?}");
+    assert_eq!(w.provider.waiters.total(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poll_cancelled_before_it_parks_is_answered_cancelled() {
+    let w = world();
+    let answers: Answers = Arc::default();
+    let who = w.open("early", 0);
+    let cancel = CancelToken::new();
+    cancel.cancel();
+    poll(&w, &answers, "early", &who, 25_000, cancel);
+    until("the poll is answered", || answer_of(&answers, "early").is_some()).await;
+    assert_eq!(error_code(&answer_of(&answers, "early").unwrap()), "cancelled");
+    assert_eq!(w.provider.waiters.total(), 0);
+}
