@@ -6,7 +6,8 @@
 //! - commit-to-wake latency with 1,000 and 10,000 long polls parked on a 2-worker tokio
 //!   runtime (the runtime shape the Node addon uses on this machine): from just before
 //!   `Store::commit` (which returns once the group is flushed and published) and from its
-//!   return, until each poll's response body is in hand; also the on-CPU time of all the
+//!   return, until each poll's response body is in hand (polls are started with
+//!   `Provider::read_into`, as the Node binding does, so a parked poll has no task); also the on-CPU time of all the
 //!   process's threads from the commit until the last poll is answered, per poll.
 //!
 //! `cargo bench --profile ci --bench session` (OLL_BENCH_QUICK=1 for a tiny run; OLL_BENCH_ONLY=first|wake

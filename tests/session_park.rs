@@ -3,86 +3,15 @@
 //! commit did not concern it) still ends on cancellation, close, revocation and its
 //! deadline, exactly once each.
 
-use std::collections::BTreeMap;
+mod session_common;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use overlay_lookup_live::select::AttrValue;
-use overlay_lookup_live::session::{CancelToken, Caller, Caps, Provider, ProviderConfig, Response};
-use overlay_lookup_live::store::{Change, Outpoint, Store, StoreConfig};
-use overlay_lookup_live::wire::Limits;
-use serde_json::{json, Value};
+use overlay_lookup_live::session::{CancelToken, Caller, Response};
+use serde_json::json;
 
-struct World {
-    _dir: tempfile::TempDir,
-    provider: Arc<Provider>,
-    next: u64,
-}
-
-fn world() -> World {
-    let dir = tempfile::tempdir().unwrap();
-    let mut cfg = StoreConfig::new(dir.path());
-    cfg.create = true;
-    let store = Store::open(cfg).unwrap();
-    let provider = Provider::new(
-        store,
-        ProviderConfig {
-            provider: "https://provider.example".into(),
-            network: "test".into(),
-            genesis_hash: "00".repeat(32),
-            session_seconds: 600,
-            replay_seconds: 600,
-            limits: Limits::provider(4 * 1024 * 1024, 1024, 25_000).unwrap(),
-            caps: Caps::default(),
-        },
-    )
-    .unwrap();
-    provider.register_service("svc", &json!({"id": "urn:test:rules", "parameters": {}})).unwrap();
-    World { _dir: dir, provider, next: 0 }
-}
-
-impl World {
-    /// Commits one output whose attribute `k` is `k`.
-    fn admit(&mut self, k: i64) {
-        self.next += 1;
-        let mut txid = [0u8; 32];
-        txid[..8].copy_from_slice(&self.next.to_be_bytes());
-        let change = Change::Admit {
-            service: "svc".into(),
-            outpoint: Outpoint { txid, output_index: 0 },
-            topic: "tm".into(),
-            attributes: BTreeMap::from([("k".to_string(), AttrValue::Int(k))]),
-            beef: format!("beef-{}", self.next).into_bytes(),
-            context: None,
-            expires_at: None,
-        };
-        self.provider.store().commit(vec![change]).unwrap().expect("a new output changes the collection");
-    }
-
-    /// Opens a session of `who` selecting outputs with `k == k`; returns (caller, session, live cursor).
-    fn open(&self, who: &str, k: i64) -> (Caller, String, String) {
-        let caller = Caller { principal: who.to_string(), authenticated: true };
-        let body = serde_json::to_vec(&json!({
-            "version": 1, "requestId": format!("open-request-{who:0>8}"), "service": "svc", "query": {"k": k},
-            "limits": {"maxBytes": 65536, "maxObservations": 100, "waitMs": 0}
-        }))
-        .unwrap();
-        let res = self.provider.open(&body, &caller, "public", &json!({"where": {"eq": ["k", k]}}));
-        let b = parse(&res);
-        assert_eq!(b["snapshotComplete"], true, "an empty collection's snapshot completes at once");
-        (caller, b["session"].as_str().unwrap().to_string(), b["cursor"].as_str().unwrap().to_string())
-    }
-}
-
-fn parse(r: &Response) -> Value {
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-    serde_json::from_slice(&r.body).unwrap()
-}
-
-fn error_code(r: &Response) -> String {
-    let v: Value = serde_json::from_slice(&r.body).unwrap();
-    v["error"]["code"].as_str().unwrap_or_default().to_string()
-}
+use session_common::{error_code, parse, world, World};
 
 fn poll_body(session: &str, cursor: &str, wait_ms: u32) -> Vec<u8> {
     serde_json::to_vec(&json!({
