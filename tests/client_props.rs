@@ -91,7 +91,7 @@ proptest! {
         }
         let st = store.as_ref().unwrap();
         let got: BTreeMap<u32, (bool, u64)> = st.members(&key).unwrap().into_iter()
-            .map(|m| (m.outpoint.output_index, (m.present, m.sequence))).collect();
+            .map(|m| (m.row.outpoint.output_index, (m.row.present, m.row.sequence))).collect();
         prop_assert_eq!(got, model);
         prop_assert_eq!(st.checkpoint(&key).unwrap().unwrap().cursor, Some(cursor));
         let state = st.state(&key).unwrap();

@@ -63,15 +63,15 @@ fn commit_advances_cursor_and_publishes_after_snapshot() {
     assert_eq!((cp.cursor.as_deref(), cp.through, cp.snapshot_complete), (Some("c1"), 10, true));
     let m = fx.s().members(&key).unwrap();
     assert_eq!(m.len(), 1);
-    assert!(m[0].present && !m[0].stale);
-    assert_eq!(m[0].context.as_ref().unwrap()["bytes"], "eyJ2IjoxfQ==");
+    assert!(m[0].row.present && !m[0].stale);
+    assert_eq!(m[0].row.context.as_ref().unwrap()["bytes"], "eyJ2IjoxfQ==");
 
     let w = fixture::withdraw("lw-13", &s, &txid(), 0);
     let out = fx.s().commit_batch(&key, g, Some("c1"), &live_body(&s, 13, "l13", vec![w], "c2"), &opts()).unwrap();
     assert_eq!((out.applied, out.accepted), (1, 1));
     let m = fx.s().members(&key).unwrap();
-    assert!(!m[0].present);
-    assert_eq!((m[0].sequence, m[0].observation_id.as_str()), (13, "lw-13"));
+    assert!(!m[0].row.present);
+    assert_eq!((m[0].row.sequence, m[0].row.observation_id.as_str()), (13, "lw-13"));
     assert!(out.revision > 0);
 }
 
@@ -112,7 +112,7 @@ fn replay_of_a_committed_batch_is_a_no_op_even_after_restart() {
     let out = fx.s().commit_batch(&key, g, None, &open_body(&s), &opts()).unwrap();
     assert_eq!((out.applied, out.duplicates), (0, 1));
     assert_eq!(fx.s().checkpoint(&key).unwrap().unwrap().cursor.as_deref(), Some("c2"));
-    assert!(!fx.s().members(&key).unwrap()[0].present, "the replayed output did not revive the row");
+    assert!(!fx.s().members(&key).unwrap()[0].row.present, "the replayed output did not revive the row");
     assert_eq!(fx.s().state(&key).unwrap().received, 2);
 }
 
@@ -176,8 +176,8 @@ fn equivocation_is_quarantined_and_invalidates_continuity() {
     assert_eq!((st.invalidated.as_deref(), st.quarantined, st.stale), (Some("equivocation"), 1, true));
     // Membership kept the first claim; the forged one did not overwrite it.
     let m = fx.s().members(&key).unwrap();
-    assert!(m.iter().any(|r| r.outpoint.output_index == 1 && r.present));
-    assert!(!m.iter().any(|r| r.outpoint.output_index == 2));
+    assert!(m.iter().any(|r| r.row.outpoint.output_index == 1 && r.row.present));
+    assert!(!m.iter().any(|r| r.row.outpoint.output_index == 2));
     // The generation no longer receives; a new generation is required.
     let next = live_body(&s, 14, "l14", vec![], "c3");
     assert_eq!(fx.s().commit_batch(&key, g, Some("c2"), &next, &opts()).unwrap_err().code, ErrorCode::ResetRequired);
@@ -228,19 +228,19 @@ fn reset_keeps_old_generation_stale_then_swaps_removing_only_unseen() {
     assert_eq!((st.current_generation, st.pending_generation, st.stale), (Some(g0), Some(g1), true));
     let old = fx.s().members(&key).unwrap();
     assert_eq!(old.len(), 2);
-    assert!(old.iter().all(|m| m.stale && m.present && m.generation == g0));
+    assert!(old.iter().all(|m| m.stale && m.row.present && m.generation == g0));
     // Late work of the superseded generation changes nothing.
     let late = live_body(&s0, 11, "late", vec![fixture::withdraw("lw", &s0, &txid(), 0)], "c2");
     let out = fx.s().commit_batch(&key, g0, Some("c1"), &late, &opts()).unwrap();
     assert!(out.ignored);
-    assert!(fx.s().members(&key).unwrap().iter().all(|m| m.present));
+    assert!(fx.s().members(&key).unwrap().iter().all(|m| m.row.present));
     // The replacement completes: one revision swaps it in; output 0 (unseen) is gone.
     let p2 = fixture::batch("sess2", &s1, "snapshot", vec![], "d2", true, 3, 3);
     let out = fx.s().commit_batch(&key, g1, Some("d1"), &p2, &opts()).unwrap();
     assert!(out.swapped);
     let m = fx.s().members(&key).unwrap();
     assert_eq!(m.len(), 1);
-    assert_eq!((m[0].outpoint.output_index, m[0].generation, m[0].stale), (1, g1, false));
+    assert_eq!((m[0].row.outpoint.output_index, m[0].generation, m[0].stale), (1, g1, false));
     let out = fx.s().commit_batch(&key, g0, Some("c1"), &late, &opts()).unwrap();
     assert!(out.ignored, "a retired generation stays fenced");
 }
@@ -262,8 +262,8 @@ fn two_sources_keep_separate_receipts_and_memberships_for_one_outpoint() {
     fx.restart();
     let (ma, mb) = (fx.s().members(&ka).unwrap(), fx.s().members(&kb).unwrap());
     assert_eq!((ma.len(), mb.len()), (1, 1));
-    assert_eq!(ma[0].outpoint, mb[0].outpoint);
-    assert!(!ma[0].present && mb[0].present);
+    assert_eq!(ma[0].row.outpoint, mb[0].row.outpoint);
+    assert!(!ma[0].row.present && mb[0].row.present);
     assert_eq!((fx.s().state(&ka).unwrap().received, fx.s().state(&kb).unwrap().received), (2, 1));
     // The batch of one source cannot be committed to the other.
     let e = fx.s().commit_batch(&kb, gb, Some("c1"), &live_body(&sa, 14, "l14", vec![], "c3"), &opts()).unwrap_err();

@@ -160,10 +160,10 @@ impl Harness {
                 out.push(format!(
                     "{s}/{}/{}:{}/{}/{}",
                     m.generation,
-                    self.names[&m.outpoint.txid],
-                    m.outpoint.output_index,
-                    if m.present { "present" } else { "absent" },
-                    m.sequence
+                    self.names[&m.row.outpoint.txid],
+                    m.row.outpoint.output_index,
+                    if m.row.present { "present" } else { "absent" },
+                    m.row.sequence
                 ));
             }
         }

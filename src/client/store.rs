@@ -35,11 +35,10 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::checks::{self, BatchLimits, Position};
 use super::membership::{self, MemberRow, RetainedObservation};
-use super::parse::{self, OutpointId, ParsedBatch, Phase, Scope};
+use super::parse::{self, ParsedBatch, Phase, Scope};
 use super::{ClientError, ErrorCode, SourceKey};
 
 const REVISION_KEY: &[u8] = b"meta/revision";
@@ -210,13 +209,9 @@ pub struct SourceState {
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct MemberView {
-    pub outpoint: OutpointId,
-    pub present: bool,
-    pub sequence: u64,
-    #[serde(rename = "observationId")]
-    pub observation_id: String,
-    pub context: Option<Value>,
-    pub phase: Phase,
+    /// The row as stored.
+    #[serde(flatten)]
+    pub row: MemberRow,
     pub generation: u64,
     pub stale: bool,
     pub partial: bool,
@@ -547,14 +542,8 @@ impl CheckpointStore {
         let mut out = Vec::new();
         for kv in self.tree.scan_prefix(key(b'M', sid, Some(generation), &[])) {
             let (_, v) = kv.map_err(ClientError::storage)?;
-            let r: MemberRow = decode(&v)?;
             out.push(MemberView {
-                outpoint: r.outpoint,
-                present: r.present,
-                sequence: r.sequence,
-                observation_id: r.observation_id,
-                context: r.context,
-                phase: r.phase,
+                row: decode(&v)?,
                 generation,
                 stale,
                 partial,

@@ -211,11 +211,12 @@ fn members_json(rows: Vec<client::MemberView>) -> napi::Result<Value> {
     Ok(Value::Array(
         rows.into_iter()
             .map(|m| {
+                let r = m.row;
                 json!({
-                    "outpoint": {"txid": m.outpoint.txid, "outputIndex": m.outpoint.output_index},
-                    "present": m.present, "sequence": u64s(m.sequence),
-                    "observationId": m.observation_id, "context": m.context,
-                    "phase": m.phase.as_str(), "generation": m.generation,
+                    "outpoint": {"txid": r.outpoint.txid, "outputIndex": r.outpoint.output_index},
+                    "present": r.present, "sequence": u64s(r.sequence),
+                    "observationId": r.observation_id, "context": r.context,
+                    "phase": r.phase.as_str(), "generation": m.generation,
                     "stale": m.stale, "partial": m.partial,
                 })
             })
