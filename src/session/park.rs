@@ -137,7 +137,9 @@ impl Provider {
     pub(super) fn park(self: &Arc<Self>, entry: Entry, rx: &watch::Receiver<u64>) -> Option<Entry> {
         self.ensure_driver();
         let id = self.insert(entry)?;
-        if rx.has_changed().unwrap_or(true) {
+        // A closed channel (the store is gone) is the driver's to answer: it ends every
+        // parked poll with unavailable.
+        if rx.has_changed().unwrap_or(false) {
             return self.parked.take(id);
         }
         None
