@@ -3,13 +3,14 @@
 //! collection at W, the live groups after it replay every later change in order, the
 //! watermarks stay coherent, and repeating a read returns the same bytes.
 
+mod session_common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use overlay_lookup_live::select::AttrValue;
-use overlay_lookup_live::session::{CancelToken, Caller, Caps, Provider, ProviderConfig};
-use overlay_lookup_live::store::{Change, Outpoint, RemoveReason, Store, StoreConfig};
-use overlay_lookup_live::wire::Limits;
+use overlay_lookup_live::session::{CancelToken, Caller, Provider};
+use overlay_lookup_live::store::{Change, Outpoint, RemoveReason};
 use serde_json::{json, Value};
 
 /// A small deterministic generator (xorshift), so failures reproduce from the seed.
@@ -113,23 +114,8 @@ async fn read(p: &Arc<Provider>, caller: &Caller, body: Vec<u8>) -> (u16, Vec<u8
 async fn paging_and_replay_match_the_model() {
     for seed in 1..=12u64 {
         let dir = tempfile::tempdir().unwrap();
-        let mut cfg = StoreConfig::new(dir.path());
-        cfg.create = true;
-        let store = Store::open(cfg).unwrap();
-        let provider = Provider::new(
-            store.clone(),
-            ProviderConfig {
-                provider: "https://provider.example".into(),
-                network: "test".into(),
-                genesis_hash: "00".repeat(32),
-                session_seconds: 600,
-                replay_seconds: 600,
-                limits: Limits::provider(4 * 1024 * 1024, 1024, 25_000).unwrap(),
-                caps: Caps::default(),
-            },
-        )
-        .unwrap();
-        provider.register_service("svc", &json!({"id": "urn:test:rules", "parameters": {}})).unwrap();
+        let provider = session_common::provider_in(dir.path());
+        let store = provider.store().clone();
         let mut world = World { provider: provider.clone(), present: BTreeMap::new(), history: Vec::new(), rng: Rng(seed * 0x9E37_79B9_7F4A_7C15), version: 0 };
         for _ in 0..world.rng.below(30) {
             world.commit_random();

@@ -19,7 +19,13 @@ pub struct World {
 
 pub fn world() -> World {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = StoreConfig::new(dir.path());
+    let provider = provider_in(dir.path());
+    World { _dir: dir, provider, next: 0 }
+}
+
+/// A provider on a new store in `dir`, with the service `svc` registered.
+pub fn provider_in(dir: &std::path::Path) -> Arc<Provider> {
+    let mut cfg = StoreConfig::new(dir);
     cfg.create = true;
     let store = Store::open(cfg).unwrap();
     let provider = Provider::new(
@@ -36,7 +42,7 @@ pub fn world() -> World {
     )
     .unwrap();
     provider.register_service("svc", &json!({"id": "urn:test:rules", "parameters": {}})).unwrap();
-    World { _dir: dir, provider, next: 0 }
+    provider
 }
 
 impl World {
