@@ -1,7 +1,7 @@
 //! Parked long polls (src/session/park.rs, BRC-193 §4): a waiting poll is an entry, not a
 //! task; one commit answers every poll it concerns; a poll that a pass puts back (the
 //! commit did not concern it) still ends on cancellation, close, revocation and its
-//! deadline, exactly once each.
+//! deadline, exactly once each, also when all of them race.
 
 mod session_common;
 
@@ -138,4 +138,69 @@ async fn a_poll_cancelled_before_it_parks_is_answered_cancelled() {
     until("the poll is answered", || answer_of(&answers, "early").is_some()).await;
     assert_eq!(error_code(&answer_of(&answers, "early").unwrap()), "cancelled");
     assert_eq!(w.provider.waiters.total(), 0);
+}
+
+/// A small deterministic generator (xorshift), so a failing schedule reproduces.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_commits_cancellations_and_closes_answer_every_poll_exactly_once() {
+    let mut w = world();
+    let mut rng = Rng(0x5EED_CAFE_F00D_D00D);
+    // Two views: a commit concerns half of the sessions, and the pass puts the rest back.
+    let mut sessions: Vec<(Caller, String, String)> = (0..40).map(|i| w.open(&format!("s{i}"), (i % 2) as i64)).collect();
+    let mut open: Vec<bool> = vec![true; sessions.len()];
+    for round in 0..15 {
+        let answers: Answers = Arc::default();
+        let mut cancels = Vec::new();
+        let mut names = Vec::new();
+        for (i, who) in sessions.iter().enumerate() {
+            let name = format!("r{round}-s{i}");
+            let cancel = CancelToken::new();
+            poll(&w, &answers, &name, who, 20 + rng.below(200) as u32, cancel.clone());
+            cancels.push((i, cancel));
+            names.push((i, name));
+        }
+        // Commits, cancellations and closes in a random interleaving with the parking.
+        for _ in 0..12 {
+            match rng.below(4) {
+                0 | 1 => w.admit(rng.below(2) as i64),
+                2 => cancels[rng.below(cancels.len() as u64) as usize].1.cancel(),
+                _ => {
+                    let i = rng.below(sessions.len() as u64) as usize;
+                    let close = serde_json::to_vec(&json!({"version": 1, "session": sessions[i].1})).unwrap();
+                    assert_eq!(w.provider.close(&close, &sessions[i].0).status, 200);
+                    open[i] = false;
+                }
+            }
+            tokio::time::sleep(Duration::from_micros(rng.below(3_000))).await;
+        }
+        until("every poll of the round is answered", || answers.lock().unwrap().len() >= names.len()).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let got = answers.lock().unwrap();
+        assert_eq!(got.len(), names.len(), "round {round}: a poll was answered twice");
+        for (i, name) in &names {
+            let (_, r) = got.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("round {round}: {name} unanswered"));
+            match r.status {
+                200 => {
+                    sessions[*i].2 = parse(r)["cursor"].as_str().unwrap().to_string();
+                }
+                _ => {
+                    let code = error_code(r);
+                    assert!(code == "cancelled" || code == "expired", "round {round}: {name} got {code}");
+                    assert!(code != "expired" || !open[*i], "round {round}: {name} expired while its session is open");
+                }
+            }
+        }
+        assert_eq!(w.provider.waiters.total(), 0, "round {round}: every waiter slot is released");
+    }
 }
