@@ -61,7 +61,13 @@ export declare class NativeLive {
   /** Applies expiry timers due now (normally done by opens and reads). */
   applyExpiries(): Promise<string | null>
   open(body: Buffer, who: CallerInfo, access: string, selection: any): Promise<NativeResponse>
-  /** Installs the function that receives answers of `readTicketed` in batches. */
+  /**
+   * `open`, answered through the delivery function under `ticket` (see
+   * `read_ticketed`): no threadsafe function is created for the call. A panic answers
+   * `unavailable` (the ticket's `Owed` is dropped unanswered).
+   */
+  openTicketed(body: Buffer, who: CallerInfo, access: string, selection: any, ticket: number): void
+  /** Installs the function that receives answers of `readTicketed` and `openTicketed` in batches. */
   setDelivery(deliver: (arg: DeliveredAnswers) => void): void
   /** Keeps Node running while reads are outstanding (`true`), or lets it exit. */
   holdDeliveries(hold: boolean): void

@@ -358,8 +358,8 @@ class LiveLookup {
     }
     const access = await this.authorize('open', 'request', caller, req.service, req.query)
     if (!access) return errorResponse('unauthorized', 'not authorized for this lookup')
-    const res = await this.core.open(Buffer.from(body), caller, access, selection)
-    return this.recheck(res, 'open', caller, req.service, req.query, access)
+    const start = (ticket) => this.core.openTicketed(Buffer.from(body), caller, access, selection, ticket)
+    return this.ticketed(start, (res) => this.recheck(res, 'open', caller, req.service, req.query, access))
   }
 
   /**
@@ -392,23 +392,31 @@ class LiveLookup {
     }
   }
 
-  /**
-   * The native read under a ticket; resolves with `then(response)` (the response itself
-   * when `then` is null) once `settleReads` gets its answer.
-   */
+  /** The native read under a ticket (see `ticketed`); `signal` cancels a waiting poll. */
   nativeRead (body, caller, access, signal, then) {
-    const ticket = this.nextTicket
-    this.nextTicket = ticket >= 0xffffffff ? 1 : ticket + 1
     const cancel = new native.NativeCancel()
     const onAbort = () => cancel.cancel()
     if (signal) {
       if (signal.aborted) cancel.cancel()
       else signal.addEventListener('abort', onAbort, { once: true })
     }
+    const done = signal ? () => signal.removeEventListener('abort', onAbort) : null
+    return this.ticketed((ticket) => this.core.readTicketed(body, caller, access, cancel, ticket), then, done)
+  }
+
+  /**
+   * A native call answered through the delivery function under a ticket, not through a
+   * promise of its own (src/node/delivery.rs). Resolves with `then(response)` (the
+   * response itself when `then` is null) once `settleReads` gets its answer; `done`
+   * runs first, whether the call was answered or failed to start.
+   */
+  ticketed (start, then, done) {
+    const ticket = this.nextTicket
+    this.nextTicket = ticket >= 0xffffffff ? 1 : ticket + 1
     return new Promise((resolve, reject) => {
       this.pendingReads.set(ticket, (res) => {
-        if (signal) signal.removeEventListener('abort', onAbort)
-        // A hook that throws fails this read only, not the others delivered with it.
+        if (done) done()
+        // A hook that throws fails this call only, not the others delivered with it.
         try {
           resolve(then ? then(res) : res)
         } catch (e) {
@@ -416,13 +424,13 @@ class LiveLookup {
         }
       })
       try {
-        // Node keeps running while a read is outstanding, as it would for a pending promise.
+        // Node keeps running while a call is outstanding, as it would for a pending promise.
         if (this.pendingReads.size === 1) this.core.holdDeliveries(true)
-        this.core.readTicketed(body, caller, access, cancel, ticket)
+        start(ticket)
       } catch (e) {
         this.pendingReads.delete(ticket)
         if (this.pendingReads.size === 0) this.core.holdDeliveries(false)
-        if (signal) signal.removeEventListener('abort', onAbort)
+        if (done) done()
         reject(e)
       }
     })

@@ -373,7 +373,21 @@ impl NativeLive {
         blocking(move || Ok(respond(p.open(&body, &caller(who), &access, &selection)))).await
     }
 
-    /// Installs the function that receives answers of `readTicketed` in batches.
+    /// `open`, answered through the delivery function under `ticket` (see
+    /// `read_ticketed`): no threadsafe function is created for the call. A panic answers
+    /// `unavailable` (the ticket's `Owed` is dropped unanswered).
+    #[napi]
+    pub fn open_ticketed(&self, body: Buffer, who: CallerInfo, access: String, selection: Value, ticket: u32) {
+        let p = self.provider.clone();
+        let body = body.to_vec();
+        let owed = Owed { ticket, delivery: self.delivery.clone(), answered: false };
+        napi::bindgen_prelude::spawn_blocking(move || {
+            let r = p.open(&body, &caller(who), &access, &selection);
+            owed.answer(r.status as u32, r.body);
+        });
+    }
+
+    /// Installs the function that receives answers of `readTicketed` and `openTicketed` in batches.
     #[napi]
     pub fn set_delivery(&self, deliver: Function<'_, DeliveredAnswers, ()>) -> napi::Result<()> {
         self.delivery.install(deliver)

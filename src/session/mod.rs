@@ -540,14 +540,7 @@ impl Provider {
 
     fn check_session_cap(&self, caller: &Caller) -> Result<(), WireError> {
         let now = self.now();
-        let mine = self.sessions.lock().unwrap().of_owner(&caller.principal, caller.authenticated);
-        let active = mine
-            .iter()
-            .filter(|s| {
-                let r = s.rec.lock().unwrap();
-                !r.closed && !r.revoked && now < r.expires_at
-            })
-            .count();
+        let active = self.sessions.lock().unwrap().active_count(&caller.principal, caller.authenticated, now);
         if active >= self.cfg.caps.max_sessions_per_principal {
             let mut e = err(ErrorCode::Unavailable, "too many open sessions for this principal");
             e.retryable = true;
@@ -995,6 +988,7 @@ impl Provider {
             }
             r.clone()
         };
+        self.sessions.lock().unwrap().deactivate(&rec.principal, rec.authenticated, rec.expires_at, &s.id);
         let res = self
             .store
             .aux_write(vec![(record::session_key(&s.id), Some(serde_json::to_vec(&*rec).expect("serializes")))])

@@ -18,13 +18,22 @@ pub struct World {
 }
 
 pub fn world() -> World {
+    world_with(Caps::default())
+}
+
+/// A world whose provider has these capacity caps.
+pub fn world_with(caps: Caps) -> World {
     let dir = tempfile::tempdir().unwrap();
-    let provider = provider_in(dir.path());
+    let provider = provider_with(dir.path(), caps);
     World { _dir: dir, provider, next: 0 }
 }
 
 /// A provider on a new store in `dir`, with the service `svc` registered.
 pub fn provider_in(dir: &std::path::Path) -> Arc<Provider> {
+    provider_with(dir, Caps::default())
+}
+
+fn provider_with(dir: &std::path::Path, caps: Caps) -> Arc<Provider> {
     let mut cfg = StoreConfig::new(dir);
     cfg.create = true;
     let store = Store::open(cfg).unwrap();
@@ -37,7 +46,7 @@ pub fn provider_in(dir: &std::path::Path) -> Arc<Provider> {
             session_seconds: 600,
             replay_seconds: 600,
             limits: Limits::provider(4 * 1024 * 1024, 1024, 25_000).unwrap(),
-            caps: Caps::default(),
+            caps,
         },
     )
     .unwrap();
