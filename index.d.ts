@@ -60,9 +60,8 @@ export declare class NativeLive {
   commit(changes: Array<NativeChange>): Promise<string | null>
   /** Applies expiry timers due now (normally done by opens and reads). */
   applyExpiries(): Promise<string | null>
-  open(body: Buffer, who: CallerInfo, access: string, selection: any): Promise<NativeResponse>
   /**
-   * `open`, answered through the delivery function under `ticket` (see
+   * An open, answered through the delivery function under `ticket` (see
    * `read_ticketed`): no threadsafe function is created for the call. A panic answers
    * `unavailable` (the ticket's `Owed` is dropped unanswered).
    */

@@ -366,14 +366,7 @@ impl NativeLive {
         .await
     }
 
-    #[napi]
-    pub async fn open(&self, body: Buffer, who: CallerInfo, access: String, selection: Value) -> napi::Result<NativeResponse> {
-        let p = self.provider.clone();
-        let body = body.to_vec();
-        blocking(move || Ok(respond(p.open(&body, &caller(who), &access, &selection)))).await
-    }
-
-    /// `open`, answered through the delivery function under `ticket` (see
+    /// An open, answered through the delivery function under `ticket` (see
     /// `read_ticketed`): no threadsafe function is created for the call. A panic answers
     /// `unavailable` (the ticket's `Owed` is dropped unanswered).
     #[napi]
