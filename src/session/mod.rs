@@ -906,18 +906,13 @@ impl Provider {
             answer,
             _guard: guard,
         };
-        loop {
-            let Some(back) = self.park(entry, &rx) else { break };
+        while let Some(back) = self.park(entry, &rx) {
             // Something was published since the build: rebuild before parking again.
-            entry = back;
             rx.borrow_and_update();
-            match self.rebuild(&entry.rec, &entry.view, &entry.cursor, entry.limits).await {
-                Ok((b, false)) => {
-                    let r = self.finish(&entry.session, b);
-                    return (entry.answer)(r);
-                }
-                Ok((b, true)) => entry.bytes = b,
-                Err(e) => return (entry.answer)(Response::error(&e)),
+            let built = self.rebuild(&back.rec, &back.view, &back.cursor, back.limits).await;
+            match self.answer_or_keep(back, built) {
+                Some(still_empty) => entry = still_empty,
+                None => return,
             }
         }
         self.run_injection_hook();

@@ -15,7 +15,7 @@
 //! table (a publication, a cancellation, the session's end) and takes it back if so.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -24,7 +24,7 @@ use tokio::sync::{watch, Notify};
 use super::cursor::Cursor;
 use super::{err, CancelToken, LiveSession, Provider, Response, SessionView, WaitGuard};
 use super::record::SessionRecord;
-use crate::wire::{ErrorCode, Limits};
+use crate::wire::{ErrorCode, Limits, WireError};
 
 /// Receives a read's response, exactly once. Dropped unanswered (the provider went
 /// away), the receiver's side must treat it as `unavailable`.
@@ -53,7 +53,6 @@ pub(super) struct Entry {
 struct Table {
     entries: HashMap<u64, Entry>,
     deadlines: BTreeSet<(u64, u64)>,
-    next_id: u64,
     /// The deadline the driver sleeps until (u64::MAX: none). Read and written under the
     /// table lock, so a poll parked with an earlier deadline always wakes the driver.
     driver_sleeps_until: u64,
@@ -73,6 +72,7 @@ pub(super) struct Parked {
     /// Wakes the driver when a poll with an earlier deadline than it sleeps for is parked.
     kick: Arc<Notify>,
     driver_alive: AtomicBool,
+    next_id: AtomicU64,
 }
 
 impl Default for Parked {
@@ -81,6 +81,7 @@ impl Default for Parked {
             table: Mutex::new(Table { driver_sleeps_until: u64::MAX, ..Table::default() }),
             kick: Arc::new(Notify::new()),
             driver_alive: AtomicBool::new(false),
+            next_id: AtomicU64::new(0),
         }
     }
 }
@@ -92,9 +93,7 @@ impl Parked {
 
     /// An id for a new poll.
     pub fn new_id(&self) -> u64 {
-        let mut t = self.lock();
-        t.next_id += 1;
-        t.next_id
+        self.next_id.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     fn take(&self, id: u64) -> Option<Entry> {
@@ -216,17 +215,30 @@ impl Provider {
     /// groups just published are in sled's cache and, after the first session of a
     /// view, in the group cache). Polls still empty are parked again.
     fn wake_pass(self: &Arc<Self>) {
-        for mut e in self.parked.take_all() {
-            match self.build(&e.rec, &e.view, &e.cursor, e.limits) {
-                Ok((b, false)) => {
-                    let r = self.finish(&e.session, b);
-                    (e.answer)(r);
-                }
-                Ok((b, true)) => {
-                    e.bytes = b;
-                    self.insert(e);
-                }
-                Err(er) => (e.answer)(Response::error(&er)),
+        for e in self.parked.take_all() {
+            let built = self.build(&e.rec, &e.view, &e.cursor, e.limits);
+            if let Some(e) = self.answer_or_keep(e, built) {
+                self.insert(e);
+            }
+        }
+    }
+
+    /// Answers a poll with its rebuilt batch, or with the error; a batch still empty
+    /// hands the poll back, holding that batch, to wait on.
+    pub(super) fn answer_or_keep(&self, mut e: Entry, built: Result<(Vec<u8>, bool), WireError>) -> Option<Entry> {
+        match built {
+            Ok((b, true)) => {
+                e.bytes = b;
+                Some(e)
+            }
+            Ok((b, false)) => {
+                let r = self.finish(&e.session, b);
+                (e.answer)(r);
+                None
+            }
+            Err(er) => {
+                (e.answer)(Response::error(&er));
+                None
             }
         }
     }
