@@ -158,7 +158,7 @@ export interface CommitBatchOptions {
  * The reads answered since the last delivery, packed so that handing a thousand of them
  * to JS creates two Buffers, not a thousand objects and a thousand Buffers. `bodies`
  * holds the bodies end to end; `index` holds, per answer and in the same order, three
- * little-endian u32: ticket, status and body length. js/live.js (`settleReads`) unpacks it.
+ * little-endian u32: ticket, status and body length. js/live.js (`settleCalls`) unpacks it.
  */
 export interface DeliveredAnswers {
   index: Buffer

@@ -113,11 +113,11 @@ class LiveLookup {
     this.sink = { commit: (changes) => this.commit(changes), log: (entry) => this.logEvent(entry) }
     this.closed = false
     this.compacting = null
-    // Reads are answered in batches through one callback (src/node/delivery.rs): a commit
-    // that wakes many long polls wakes this thread once, not once per poll.
-    this.pendingReads = new Map()
+    // Reads and opens are answered in batches through one callback (src/node/delivery.rs):
+    // a commit that wakes many long polls wakes this thread once, not once per poll.
+    this.pendingCalls = new Map()
     this.nextTicket = 1
-    core.setDelivery((answers) => this.settleReads(answers))
+    core.setDelivery((answers) => this.settleCalls(answers))
     // Background compaction in bounded steps (DESIGN "Storage"): log groups and
     // removed row versions that no retained session can still need are deleted.
     const every = options.compactionIntervalMs === undefined ? 60_000 : options.compactionIntervalMs
@@ -407,14 +407,14 @@ class LiveLookup {
   /**
    * A native call answered through the delivery function under a ticket, not through a
    * promise of its own (src/node/delivery.rs). Resolves with `then(response)` (the
-   * response itself when `then` is null) once `settleReads` gets its answer; `done`
+   * response itself when `then` is null) once `settleCalls` gets its answer; `done`
    * runs first, whether the call was answered or failed to start.
    */
   ticketed (start, then, done) {
     const ticket = this.nextTicket
     this.nextTicket = ticket >= 0xffffffff ? 1 : ticket + 1
     return new Promise((resolve, reject) => {
-      this.pendingReads.set(ticket, (res) => {
+      this.pendingCalls.set(ticket, (res) => {
         if (done) done()
         // A hook that throws fails this call only, not the others delivered with it.
         try {
@@ -425,11 +425,11 @@ class LiveLookup {
       })
       try {
         // Node keeps running while a call is outstanding, as it would for a pending promise.
-        if (this.pendingReads.size === 1) this.core.holdDeliveries(true)
+        if (this.pendingCalls.size === 1) this.core.holdDeliveries(true)
         start(ticket)
       } catch (e) {
-        this.pendingReads.delete(ticket)
-        if (this.pendingReads.size === 0) this.core.holdDeliveries(false)
+        this.pendingCalls.delete(ticket)
+        if (this.pendingCalls.size === 0) this.core.holdDeliveries(false)
         if (done) done()
         reject(e)
       }
@@ -437,13 +437,13 @@ class LiveLookup {
   }
 
   /**
-   * Settles the reads answered since the last call. `index` holds (ticket, status, body
-   * length) as little-endian u32 per answer; `bodies` their bodies end to end
-   * (src/node/delivery.rs). Each body is a view into `bodies`, not a copy: copying
+   * Settles the reads and opens answered since the last delivery. `index` holds
+   * (ticket, status, body length) as little-endian u32 per answer; `bodies` their
+   * bodies end to end (src/node/delivery.rs). Each body is a view into `bodies`, not a copy: copying
    * doubled the JS thread's cost per woken poll. Like Node's own pooled buffers, a body
    * kept for long keeps the rest of its delivery in memory; copy it to keep it.
    */
-  settleReads ({ index, bodies }) {
+  settleCalls ({ index, bodies }) {
     const n = index.length / 12
     let at = 0
     for (let i = 0; i < n; i++) {
@@ -452,12 +452,12 @@ class LiveLookup {
       const len = index.readUInt32LE(i * 12 + 8)
       const body = bodies.subarray(at, at + len)
       at += len
-      const settle = this.pendingReads.get(ticket)
+      const settle = this.pendingCalls.get(ticket)
       if (!settle) continue
-      this.pendingReads.delete(ticket)
+      this.pendingCalls.delete(ticket)
       settle({ status, body })
     }
-    if (this.pendingReads.size === 0) this.core.holdDeliveries(false)
+    if (this.pendingCalls.size === 0) this.core.holdDeliveries(false)
   }
 
   /** POST .../lookup/close: always `{version:1, closed:true}` for a valid body. */

@@ -1,4 +1,4 @@
-//! Read answers handed to JS in batches, through one threadsafe function per provider.
+//! Answers of reads and opens handed to JS in batches, through one threadsafe function per provider.
 //!
 //! An async napi function settles its promise through a threadsafe function of its own,
 //! created for the call and torn down on the JS thread after it. When one commit wakes a
@@ -20,7 +20,7 @@ use napi_derive::napi;
 /// The reads answered since the last delivery, packed so that handing a thousand of them
 /// to JS creates two Buffers, not a thousand objects and a thousand Buffers. `bodies`
 /// holds the bodies end to end; `index` holds, per answer and in the same order, three
-/// little-endian u32: ticket, status and body length. js/live.js (`settleReads`) unpacks it.
+/// little-endian u32: ticket, status and body length. js/live.js (`settleCalls`) unpacks it.
 #[napi(object)]
 pub struct DeliveredAnswers {
     pub index: Buffer,
