@@ -68,7 +68,7 @@ export declare class NativeLive {
   openTicketed(body: Buffer, who: CallerInfo, access: string, selection: any, ticket: number): void
   /** Installs the function that receives answers of `readTicketed` and `openTicketed` in batches. */
   setDelivery(deliver: (arg: DeliveredAnswers) => void): void
-  /** Keeps Node running while reads are outstanding (`true`), or lets it exit. */
+  /** Keeps Node running while reads or opens are outstanding (`true`), or lets it exit. */
   holdDeliveries(hold: boolean): void
   /**
    * A read; long-polls when the live log has nothing eligible. Tripping `cancel`
@@ -155,7 +155,7 @@ export interface CommitBatchOptions {
 }
 
 /**
- * The reads answered since the last delivery, packed so that handing a thousand of them
+ * The calls answered since the last delivery, packed so that handing a thousand of them
  * to JS creates two Buffers, not a thousand objects and a thousand Buffers. `bodies`
  * holds the bodies end to end; `index` holds, per answer and in the same order, three
  * little-endian u32: ticket, status and body length. js/live.js (`settleCalls`) unpacks it.

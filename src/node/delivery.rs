@@ -3,12 +3,13 @@
 //! An async napi function settles its promise through a threadsafe function of its own,
 //! created for the call and torn down on the JS thread after it. When one commit wakes a
 //! thousand long polls, a thousand of those teardowns queue up on the single JS thread, and
-//! the last poll is answered only after all of them. Here a read carries a ticket chosen by
-//! JS instead (js/live.js keeps the promise); answers wait in a queue, and the JS thread is
-//! woken once for however many are waiting and settles them in one call.
+//! the last poll is answered only after all of them. Here a read or an open carries a
+//! ticket chosen by JS instead (js/live.js keeps the promise); answers wait in a queue,
+//! and the JS thread is woken once for however many are waiting and settles them in one
+//! call.
 //!
 //! The threadsafe function is weak, so an idle provider never keeps Node running; JS holds
-//! it (`hold`) while any read is outstanding, so a pending poll does.
+//! it (`hold`) while any call is outstanding, so a pending poll does.
 
 use std::sync::Mutex;
 
@@ -17,7 +18,7 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Status};
 use napi_derive::napi;
 
-/// The reads answered since the last delivery, packed so that handing a thousand of them
+/// The calls answered since the last delivery, packed so that handing a thousand of them
 /// to JS creates two Buffers, not a thousand objects and a thousand Buffers. `bodies`
 /// holds the bodies end to end; `index` holds, per answer and in the same order, three
 /// little-endian u32: ticket, status and body length. js/live.js (`settleCalls`) unpacks it.
@@ -75,7 +76,7 @@ impl Delivery {
         Ok(())
     }
 
-    /// Keeps Node running while `hold` (reads are outstanding), or lets it exit.
+    /// Keeps Node running while `hold` (calls are outstanding), or lets it exit.
     #[allow(deprecated)] // napi keeps `refer`/`unref` for exactly this toggling
     pub fn hold(&self, env: &Env, hold: bool) -> napi::Result<()> {
         match self.wake.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
@@ -100,7 +101,7 @@ impl Delivery {
     }
 }
 
-/// The answer owed to one ticket. Dropped unanswered (the read's task panicked or was
+/// The answer owed to one ticket. Dropped unanswered (the call's task panicked or was
 /// dropped), it answers `unavailable`, so the JS promise never hangs.
 pub struct Owed {
     pub ticket: u32,

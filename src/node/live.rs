@@ -386,7 +386,7 @@ impl NativeLive {
         self.delivery.install(deliver)
     }
 
-    /// Keeps Node running while reads are outstanding (`true`), or lets it exit.
+    /// Keeps Node running while reads or opens are outstanding (`true`), or lets it exit.
     #[napi]
     pub fn hold_deliveries(&self, env: Env, hold: bool) -> napi::Result<()> {
         self.delivery.hold(&env, hold)
