@@ -74,7 +74,20 @@ impl CancelToken {
 pub struct Waiters {
     caps: Caps,
     total: Arc<AtomicUsize>,
-    per_principal: Mutex<HashMap<String, Arc<AtomicUsize>>>,
+    per_principal: Mutex<PerPrincipal>,
+}
+
+/// Waiting polls per principal. Entries whose count fell to zero are swept out in bulk.
+struct PerPrincipal {
+    counts: HashMap<String, Arc<AtomicUsize>>,
+    /// The map size that triggers the next sweep. After a sweep it is twice what
+    /// remained, so a map full of principals that are all still waiting is not swept
+    /// again on every poll (each sweep walks the whole map): sweeping stays amortized
+    /// O(1) per poll, and the map holds at most twice the waiting principals, or
+    /// PRINCIPALS_BEFORE_SWEEP.
+    sweep_at: usize,
+    /// Sweeps done so far (tests count work with it).
+    sweeps: u64,
 }
 
 /// Holds one waiter slot; released on drop (completion, error or cancellation).
@@ -96,7 +109,15 @@ const PRINCIPALS_BEFORE_SWEEP: usize = 4096;
 
 impl Waiters {
     pub fn new(caps: Caps) -> Waiters {
-        Waiters { caps, total: Arc::new(AtomicUsize::new(0)), per_principal: Mutex::new(HashMap::new()) }
+        let per_principal = PerPrincipal { counts: HashMap::new(), sweep_at: PRINCIPALS_BEFORE_SWEEP, sweeps: 0 };
+        Waiters { caps, total: Arc::new(AtomicUsize::new(0)), per_principal: Mutex::new(per_principal) }
+    }
+
+    /// Principals the waiter map remembers, and sweeps done so far.
+    #[cfg(test)]
+    fn remembered(&self) -> (usize, u64) {
+        let m = self.per_principal.lock().unwrap();
+        (m.counts.len(), m.sweeps)
     }
 
     pub fn total(&self) -> usize {
@@ -106,11 +127,16 @@ impl Waiters {
     pub fn enter(&self, principal: &str) -> Result<WaitGuard, WireError> {
         // Counts only grow under this lock, so the checks below cannot be raced past.
         let mut map = self.per_principal.lock().unwrap();
-        if map.len() >= PRINCIPALS_BEFORE_SWEEP {
+        if map.counts.len() >= map.sweep_at {
             // A zero count has no guard left to decrement it: dropping the entry is safe.
-            map.retain(|_, n| n.load(Ordering::Acquire) > 0);
+            map.counts.retain(|_, n| n.load(Ordering::Acquire) > 0);
+            map.sweep_at = PRINCIPALS_BEFORE_SWEEP.max(2 * map.counts.len());
+            map.sweeps += 1;
         }
-        let mine = map.entry(principal.to_string()).or_default().clone();
+        let mine = match map.counts.get(principal) {
+            Some(n) => n.clone(),
+            None => map.counts.entry(principal.to_string()).or_default().clone(),
+        };
         if self.total.load(Ordering::Acquire) >= self.caps.max_waiters
             || mine.load(Ordering::Acquire) >= self.caps.max_waiters_per_principal
         {
@@ -170,6 +196,27 @@ mod tests {
         assert!(w.enter("c").is_err());
         drop(a);
         assert!(w.enter("c").is_ok());
+    }
+
+    #[test]
+    fn many_waiting_principals_are_not_swept_on_every_poll() {
+        let w = Waiters::new(Caps { max_waiters: 100_000, ..Caps::default() });
+        let n = 3 * PRINCIPALS_BEFORE_SWEEP;
+        let held: Vec<WaitGuard> = (0..n).map(|i| w.enter(&format!("p{i}")).unwrap()).collect();
+        // Every principal is still waiting, so no sweep can free anything: doubling the
+        // threshold keeps the sweeps logarithmic in the map's size, not one per poll.
+        let (remembered, sweeps) = w.remembered();
+        assert_eq!(remembered, n);
+        assert!(sweeps <= 2, "{sweeps} sweeps for {n} principals");
+        // Once they stop waiting, a later sweep forgets them.
+        drop(held);
+        let extra = 2 * n;
+        for i in 0..extra {
+            drop(w.enter(&format!("q{i}")).unwrap());
+        }
+        let (remembered, sweeps_after) = w.remembered();
+        assert!(sweeps_after > sweeps);
+        assert!(remembered < 2 * PRINCIPALS_BEFORE_SWEEP + n, "{remembered} principals remembered");
     }
 
     #[tokio::test]
