@@ -344,8 +344,8 @@ impl Provider {
         .expect("scope serializes")
     }
 
-    fn frame(&self, rec: &SessionRecord, limits: Limits, scope_json: Arc<[u8]>) -> Frame {
-        Frame { session: rec.id.clone(), scope_json, expires_at: rec.expires_at, replay_until: rec.replay_until, limits }
+    fn frame<'a>(&self, rec: &'a SessionRecord, limits: Limits, scope_json: Arc<[u8]>) -> Frame<'a> {
+        Frame { session: &rec.id, scope_json, expires_at: rec.expires_at, replay_until: rec.replay_until, limits }
     }
 
     /// The session's scope and view key, computed once per session: the scope of a
@@ -902,7 +902,6 @@ impl Provider {
             limits,
             deadline_ms,
             cancel,
-            bytes,
             answer,
             _guard: guard,
         };

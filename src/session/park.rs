@@ -42,8 +42,6 @@ pub(super) struct Entry {
     /// Provider clock, ms: min(arrival + waitMs, expiresAt) (BRC-193 §4).
     pub deadline_ms: u64,
     pub cancel: Arc<CancelToken>,
-    /// The empty batch last built; answered (through the gate) if the session ends.
-    pub bytes: Vec<u8>,
     pub answer: Answer,
     /// Holds the poll's place under the waiter caps until it is answered.
     pub _guard: WaitGuard,
@@ -53,15 +51,24 @@ pub(super) struct Entry {
 struct Table {
     entries: HashMap<u64, Entry>,
     deadlines: BTreeSet<(u64, u64)>,
+    /// (session, poll id): ending a session finds its polls without walking the table.
+    by_session: BTreeSet<([u8; 16], u64)>,
     /// The deadline the driver sleeps until (u64::MAX: none). Read and written under the
     /// table lock, so a poll parked with an earlier deadline always wakes the driver.
     driver_sleeps_until: u64,
 }
 
 impl Table {
+    fn add(&mut self, entry: Entry) {
+        self.deadlines.insert((entry.deadline_ms, entry.id));
+        self.by_session.insert((entry.session.id, entry.id));
+        self.entries.insert(entry.id, entry);
+    }
+
     fn remove(&mut self, id: u64) -> Option<Entry> {
         let e = self.entries.remove(&id)?;
         self.deadlines.remove(&(e.deadline_ms, id));
+        self.by_session.remove(&(e.session.id, id));
         Some(e)
     }
 }
@@ -103,6 +110,7 @@ impl Parked {
     fn take_all(&self) -> Vec<Entry> {
         let mut t = self.lock();
         t.deadlines.clear();
+        t.by_session.clear();
         t.entries.drain().map(|(_, e)| e).collect()
     }
 
@@ -114,7 +122,7 @@ impl Parked {
 
     fn take_session(&self, session: &[u8; 16]) -> Vec<Entry> {
         let mut t = self.lock();
-        let ids: Vec<u64> = t.entries.iter().filter(|(_, e)| &e.session.id == session).map(|(id, _)| *id).collect();
+        let ids: Vec<u64> = t.by_session.range((*session, 0)..=(*session, u64::MAX)).map(|(_, id)| *id).collect();
         ids.into_iter().filter_map(|id| t.remove(id)).collect()
     }
 }
@@ -153,8 +161,7 @@ impl Provider {
         let kick = {
             let mut t = self.parked.lock();
             let kick = entry.deadline_ms < t.driver_sleeps_until;
-            t.deadlines.insert((entry.deadline_ms, id));
-            t.entries.insert(id, entry);
+            t.add(entry);
             kick
         };
         if kick {
@@ -186,13 +193,15 @@ impl Provider {
     }
 
     /// Answers a poll that was cancelled (nothing consumed) or whose session ended.
+    /// An ended session (closed or revoked) never passes the gate, so a parked poll
+    /// keeps no batch of its own to hand out: the gate's refusal is the answer.
     fn answer_early(&self, e: Entry, cancelled: bool) {
-        let r = if cancelled {
-            Response::error(&err(ErrorCode::Cancelled, "the request was cancelled"))
+        let refusal = if cancelled {
+            err(ErrorCode::Cancelled, "the request was cancelled")
         } else {
-            self.finish(&e.session, e.bytes)
+            self.gate(&e.session).err().unwrap_or_else(|| err(ErrorCode::Expired, "the session ended"))
         };
-        (e.answer)(r);
+        (e.answer)(Response::error(&refusal));
     }
 
     /// Called after a session was closed or revoked: its waiting polls end now.
@@ -224,13 +233,10 @@ impl Provider {
     }
 
     /// Answers a poll with its rebuilt batch, or with the error; a batch still empty
-    /// hands the poll back, holding that batch, to wait on.
-    pub(super) fn answer_or_keep(&self, mut e: Entry, built: Result<(Vec<u8>, bool), WireError>) -> Option<Entry> {
+    /// hands the poll back to wait on.
+    pub(super) fn answer_or_keep(&self, e: Entry, built: Result<(Vec<u8>, bool), WireError>) -> Option<Entry> {
         match built {
-            Ok((b, true)) => {
-                e.bytes = b;
-                Some(e)
-            }
+            Ok((_, true)) => Some(e),
             Ok((b, false)) => {
                 let r = self.finish(&e.session, b);
                 (e.answer)(r);
