@@ -26,9 +26,10 @@ impl Phase {
     }
 }
 
-/// The parts of a batch fixed for the whole session.
-pub struct Frame {
-    pub session: String,
+/// The parts of a batch fixed for the whole session (borrowed from its record: a
+/// woken poll renders one without allocating).
+pub struct Frame<'a> {
+    pub session: &'a str,
     /// The scope, already rendered as JSON (it is repeated in every observation).
     pub scope_json: Arc<[u8]>,
     pub expires_at: u64,
@@ -96,7 +97,10 @@ pub(crate) fn push_u64(out: &mut impl Sink, mut v: u64) {
 /// Appends `s` as a JSON string, escaped as serde_json escapes it. Ids and cursors need
 /// no escaping, and are copied as they are.
 fn push_json_str(out: &mut impl Sink, s: &str) {
-    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+    // Checked without stopping early, so the check runs over whole vectors: every
+    // woken poll renders its session id and cursor through here.
+    let plain = s.bytes().fold(true, |plain, b| plain & (b >= 0x20) & (b != b'"') & (b != b'\\'));
+    if plain {
         out.put(b"\"");
         out.put(s.as_bytes());
         out.put(b"\"");
@@ -110,7 +114,7 @@ fn push_json_str(out: &mut impl Sink, s: &str) {
 /// means rendering never reallocates (a test checks the bound).
 const ENVELOPE_TEXT_MAX: usize = 400;
 
-impl Frame {
+impl Frame<'_> {
     /// Renders the complete body with the given (already rendered) groups.
     pub fn render<G: AsRef<[u8]>>(&self, tail: &Tail, groups: &[G]) -> Vec<u8> {
         let groups_len: usize = groups.iter().map(|g| g.as_ref().len()).sum::<usize>() + groups.len();
@@ -129,7 +133,7 @@ impl Frame {
 
     fn write<G: AsRef<[u8]>>(&self, out: &mut impl Sink, tail: &Tail, groups: &[G]) {
         out.put(b"{\"version\":1,\"session\":");
-        push_json_str(out, &self.session);
+        push_json_str(out, self.session);
         out.put(b",\"scope\":");
         out.put(&self.scope_json);
         out.put(b",\"phase\":\"");
@@ -240,9 +244,18 @@ pub struct Packer {
     max_bytes: usize,
     max_observations: usize,
     /// Shared: a live group rendered once serves every session of its view.
-    groups: Vec<Arc<RenderedGroup>>,
+    groups: Vec<Taken>,
     group_bytes: usize,
     observations: usize,
+}
+
+/// A group the packer took, rendered as it is (no list of slices is built to render it).
+struct Taken(Arc<RenderedGroup>);
+
+impl AsRef<[u8]> for Taken {
+    fn as_ref(&self) -> &[u8] {
+        &self.0.bytes
+    }
 }
 
 /// What happened when a group was offered to the packer.
@@ -290,7 +303,7 @@ impl Packer {
         if body <= self.max_bytes && obs <= self.max_observations {
             self.group_bytes += g.bytes.len();
             self.observations = obs;
-            self.groups.push(g);
+            self.groups.push(Taken(g));
             return Offer::Taken;
         }
         if !self.groups.is_empty() {
@@ -317,8 +330,7 @@ impl Packer {
     /// fits at all (the groups were already checked against the budget as offered).
     pub fn finish(self, frame: &Frame, tail: &Tail) -> Result<Vec<u8>, WireError> {
         let groups_len = self.group_bytes + self.groups.len().saturating_sub(1);
-        let groups: Vec<&[u8]> = self.groups.iter().map(|g| g.bytes.as_slice()).collect();
-        let body = frame.render(tail, &groups);
+        let body = frame.render(tail, &self.groups);
         self.check_envelope(body.len() - groups_len)?;
         Ok(body)
     }
@@ -384,9 +396,9 @@ fn limited_for(envelope: usize, group_len: usize, group_obs: usize, limits: &Lim
 mod tests {
     use super::*;
 
-    fn frame(max_bytes: u32, max_observations: u32) -> Frame {
+    fn frame(max_bytes: u32, max_observations: u32) -> Frame<'static> {
         Frame {
-            session: "abc".into(),
+            session: "abc",
             scope_json: Arc::from(&br#"{"epoch":"e"}"#[..]),
             expires_at: 100,
             replay_until: 200,

@@ -13,6 +13,9 @@ use sha2::Sha256;
 
 /// Cursors are at most this many bytes once encoded (BRC-193 §2).
 pub const MAX_CURSOR_BYTES: usize = 1024;
+/// Raw bytes behind the longest cursor: unpadded base64 of this many bytes is exactly
+/// MAX_CURSOR_BYTES characters.
+const MAX_RAW_BYTES: usize = MAX_CURSOR_BYTES / 4 * 3;
 const FORMAT: u8 = 1;
 const TAG_BYTES: usize = 16;
 const TAG_SNAPSHOT: u8 = 1;
@@ -72,33 +75,54 @@ pub fn snapshot_cursor_len(key_len: usize) -> usize {
     encoded_len_of(1 + key_len)
 }
 
+/// A cursor's raw bytes, assembled on the stack.
+struct Payload {
+    buf: [u8; MAX_RAW_BYTES],
+    len: usize,
+}
+
+impl Payload {
+    /// Appends `bytes`; `None` if they do not fit.
+    fn put(&mut self, bytes: &[u8]) -> Option<()> {
+        self.buf.get_mut(self.len..self.len + bytes.len())?.copy_from_slice(bytes);
+        self.len += bytes.len();
+        Some(())
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
 impl Cursor {
     /// Encodes and authenticates the cursor. Returns `None` when the position is too
     /// large to fit the 1024-byte bound (a snapshot key longer than the budget).
     pub fn encode(&self, key: &CursorKey) -> Option<String> {
-        let mut payload = Vec::with_capacity(64);
-        payload.push(FORMAT);
-        payload.extend_from_slice(&self.session);
-        payload.extend_from_slice(&self.epoch);
+        // The payload is assembled on the stack: every batch makes a cursor, and a
+        // payload that would not fit here would not fit the encoded bound either.
+        let mut p = Payload { buf: [0u8; MAX_RAW_BYTES], len: 0 };
+        p.put(&[FORMAT])?;
+        p.put(&self.session)?;
+        p.put(&self.epoch)?;
         match &self.position {
             Position::Snapshot { after } => {
-                payload.push(TAG_SNAPSHOT);
+                p.put(&[TAG_SNAPSHOT])?;
                 if let Some(key) = after {
-                    payload.extend_from_slice(key);
+                    p.put(key)?;
                 }
             }
             Position::Live { through } => {
-                payload.push(TAG_LIVE);
-                payload.extend_from_slice(&through.to_be_bytes());
+                p.put(&[TAG_LIVE])?;
+                p.put(&through.to_be_bytes())?;
             }
         }
-        let t = tag(key, &payload);
-        payload.extend_from_slice(&t);
-        let text = URL_SAFE_NO_PAD.encode(&payload);
+        let t = tag(key, p.bytes());
+        p.put(&t)?;
+        let text = URL_SAFE_NO_PAD.encode(p.bytes());
         (text.len() <= MAX_CURSOR_BYTES).then_some(text)
     }
 
-    /// The length `encode` gives, without computing the tag.
+    /// Encoded length of this cursor (without encoding it).
     pub fn encoded_len(&self) -> usize {
         match &self.position {
             Position::Snapshot { after } => snapshot_cursor_len(after.as_ref().map_or(0, Vec::len)),
