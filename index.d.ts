@@ -156,12 +156,14 @@ export interface CommitBatchOptions {
 
 /**
  * The calls answered since the last delivery, packed so that handing a thousand of them
- * to JS creates two Buffers, not a thousand objects and a thousand Buffers. `bodies`
+ * to JS creates two arrays, not a thousand objects and a thousand Buffers. `bodies`
  * holds the bodies end to end; `index` holds, per answer and in the same order, three
- * little-endian u32: ticket, status and body length. js/live.js (`settleCalls`) unpacks it.
+ * numbers: ticket, status and body length. js/live.js (`settleCalls`) unpacks it. The
+ * index is a typed array, read by plain indexing, so unpacking it does not depend on
+ * optimized code for Buffer's read methods (which a full GC can discard).
  */
 export interface DeliveredAnswers {
-  index: Buffer
+  index: Uint32Array
   bodies: Buffer
 }
 

@@ -437,25 +437,22 @@ class LiveLookup {
   }
 
   /**
-   * Settles the reads and opens answered since the last delivery. `index` holds
-   * (ticket, status, body length) as little-endian u32 per answer; `bodies` their
-   * bodies end to end (src/node/delivery.rs). Each body is a view into `bodies`, not a copy: copying
-   * doubled the JS thread's cost per woken poll. Like Node's own pooled buffers, a body
-   * kept for long keeps the rest of its delivery in memory; copy it to keep it.
+   * Settles the reads and opens answered since the last delivery. `index` (a
+   * Uint32Array) holds (ticket, status, body length) per answer; `bodies` their bodies
+   * end to end (src/node/delivery.rs). Each body is a view into `bodies`, not a copy:
+   * copying doubled the JS thread's cost per woken poll. Like Node's own pooled buffers,
+   * a body kept for long keeps the rest of its delivery in memory; copy it to keep it.
    */
   settleCalls ({ index, bodies }) {
-    const n = index.length / 12
     let at = 0
-    for (let i = 0; i < n; i++) {
-      const ticket = index.readUInt32LE(i * 12)
-      const status = index.readUInt32LE(i * 12 + 4)
-      const len = index.readUInt32LE(i * 12 + 8)
+    for (let i = 0; i < index.length; i += 3) {
+      const len = index[i + 2]
       const body = bodies.subarray(at, at + len)
       at += len
-      const settle = this.pendingCalls.get(ticket)
+      const settle = this.pendingCalls.get(index[i])
       if (!settle) continue
-      this.pendingCalls.delete(ticket)
-      settle({ status, body })
+      this.pendingCalls.delete(index[i])
+      settle({ status: index[i + 1], body })
     }
     if (this.pendingCalls.size === 0) this.core.holdDeliveries(false)
   }

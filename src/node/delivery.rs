@@ -13,18 +13,20 @@
 
 use std::sync::Mutex;
 
-use napi::bindgen_prelude::{Buffer, Function};
+use napi::bindgen_prelude::{Buffer, Function, Uint32Array};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Status};
 use napi_derive::napi;
 
 /// The calls answered since the last delivery, packed so that handing a thousand of them
-/// to JS creates two Buffers, not a thousand objects and a thousand Buffers. `bodies`
+/// to JS creates two arrays, not a thousand objects and a thousand Buffers. `bodies`
 /// holds the bodies end to end; `index` holds, per answer and in the same order, three
-/// little-endian u32: ticket, status and body length. js/live.js (`settleCalls`) unpacks it.
+/// numbers: ticket, status and body length. js/live.js (`settleCalls`) unpacks it. The
+/// index is a typed array, read by plain indexing, so unpacking it does not depend on
+/// optimized code for Buffer's read methods (which a full GC can discard).
 #[napi(object)]
 pub struct DeliveredAnswers {
-    pub index: Buffer,
+    pub index: Uint32Array,
     pub bodies: Buffer,
 }
 
@@ -34,16 +36,14 @@ type Wake = ThreadsafeFunction<(), (), DeliveredAnswers, Status, false, true, 0>
 /// answered (a tokio worker), so the JS thread only takes the two vectors.
 #[derive(Default)]
 struct Packed {
-    index: Vec<u8>,
+    index: Vec<u32>,
     bodies: Vec<u8>,
 }
 
 impl Packed {
     fn push(&mut self, ticket: u32, status: u32, body: Vec<u8>) {
         let len = u32::try_from(body.len()).expect("a response body is at most 4 MiB");
-        for v in [ticket, status, len] {
-            self.index.extend_from_slice(&v.to_le_bytes());
-        }
+        self.index.extend_from_slice(&[ticket, status, len]);
         if self.bodies.is_empty() {
             // Moved, not copied: a lone answer (the usual case for a large snapshot page)
             // reaches JS without a copy.
