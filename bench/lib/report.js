@@ -179,7 +179,9 @@ checked to have received exactly that group. "From the commit call" starts just 
 \`live.commit\` (so it includes the durable flush); "from the ack" starts when \`live.commit\` resolved,
 and can be negative because a poll may be delivered before the commit's own promise resolves.
 Percentiles are over the N polls of one run; cells are median (min–max) over runs (a warm-up run
-is discarded).
+is discarded). These runs force no GC: memory (section 5) is measured in rounds of its own, after
+them, because a forced full GC discards V8's optimized code for the delivery path and the next
+wake would pay for its recompilation.
 
 ${table(['waiting sessions', 'p50 from commit call, ms', 'p99 from commit call, ms', 'max, ms', 'p50 from ack, ms', 'p99 from ack, ms', 'commit ack, ms', 'polls refused instead of delivered', 'opening N sessions, s'], w.sizes.map(s => [
     s.waiters.toLocaleString('en-US'), cell(s.deliveryFromCommitCallP50Ms), cell(s.deliveryFromCommitCallP99Ms), cell(s.deliveryFromCommitCallMaxMs),
@@ -205,7 +207,8 @@ session with a parked long poll: growth from before the N sessions were opened t
 parked (it includes the session records that sled keeps in its page cache). The **parked poll** alone is
 the growth from parking the N polls on already open sessions. **Native** is RSS growth less JS heap
 growth (heapUsed). Allocator reuse makes small-N values noisy (even negative); the largest N is the
-meaningful one. Median (min–max) over the runs of section 4.
+meaningful one. Median (min–max) over up to three rounds that follow the timed runs of section 4
+(same procedure, memory read after a full GC before and after parking).
 
 ${w ? table(['N', 'RSS per waiting session', 'native per waiting session', 'JS heap per waiting session', 'RSS per parked poll', 'native per parked poll', 'process RSS with N parked'], rows) : 'Not run.'}
 ${c ? `

@@ -2,10 +2,14 @@
 // Commit-to-delivery latency with N waiting sessions, and the memory a session and a parked long
 // poll cost. For each N: open N sessions (one principal each) on a small collection, drain their
 // snapshots, park one long poll per session, commit one group, and time every poll's resolution.
-// Each run re-parks every session on its new cursor; run 0 is a warm-up and is not reported.
+// Each round re-parks every session on its new cursor; round 0 is a warm-up and is not reported.
 // Memory is an RSS-delta estimate (after a full GC): whatever the process grew by, native and JS,
 // divided by N; the JS heap part is shown separately. A "waiting session" is an open session with a
 // parked poll, measured from before the sessions were opened to when all N polls are parked.
+// Latency and memory are measured in separate rounds, memory last: a forced full GC makes V8
+// discard optimized code of the delivery path, and a wake timed right after one paid for its
+// recompilation: V8's worker threads used 4-6 ms of CPU during such a wake at N = 1,000, and
+// 0.5-4 ms (concurrent marking, mostly) without the forced GC, on 2 cores.
 
 const fs = require('node:fs')
 const path = require('node:path')
@@ -22,6 +26,8 @@ const PROVIDER = '02' + '11'.repeat(32)
 const WAIT = { maxBytes: 65536, maxObservations: 100, waitMs: 25000 }
 const SEED_ROWS = 10
 const SETTLE_MS = 250
+// Rounds that measure memory (each forces full GCs), after the latency rounds.
+const MEMORY_ROUNDS = 3
 
 function principal (i) {
   return { principal: '02' + crypto.createHash('sha256').update('bench principal ' + i).digest('hex'), authenticated: true }
@@ -106,41 +112,49 @@ async function measureN (cfg, templates, n) {
   const p50 = []; const p99 = []; const max = []; const p50Ack = []; const p99Ack = []; const commitMs = []
   const perWaiter = []; const perWaiting = []; const rssParked = []; const refused = []
   let refusal = null
+  /** One round: park a poll per session, commit one group, collect every answer. */
+  const round = async (measureMemory) => {
+    const memIdle = measureMemory ? memory() : null
+    const polls = await park(live, sessions)
+    const memParked = measureMemory ? memory() : null
+    // Let V8's concurrent work (sweeping after a forced GC, compiling the parking code)
+    // finish, so that it does not compete with the delivery being timed (2 cores).
+    await sleep(SETTLE_MS)
+    const tCommit = now()
+    await live.commit([rows.admitChange(rows.row(templates, next++))])
+    const tAck = now()
+    const done = await Promise.all(polls)
+    const fromCommit = []; const fromAck = []; const refusedNow = []
+    done.forEach((d, i) => {
+      if (d.res.status !== 200) { refusedNow.push(sessions[i]); return }
+      const b = client.parse(d.res, 'poll')
+      if (b.groups.length !== 1 || b.groups[0].observations.length !== 1) throw new Error('a poll did not receive exactly the committed group')
+      sessions[i].cursor = b.cursor
+      fromCommit.push(d.at - tCommit)
+      fromAck.push(d.at - tAck)
+    })
+    if (refusedNow.length > 0) {
+      const first = done.find(d => d.res.status !== 200).res
+      refusal = `${first.status} ${Buffer.from(first.body).toString('utf8').slice(0, 200)}`
+      for (const s of refusedNow) await catchUp(live, s)
+    }
+    return { memIdle, memParked, fromCommit, fromAck, refused: refusedNow.length, ackMs: tAck - tCommit }
+  }
   try {
     for (let r = 0; r <= cfg.runs; r++) {
-      const memIdle = memory()
-      const polls = await park(live, sessions)
-      const memParked = memory()
-      // memory() forces a full GC; let V8's concurrent sweeping finish so that it does
-      // not compete with the delivery being timed (the machine has 2 cores).
-      await sleep(SETTLE_MS)
-      const tCommit = now()
-      await live.commit([rows.admitChange(rows.row(templates, next++))])
-      const tAck = now()
-      const done = await Promise.all(polls)
-      const fromCommit = []; const fromAck = []; const refusedNow = []
-      done.forEach((d, i) => {
-        if (d.res.status !== 200) { refusedNow.push(sessions[i]); return }
-        const b = client.parse(d.res, 'poll')
-        if (b.groups.length !== 1 || b.groups[0].observations.length !== 1) throw new Error('a poll did not receive exactly the committed group')
-        sessions[i].cursor = b.cursor
-        fromCommit.push(d.at - tCommit)
-        fromAck.push(d.at - tAck)
-      })
-      if (refusedNow.length > 0) {
-        const first = done.find(d => d.res.status !== 200).res
-        refusal = `${first.status} ${Buffer.from(first.body).toString('utf8').slice(0, 200)}`
-        for (const s of refusedNow) await catchUp(live, s)
-      }
+      const o = await round(false)
       if (r === 0) continue // warm-up
-      refused.push(refusedNow.length)
-      p50.push(percentile(fromCommit, 50)); p99.push(percentile(fromCommit, 99)); max.push(percentile(fromCommit, 100))
-      p50Ack.push(percentile(fromAck, 50)); p99Ack.push(percentile(fromAck, 99))
-      commitMs.push(tAck - tCommit)
-      perWaiter.push(delta(memIdle, memParked, n))
-      perWaiting.push(delta(memBefore, memParked, n))
-      rssParked.push(memParked.rss)
-      progress(`waiters ${n}: run ${r}/${cfg.runs} p50 ${percentile(fromCommit, 50).toFixed(2)} ms p99 ${percentile(fromCommit, 99).toFixed(2)} ms, refused ${refusedNow.length}`)
+      refused.push(o.refused)
+      p50.push(percentile(o.fromCommit, 50)); p99.push(percentile(o.fromCommit, 99)); max.push(percentile(o.fromCommit, 100))
+      p50Ack.push(percentile(o.fromAck, 50)); p99Ack.push(percentile(o.fromAck, 99))
+      commitMs.push(o.ackMs)
+      progress(`waiters ${n}: run ${r}/${cfg.runs} p50 ${percentile(o.fromCommit, 50).toFixed(2)} ms p99 ${percentile(o.fromCommit, 99).toFixed(2)} ms, refused ${o.refused}`)
+    }
+    for (let r = 0; r < Math.min(cfg.runs, MEMORY_ROUNDS); r++) {
+      const o = await round(true)
+      perWaiter.push(delta(o.memIdle, o.memParked, n))
+      perWaiting.push(delta(memBefore, o.memParked, n))
+      rssParked.push(o.memParked.rss)
     }
   } finally {
     await live.close()
