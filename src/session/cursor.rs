@@ -122,7 +122,7 @@ impl Cursor {
         (text.len() <= MAX_CURSOR_BYTES).then_some(text)
     }
 
-    /// Encoded length of this cursor (without encoding it).
+    /// The length `encode` gives, without computing the tag.
     pub fn encoded_len(&self) -> usize {
         match &self.position {
             Position::Snapshot { after } => snapshot_cursor_len(after.as_ref().map_or(0, Vec::len)),
