@@ -65,15 +65,30 @@ function memory () {
   return { rss: rssBytes(), heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers }
 }
 
-/** Total bytes of the regular files under dir. */
-function dirBytes (dir) {
+/**
+ * Total bytes of the regular files under dir (which must exist). The store may be
+ * open: sled deletes files of its own in the background (large values in `blobs/`),
+ * so a file or directory listed and gone before it is read counts as nothing.
+ */
+function dirBytes (dir, listed = false) {
   let total = 0
-  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+  const list = () => fs.readdirSync(dir, { withFileTypes: true })
+  for (const e of listed ? ifPresent(list, []) : list()) {
     const p = path.join(dir, e.name)
-    if (e.isDirectory()) total += dirBytes(p)
-    else if (e.isFile()) total += fs.statSync(p).size
+    if (e.isDirectory()) total += dirBytes(p, true)
+    else if (e.isFile()) total += ifPresent(() => fs.statSync(p).size, 0)
   }
   return total
+}
+
+/** `read()`, or `absent` if the file it reads no longer exists. */
+function ifPresent (read, absent) {
+  try {
+    return read()
+  } catch (e) {
+    if (e.code === 'ENOENT') return absent
+    throw e
+  }
 }
 
 function sleep (ms) {
