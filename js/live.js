@@ -324,10 +324,6 @@ class LiveLookup {
     if (typeof this.options.log === 'function') this.options.log(entry)
   }
 
-  async authorize (operation, stage, caller, service, query) {
-    return this.authorizeNow(operation, stage, caller, service, query)
-  }
-
   /**
    * The access scope the host's hook grants, or null; synchronous when the hook is
    * (a woken poll's recheck then adds no promise hops), a promise when it is not.
@@ -356,7 +352,7 @@ class LiveLookup {
     } catch (e) {
       return errorResponse('invalid', 'the service rejected the query: ' + String(e && e.message))
     }
-    const access = await this.authorize('open', 'request', caller, req.service, req.query)
+    const access = await this.authorizeNow('open', 'request', caller, req.service, req.query)
     if (!access) return errorResponse('unauthorized', 'not authorized for this lookup')
     const start = (ticket) => this.core.openTicketed(Buffer.from(body), caller, access, selection, ticket)
     return this.ticketed(start, (res) => this.recheck(res, 'open', caller, req.service, req.query, access))
