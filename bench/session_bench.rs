@@ -12,6 +12,9 @@
 //!
 //! `cargo bench --profile ci --bench session` (OLL_BENCH_QUICK=1 for a tiny run; OLL_BENCH_ONLY=first|wake
 //! for one part; OLL_BENCH_WAITERS=1000,10000 for the waiter counts; OLL_BENCH_1M=0 to skip 1M rows).
+//! For the first batch alone: OLL_BENCH_ROWS=1000,1000000 for the catalogue sizes, OLL_BENCH_PAGES and
+//! OLL_BENCH_OPENS for the page sizes and opens per figure, and OLL_BENCH_KEEP=dir to keep the store
+//! in `dir`, so a later run (a fresh process) measures it again without loading it.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -119,16 +122,22 @@ fn summary(mut v: Vec<f64>) -> String {
 
 const ALL: &str = r#"{"where": {"all": true}}"#;
 
-fn first_batch(p: &Provider, sizes: &[u64], opens: usize) {
+/// `rows_file` (with OLL_BENCH_KEEP) records how many rows the kept store holds, so that a
+/// later run measures the same store from a fresh process without loading it again.
+fn first_batch(p: &Provider, sizes: &[u64], opens: usize, rows_file: Option<&std::path::Path>) {
     let sel: Value = serde_json::from_str(ALL).unwrap();
-    let mut have = 0;
-    let mut request = 0u64;
+    let mut have: u64 = rows_file.and_then(|f| std::fs::read_to_string(f).ok()).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+    // Request ids unique across runs: a kept store keeps the opening fences of earlier runs.
+    let mut request = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
     for &rows in sizes {
         let t = Instant::now();
         load(p, have, rows);
-        have = rows;
+        have = have.max(rows);
+        if let Some(f) = rows_file {
+            std::fs::write(f, have.to_string()).unwrap();
+        }
         println!("loaded {rows} rows in {:.1}s", t.elapsed().as_secs_f64());
-        for page in [10u32, 100, 1024] {
+        for &page in &list_env("OLL_BENCH_PAGES", &[10, 100, 1024]) {
             let mut ms = Vec::with_capacity(opens);
             for _ in 0..opens {
                 request += 1;
@@ -251,6 +260,14 @@ fn wake(n: usize, runs: usize) {
     drop(rt);
 }
 
+/// A comma-separated list of numbers from the environment variable `name`, or `default`.
+fn list_env<T: std::str::FromStr + Copy>(name: &str, default: &[T]) -> Vec<T> {
+    match std::env::var(name) {
+        Ok(v) => v.split(',').map(|x| x.trim().parse().unwrap_or_else(|_| panic!("{name}: comma-separated numbers"))).collect(),
+        Err(_) => default.to_vec(),
+    }
+}
+
 fn main() {
     let scale = if quick() { 100 } else { 1 };
     println!("session bench ({} mode); native Provider, no Node", if quick() { "quick" } else { "full" });
@@ -258,18 +275,18 @@ fn main() {
     if std::env::var("OLL_BENCH_1M").as_deref() != Ok("0") && !quick() {
         sizes.push(1_000_000);
     }
+    let sizes = list_env("OLL_BENCH_ROWS", &sizes);
     let only = std::env::var("OLL_BENCH_ONLY").unwrap_or_default();
     if only != "wake" {
+        let keep = std::env::var("OLL_BENCH_KEEP").ok().map(std::path::PathBuf::from);
         let dir = tempdir();
-        let p = provider(dir.path());
-        first_batch(&p, &sizes, if quick() { 5 } else { 50 });
+        let p = provider(keep.as_deref().unwrap_or(dir.path()));
+        let opens = std::env::var("OLL_BENCH_OPENS").ok().and_then(|v| v.parse().ok());
+        let rows_file = keep.map(|k| k.join("rows"));
+        first_batch(&p, &sizes, opens.unwrap_or(if quick() { 5 } else { 50 }), rows_file.as_deref());
     }
     if only != "first" {
-        let waiters: Vec<usize> = match std::env::var("OLL_BENCH_WAITERS") {
-            Ok(v) => v.split(',').map(|x| x.trim().parse().expect("OLL_BENCH_WAITERS: comma-separated counts")).collect(),
-            Err(_) => vec![1_000, 10_000],
-        };
-        for n in waiters {
+        for n in list_env("OLL_BENCH_WAITERS", &[1_000usize, 10_000]) {
             let n = (n / scale as usize).max(1);
             wake(n, if quick() { 2 } else { 5 });
         }

@@ -99,7 +99,7 @@ fn commit_rate(writers: u64, outputs: u64, per_writer: u64) -> (f64, f64, f64) {
 }
 
 /// The keys and values one 1-output group writes (shapes from `store::keys`): log record, row
-/// version, current pointer, three index entries, inline blob record.
+/// version, current pointer, three index entries, blob record and blob bytes.
 fn raw_group(n: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
     let o = op(n);
     let mut op_bytes = o.txid.to_vec();
@@ -117,16 +117,17 @@ fn raw_group(n: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
     let owner = format!("owner-{:04}", n % 1000);
     let mut hash = [0u8; 32];
     hash[..8].copy_from_slice(&n.to_be_bytes());
-    let mut blob_key = vec![b'b'];
-    blob_key.extend_from_slice(&hash);
+    let blob_ref = [&[b'h'][..], &hash].concat();
+    let blob_key = [&[b'b'][..], &seq, &hash].concat();
     vec![
         ([&[b'l'][..], &seq].concat(), vec![7u8; 262]),
-        (key(b'r', &[&seq, &op_bytes]), vec![5u8; 140]),
+        (key(b'r', &[&seq, &op_bytes]), vec![5u8; 148]),
         (key(b'c', &[&op_bytes]), seq.to_vec()),
         (key(b'i', &[b"owner\0", owner.as_bytes(), &seq, &op_bytes]), Vec::new()),
         (key(b'i', &[b"kind\0", b"post", &seq, &op_bytes]), Vec::new()),
         (key(b'i', &[b"score\0", &(n * 7919 % 100_000).to_be_bytes(), &seq, &op_bytes]), Vec::new()),
-        (blob_key, vec![3u8; 409]),
+        (blob_ref, vec![3u8; 24]),
+        (blob_key, vec![3u8; 400]),
     ]
 }
 

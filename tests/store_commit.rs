@@ -198,7 +198,7 @@ fn reset_with_a_first_group_publishes_the_new_epoch_with_it_atomically() {
     assert_eq!(g.changes.len(), 2);
     for c in &g.changes {
         assert!(c.old.is_none(), "the first group of an epoch replaces nothing");
-        assert!(s.blob(&c.new.as_ref().unwrap().beef_hash).unwrap().is_some());
+        assert!(s.blob_at(&c.new.as_ref().unwrap().beef).unwrap().is_some());
     }
     let st = s.stats().unwrap();
     assert_eq!((st.rows, st.log_groups), (2, 1));
@@ -357,9 +357,9 @@ fn compaction_keeps_everything_a_reader_after_the_horizon_needs() {
     assert_eq!(s.commit(vec![admit("ls", 99, json!({}))]).unwrap(), Some(hw + 1));
 }
 
-/// Small BEEFs carry their reference count in their own record, large ones (over 8 KiB) keep
-/// it apart from their bytes: both kinds are shared, counted, survive a restart and go with
-/// their last reference.
+/// A BEEF is stored once, where the first group that named it put it: later references share
+/// those bytes (and say where they are), the count survives a restart, and the bytes go with
+/// the last reference. Small and large BEEFs alike.
 #[test]
 fn small_and_large_blobs_are_shared_and_dropped_with_their_last_reference() {
     let dir = tempfile::tempdir().unwrap();
@@ -369,8 +369,14 @@ fn small_and_large_blobs_are_shared_and_dropped_with_their_last_reference() {
     let row = |n: u32, b: &[u8]| admit_full("ls", n, "tm", json!({}), b.to_vec(), None, None);
     s.commit(vec![row(1, &big)]).unwrap();
     s.commit(vec![row(2, &big), row(3, &small)]).unwrap();
-    let expect_bytes = (33 + big.len() + 33 + small.len()) as u64;
+    // Per blob: its record (key 33 + value 24 bytes) and its bytes (key 41 bytes).
+    let expect_bytes = (98 + big.len() + 98 + small.len()) as u64;
     assert_eq!(s.stats().unwrap().blob_bytes, expect_bytes);
+    let at = |s: &Store| -> Vec<(u32, u64)> {
+        let rows = s.snapshot("ls", &Selection::all(), s.high_water(), None).unwrap();
+        rows.map(|r| r.unwrap()).map(|r| (u32::from_be_bytes(r.outpoint.txid[28..].try_into().unwrap()), r.beef.at)).collect()
+    };
+    assert_eq!(at(&s), vec![(1, 1), (2, 1), (3, 2)], "row 2 shares the bytes group 1 stored");
     s.close().unwrap();
     let s = reopen(dir.path());
     assert_eq!(s.blob(&sha(&big)).unwrap().as_deref(), Some(big.as_slice()));
@@ -389,8 +395,9 @@ fn small_and_large_blobs_are_shared_and_dropped_with_their_last_reference() {
     assert!(s.blob(&sha(&small)).unwrap().is_none());
     assert_eq!(s.stats().unwrap().blob_bytes, 0);
     // Re-admitting stores the bytes again.
-    s.commit(vec![row(4, &big)]).unwrap();
+    let seq = s.commit(vec![row(4, &big)]).unwrap().unwrap();
     assert_eq!(s.blob(&sha(&big)).unwrap().as_deref(), Some(big.as_slice()));
+    assert_eq!(at(&s), vec![(4, seq)]);
 }
 
 fn sha(b: &[u8]) -> [u8; 32] {

@@ -3,7 +3,7 @@
 mod store_common;
 
 use overlay_lookup_live::select::Selection;
-use overlay_lookup_live::store::{Context, LogGroup, Projected, RemoveReason, Store};
+use overlay_lookup_live::store::{BlobRef, Context, LogGroup, Projected, RemoveReason, Store};
 use serde_json::json;
 use store_common::*;
 
@@ -20,11 +20,12 @@ fn commit_group(s: &Store, changes: Vec<overlay_lookup_live::store::Change>) -> 
     g
 }
 
-fn out(n: u32, beef: &[u8], ctx: Option<&str>) -> Projected {
+/// An output observation of row `n` whose evidence `beef` was stored by group `at`.
+fn out(n: u32, beef: &[u8], at: u64, ctx: Option<&str>) -> Projected {
     Projected::Output {
         outpoint: op(n),
         topic: "tm".into(),
-        beef_hash: sha(beef),
+        beef: BlobRef { hash: sha(beef), at },
         context: ctx.map(|c| Context { schema: "urn:test:ctx".into(), bytes: c.as_bytes().to_vec() }),
     }
 }
@@ -46,8 +47,8 @@ fn admission_of_a_selected_row_is_an_output_and_others_are_irrelevant() {
             admit_full("other", 3, "tm", json!({"color": "red"}), beef(3), None, None),
         ],
     );
-    assert_eq!(s.project(&g, "ls", &red), vec![out(1, &beef(1), Some("c1"))]);
-    assert_eq!(s.project(&g, "other", &red), vec![out(3, &beef(3), None)]);
+    assert_eq!(s.project(&g, "ls", &red), vec![out(1, &beef(1), 1, Some("c1"))]);
+    assert_eq!(s.project(&g, "other", &red), vec![out(3, &beef(3), 1, None)]);
     let g2 = commit_group(&s, vec![admit_full("ls", 4, "tm", json!({"color": "green"}), beef(4), None, None)]);
     assert!(s.project(&g2, "ls", &red).is_empty(), "irrelevant group");
     assert!(s.project(&g2, "nobody", &Selection::all()).is_empty());
@@ -67,8 +68,8 @@ fn spend_of_a_member_with_its_replacement_is_withdraw_spend_output_in_order() {
         s.project(&g, "ls", &all),
         vec![
             wd(1, "spent"),
-            Projected::Spend { previous: op(1), spending_txid: [0x22; 32], beef_hash: sha(&[0x22, 1, 2, 3]) },
-            out(2, &beef(2), None),
+            Projected::Spend { previous: op(1), spending_txid: [0x22; 32], beef: BlobRef { hash: sha(&[0x22, 1, 2, 3]), at: 2 } },
+            out(2, &beef(2), 2, None),
         ]
     );
     // The spend evidence is retrievable by its hash.
@@ -108,7 +109,7 @@ fn attribute_changes_move_rows_in_and_out_of_a_selection() {
     let a = |n: u32, v: serde_json::Value| admit_full("ls", n, "tm", v, beef(n), None, None);
     commit_group(&s, vec![a(1, json!({"score": 12})), a(2, json!({"score": 3}))]);
     let g = commit_group(&s, vec![a(1, json!({"score": 5})), a(2, json!({"score": 50}))]);
-    assert_eq!(s.project(&g, "ls", &hot), vec![wd(1, "not-selected"), out(2, &beef(2), None)]);
+    assert_eq!(s.project(&g, "ls", &hot), vec![wd(1, "not-selected"), out(2, &beef(2), 1, None)]);
     // Staying selected with the same evidence and context: nothing to say.
     let g = commit_group(&s, vec![a(2, json!({"score": 51}))]);
     assert!(s.project(&g, "ls", &hot).is_empty());
@@ -125,9 +126,9 @@ fn changed_context_or_evidence_of_a_member_is_a_new_output() {
     let all = Selection::all();
     commit_group(&s, vec![admit_full("ls", 1, "tm", json!({}), beef(1), Some("v1"), None)]);
     let g = commit_group(&s, vec![admit_full("ls", 1, "tm", json!({}), beef(1), Some("v2"), None)]);
-    assert_eq!(s.project(&g, "ls", &all), vec![out(1, &beef(1), Some("v2"))]);
+    assert_eq!(s.project(&g, "ls", &all), vec![out(1, &beef(1), 1, Some("v2"))]);
     let g = commit_group(&s, vec![admit_full("ls", 1, "tm", json!({}), b"better-proof".to_vec(), Some("v2"), None)]);
-    assert_eq!(s.project(&g, "ls", &all), vec![out(1, b"better-proof", Some("v2"))]);
+    assert_eq!(s.project(&g, "ls", &all), vec![out(1, b"better-proof", 3, Some("v2"))]);
     // Only the expiry changed: a new version, but no observation.
     let g = commit_group(&s, vec![admit_full("ls", 1, "tm", json!({}), b"better-proof".to_vec(), Some("v2"), Some(9))]);
     assert!(s.project(&g, "ls", &all).is_empty());
@@ -150,9 +151,9 @@ fn topic_filters_and_same_group_churn_follow_change_order() {
     assert_eq!(
         s.project(&g, "ls", &t2),
         vec![
-            Projected::Output { outpoint: op(2), topic: "t2".into(), beef_hash: sha(&beef(2)), context: None },
+            Projected::Output { outpoint: op(2), topic: "t2".into(), beef: BlobRef { hash: sha(&beef(2)), at: 1 }, context: None },
             wd(2, "evicted"),
-            Projected::Output { outpoint: op(1), topic: "t2".into(), beef_hash: sha(&beef(1)), context: None },
+            Projected::Output { outpoint: op(1), topic: "t2".into(), beef: BlobRef { hash: sha(&beef(1)), at: 1 }, context: None },
         ]
     );
     // The row created and removed inside one group is in no snapshot.
@@ -181,7 +182,7 @@ fn refresh_replaces_only_the_evidence_of_a_member_as_a_new_output() {
     let proven = b"proven evidence".to_vec();
     let g = commit_group(&s, vec![refresh("ls", 1, proven.clone())]);
     // Same topic and context, new evidence: a new output observation.
-    assert_eq!(s.project(&g, "ls", &red), vec![out(1, &proven, Some("c1"))]);
+    assert_eq!(s.project(&g, "ls", &red), vec![out(1, &proven, 2, Some("c1"))]);
     // The earlier group still reads back unchanged (its evidence blob is retained).
     let (_, again) = s.log_after(0, 1).next().unwrap().unwrap();
     assert_eq!(again, g1);
@@ -189,7 +190,7 @@ fn refresh_replaces_only_the_evidence_of_a_member_as_a_new_output() {
     // The row keeps its attributes, context and expiry: the snapshot shows the new evidence.
     let rows: Vec<_> = s.snapshot("ls", &red, s.high_water(), None).unwrap().map(|r| r.unwrap()).collect();
     assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0].beef_hash, sha(&proven));
+    assert_eq!(rows[0].beef, BlobRef { hash: sha(&proven), at: 2 });
     assert_eq!(rows[0].context, Some(Context { schema: "urn:test:ctx".into(), bytes: b"c1".to_vec() }));
     assert_eq!(s.blob(&sha(&proven)).unwrap().unwrap().as_ref(), &proven[..]);
     // The expiry timer followed the row: it still expires.
@@ -227,7 +228,7 @@ fn invalidation_projects_first_to_every_session_of_its_service() {
     );
     let reproven = b"reassessed".to_vec();
     let g = commit_group(&s, vec![invalidate("ls", "chain-view/0"), refresh("ls", 1, reproven.clone())]);
-    assert_eq!(s.project(&g, "ls", &red), vec![inv("chain-view/0"), out(1, &reproven, None)]);
+    assert_eq!(s.project(&g, "ls", &red), vec![inv("chain-view/0"), out(1, &reproven, 2, None)]);
     // Whatever the selection: the chain view is under the whole collection.
     assert_eq!(s.project(&g, "ls", &blue), vec![inv("chain-view/0")]);
     assert!(s.project(&g, "other", &Selection::all()).is_empty());
@@ -278,5 +279,5 @@ fn compaction_passes_over_invalidations_and_refreshes() {
     assert!(s.blob(&sha(&beef(2))).unwrap().is_some());
     let rows: Vec<_> = s.snapshot("ls", &Selection::all(), hw, None).unwrap().map(|r| r.unwrap()).collect();
     assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0].beef_hash, sha(&beef(2)));
+    assert_eq!(rows[0].beef, BlobRef { hash: sha(&beef(2)), at: 2 });
 }

@@ -9,7 +9,7 @@ mod store_common;
 use std::collections::BTreeMap;
 
 use overlay_lookup_live::select::{order_value, AttrValue, Attributes, Order, Selection};
-use overlay_lookup_live::store::{Change, Context, Outpoint, Projected, RemoveReason, SpendInput, Store};
+use overlay_lookup_live::store::{BlobRef, Change, Context, Outpoint, Projected, RemoveReason, SpendInput, Store};
 use proptest::prelude::*;
 use serde_json::json;
 use store_common::*;
@@ -181,10 +181,10 @@ fn scan(s: &Store, sel: &Selection, w: u64, after: Option<&[u8]>) -> Scan {
 }
 
 /// Membership (outpoint -> (beef hash, context)) after applying projections to a snapshot.
-type Members = BTreeMap<Outpoint, ([u8; 32], Option<Context>)>;
+type Members = BTreeMap<Outpoint, (BlobRef, Option<Context>)>;
 
 fn members_at(s: &Store, sel: &Selection, w: u64) -> Members {
-    s.snapshot("ls", sel, w, None).unwrap().map(|r| r.unwrap()).map(|r| (r.outpoint, (r.beef_hash, r.context))).collect()
+    s.snapshot("ls", sel, w, None).unwrap().map(|r| r.unwrap()).map(|r| (r.outpoint, (r.beef, r.context))).collect()
 }
 
 proptest! {
@@ -260,7 +260,7 @@ proptest! {
                     }
                     match p {
                         Projected::Invalidated { .. } => {}
-                        Projected::Output { outpoint, beef_hash, context, .. } => { m.insert(outpoint, (beef_hash, context)); }
+                        Projected::Output { outpoint, beef, context, .. } => { m.insert(outpoint, (beef, context)); }
                         Projected::Withdraw { outpoint, .. } => { prop_assert!(m.remove(&outpoint).is_some(), "withdraw of a non-member"); }
                         Projected::Spend { previous, .. } => { prop_assert!(!m.contains_key(&previous), "spend must follow its withdraw"); }
                     }

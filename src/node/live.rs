@@ -521,7 +521,7 @@ impl NativeLive {
                     break;
                 }
                 let beef = store
-                    .blob(&r.beef_hash)
+                    .blob_at(&r.beef)
                     .map_err(store_error)?
                     .ok_or_else(|| coded("unavailable", "a member's evidence blob is missing"))?;
                 rows.push(MemberRow {

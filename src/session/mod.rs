@@ -30,7 +30,7 @@ use serde_json::{json, Value};
 use sha2::{Digest as _, Sha256};
 
 use crate::select::Selection;
-use crate::store::{Projected, SnapshotRow, Store};
+use crate::store::{BlobRef, Projected, SnapshotRow, Store};
 use crate::wire::{self, ErrorCode, Limits, WireError};
 
 use batch::{Frame, Offer, Packer, Phase, Tail};
@@ -365,16 +365,16 @@ impl Provider {
         json!({"network": self.cfg.network, "genesisHash": self.cfg.genesis_hash})
     }
 
-    fn blob_b64(&self, hash: &[u8; 32]) -> Result<String, WireError> {
+    fn blob_b64(&self, blob: &BlobRef) -> Result<String, WireError> {
         use base64::Engine as _;
         let mut out = String::new();
-        base64::engine::general_purpose::STANDARD.encode_string(self.blob(hash)?, &mut out);
+        base64::engine::general_purpose::STANDARD.encode_string(self.blob(blob)?, &mut out);
         Ok(out)
     }
 
-    fn blob(&self, hash: &[u8; 32]) -> Result<sled::IVec, WireError> {
+    fn blob(&self, blob: &BlobRef) -> Result<sled::IVec, WireError> {
         self.store
-            .blob(hash)
+            .blob_at(blob)
             .map_err(store_err)?
             .ok_or_else(|| err(ErrorCode::Unavailable, "evidence missing from the store"))
     }
@@ -387,10 +387,10 @@ impl Provider {
         &self,
         out: &mut Vec<u8>,
         outpoint: &crate::store::Outpoint,
-        beef_hash: &[u8; 32],
+        beef: &BlobRef,
         ctx: &Option<crate::store::Context>,
     ) -> Result<(), WireError> {
-        let beef = self.blob(beef_hash)?;
+        let beef = self.blob(beef)?;
         out.reserve(beef.len() * 4 / 3 + 160);
         out.extend_from_slice(b"{\"evidence\":{\"txid\":\"");
         push_hex(out, &outpoint.txid);
@@ -579,7 +579,7 @@ impl Provider {
         let gid = String::from_utf8(gid).expect("hex is ASCII");
         let hint = row.context.as_ref().map_or(0, |c| c.bytes.len() * 4 / 3) + 1024;
         batch::single_group(&gid, rec.w, scope, "output", hint, |out| {
-            self.push_output_payload(out, &row.outpoint, &row.beef_hash, &row.context)
+            self.push_output_payload(out, &row.outpoint, &row.beef, &row.context)
         })
     }
 
@@ -653,15 +653,15 @@ impl Provider {
         for (i, p) in projected.iter().enumerate() {
             let oid = format!("{gid}.{i}");
             let (kind, payload) = match p {
-                Projected::Output { outpoint, beef_hash, context, .. } => {
+                Projected::Output { outpoint, beef, context, .. } => {
                     let mut payload = Vec::new();
-                    self.push_output_payload(&mut payload, outpoint, beef_hash, context)?;
+                    self.push_output_payload(&mut payload, outpoint, beef, context)?;
                     obs.push(batch::observation_raw(&oid, scope, "output", &payload));
                     continue;
                 }
-                Projected::Spend { previous, spending_txid, beef_hash } => (
+                Projected::Spend { previous, spending_txid, beef } => (
                     "spend",
-                    json!({"previous": self.outpoint_json(previous), "spendingTxid": hex::encode(spending_txid), "beef": self.blob_b64(beef_hash)?}),
+                    json!({"previous": self.outpoint_json(previous), "spendingTxid": hex::encode(spending_txid), "beef": self.blob_b64(beef)?}),
                 ),
                 Projected::Withdraw { outpoint, reason } => ("withdraw", json!({"outpoint": self.outpoint_json(outpoint), "reason": reason})),
                 // BRC-192 §2; both strings are bounded at commit (MAX_INVALIDATION_TEXT_BYTES).

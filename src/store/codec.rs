@@ -4,7 +4,7 @@
 //! `Corrupt` error, never a panic.
 use crate::select::{AttrValue, Attributes};
 
-use super::{Context, Outpoint, RemoveReason};
+use super::{BlobRef, Context, Outpoint, RemoveReason};
 
 pub(crate) struct W(pub Vec<u8>);
 
@@ -31,6 +31,10 @@ impl W {
     }
     pub fn raw(&mut self, b: &[u8]) {
         self.0.extend_from_slice(b);
+    }
+    pub fn blob(&mut self, b: &BlobRef) {
+        self.raw(&b.hash);
+        self.raw(&b.at.to_be_bytes());
     }
     pub fn outpoint(&mut self, o: &Outpoint) {
         self.raw(&o.txid);
@@ -103,6 +107,9 @@ impl<'a> R<'a> {
     pub fn h32(&mut self) -> Option<[u8; 32]> {
         self.raw(32)?.try_into().ok()
     }
+    pub fn blob(&mut self) -> Option<BlobRef> {
+        Some(BlobRef { hash: self.h32()?, at: self.u64()? })
+    }
     pub fn var(&mut self) -> Option<u64> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
@@ -166,13 +173,13 @@ impl<'a> R<'a> {
 }
 
 /// A stored row version. Layout: removed u64 (0 = present) | flags u8 | [expires u64] |
-/// beef hash 32 | topic | context | attributes. `removed` is first and fixed-size so removal
+/// beef hash 32 | beef at u64 | topic | context | attributes. `removed` is first and fixed-size so removal
 /// rewrites the same length and a visibility check reads 8 bytes.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct RowVersion {
     pub removed: u64,
     pub expires_at: Option<u64>,
-    pub beef_hash: [u8; 32],
+    pub beef: BlobRef,
     pub topic: String,
     pub context: Option<Context>,
     pub attributes: Attributes,
@@ -186,7 +193,7 @@ impl RowVersion {
         if let Some(e) = self.expires_at {
             w.u64(e);
         }
-        w.raw(&self.beef_hash);
+        w.blob(&self.beef);
         w.bytes(self.topic.as_bytes());
         w.context(&self.context);
         w.attrs(&self.attributes);
@@ -203,7 +210,7 @@ impl RowVersion {
         let v = RowVersion {
             removed,
             expires_at,
-            beef_hash: r.h32()?,
+            beef: r.blob()?,
             topic: r.string()?,
             context: r.context()?,
             attributes: r.attrs()?,
@@ -237,7 +244,7 @@ pub struct OldVersion {
 pub struct NewVersion {
     pub topic: String,
     pub attributes: Attributes,
-    pub beef_hash: [u8; 32],
+    pub beef: BlobRef,
     pub context: Option<Context>,
     pub expires_at: Option<u64>,
 }
@@ -251,8 +258,8 @@ pub struct LogChange {
     pub new: Option<NewVersion>,
     /// Why the row left (set when `new` is None).
     pub reason: Option<RemoveReason>,
-    /// Spending txid and the hash of the spending transaction's BEEF (reason Spent only).
-    pub spend: Option<(super::Txid, [u8; 32])>,
+    /// Spending txid and the spending transaction's BEEF (reason Spent only).
+    pub spend: Option<(super::Txid, BlobRef)>,
     /// Whether topic, evidence (BEEF hash) or context differ between old and new.
     pub evidence_changed: bool,
 }
@@ -319,7 +326,7 @@ impl LogGroup {
             if let Some(n) = &c.new {
                 w.bytes(n.topic.as_bytes());
                 w.attrs(&n.attributes);
-                w.raw(&n.beef_hash);
+                w.blob(&n.beef);
                 w.context(&n.context);
                 match n.expires_at {
                     None => w.u8(0),
@@ -329,9 +336,9 @@ impl LogGroup {
                     }
                 }
             }
-            if let Some((txid, h)) = &c.spend {
+            if let Some((txid, b)) = &c.spend {
                 w.raw(txid);
-                w.raw(h);
+                w.blob(b);
             }
         }
         if !self.invalidations.is_empty() {
@@ -364,7 +371,7 @@ impl LogGroup {
                 Some(NewVersion {
                     topic: r.string()?,
                     attributes: r.attrs()?,
-                    beef_hash: r.h32()?,
+                    beef: r.blob()?,
                     context: r.context()?,
                     expires_at: match r.u8()? {
                         0 => None,
@@ -375,7 +382,7 @@ impl LogGroup {
             } else {
                 None
             };
-            let spend = if flags & 4 != 0 { Some((r.h32()?, r.h32()?)) } else { None };
+            let spend = if flags & 4 != 0 { Some((r.h32()?, r.blob()?)) } else { None };
             changes.push(LogChange {
                 service,
                 outpoint,
@@ -421,7 +428,7 @@ mod tests {
         let v = RowVersion {
             removed: 0,
             expires_at: Some(99),
-            beef_hash: [7; 32],
+            beef: BlobRef { hash: [7; 32], at: 3 },
             topic: "tm".into(),
             context: Some(Context { schema: "urn:x".into(), bytes: vec![1, 2] }),
             attributes: attrs(),
@@ -446,12 +453,12 @@ mod tests {
                 new: Some(NewVersion {
                     topic: "t".into(),
                     attributes: Attributes::new(),
-                    beef_hash: [2; 32],
+                    beef: BlobRef { hash: [2; 32], at: 1 },
                     context: None,
                     expires_at: Some(0),
                 }),
                 reason: Some(RemoveReason::Spent),
-                spend: Some(([3; 32], [4; 32])),
+                spend: Some(([3; 32], BlobRef { hash: [4; 32], at: 2 })),
                 evidence_changed: true,
             }],
             invalidations: vec![],

@@ -21,7 +21,7 @@ use crate::select::{index_values, validate_attributes};
 
 use super::codec::{Invalidation, LogChange, LogGroup, NewVersion, OldVersion, RowVersion};
 use super::crash::crash_point;
-use super::{compact, keys, sha256, Change, Outpoint, RemoveReason, Shared, StoreError};
+use super::{compact, keys, sha256, BlobRef, Change, Outpoint, RemoveReason, Shared, StoreError};
 use super::{MAX_BEEF_BYTES, MAX_CONTEXT_BYTES, MAX_INVALIDATION_TEXT_BYTES, MAX_SERVICE_BYTES, MAX_TOPIC_BYTES};
 
 type Reply<T> = SyncSender<Result<T, StoreError>>;
@@ -128,6 +128,25 @@ pub(crate) fn validate(changes: &[Change]) -> Result<(), StoreError> {
 
 type Writes = HashMap<Vec<u8>, Option<Vec<u8>>>;
 
+/// (count, length, at) of an encoded blob record.
+fn decode_blob_record(v: &[u8]) -> Option<(u64, u64, u64)> {
+    if v.len() != 24 {
+        return None;
+    }
+    let n = |i: usize| u64::from_be_bytes(v[i..i + 8].try_into().unwrap());
+    Some((n(0), n(8), n(16)))
+}
+
+/// Where an encoded blob record says the bytes are.
+pub(crate) fn blob_record_at(v: &[u8]) -> Option<u64> {
+    decode_blob_record(v).map(|(_, _, at)| at)
+}
+
+/// Retained bytes of one blob as encoded: its record (33 + 24) and its bytes (41 + len).
+fn blob_bytes(len: u64) -> u64 {
+    33 + 24 + 41 + len
+}
+
 /// Staged writes of one group, layered over the drain's staged writes and the database.
 pub(crate) struct Txn<'a> {
     db: &'a sled::Db,
@@ -164,72 +183,51 @@ impl<'a> Txn<'a> {
         self.writes.insert(k, None);
     }
 
-    /// Reference a blob, storing it on first reference (record layout: `keys` module docs).
-    /// Invariant kept by `add_ref`/`drop_ref` (and only they write blob records): a blob's
-    /// record exists iff its count — the row versions plus log records naming its hash — is
-    /// positive, and a large blob's body exists iff its record does. Record, count and body
-    /// change in the same batch as the rows and log records that reference them.
-    pub fn add_ref(&mut self, h: &[u8; 32], beef: &[u8]) -> Result<(), StoreError> {
-        let count = match self.blob_ref(h)? {
-            Some((count, _, _)) => count,
+    /// Reference a blob, storing it on first reference at group `seq`; returns where it is.
+    /// Invariant kept by `add_ref`/`drop_ref` (and only they write blob records and bytes):
+    /// a blob's record exists iff its count — the row versions plus log records naming its
+    /// hash — is positive, and its bytes exist at the record's `at` iff the record does.
+    /// Record, count and bytes change in the same batch as the rows and log records that
+    /// reference them (layout: `keys` module docs).
+    pub fn add_ref(&mut self, h: &[u8; 32], beef: &[u8], seq: u64) -> Result<BlobRef, StoreError> {
+        let (count, len, at) = match self.blob_ref(h)? {
+            Some(rec) => rec,
             None => {
-                self.stats.blob_bytes += 33 + beef.len() as u64;
-                0
+                let blob = BlobRef { hash: *h, at: seq };
+                self.put(keys::blob(&blob).to_vec(), beef.to_vec());
+                self.stats.blob_bytes += blob_bytes(beef.len() as u64);
+                (0, beef.len() as u64, seq)
             }
         };
-        self.put_blob_ref(h, count + 1, beef.len() as u64, beef, count == 0);
-        Ok(())
+        self.put_blob_ref(h, count + 1, len, at);
+        Ok(BlobRef { hash: *h, at })
     }
 
     /// Drop one reference; the blob is deleted with its last reference.
     pub fn drop_ref(&mut self, h: &[u8; 32]) -> Result<(), StoreError> {
-        let Some((count, len, inline)) = self.blob_ref(h)? else { return Ok(()) };
+        let Some((count, len, at)) = self.blob_ref(h)? else { return Ok(()) };
         if count <= 1 {
-            self.del(keys::blob(h).to_vec());
-            if inline.is_none() {
-                self.del(keys::blob_body(h).to_vec());
-            }
-            self.stats.blob_bytes = self.stats.blob_bytes.saturating_sub(33 + len);
+            self.del(keys::blob_ref(h).to_vec());
+            self.del(keys::blob(&BlobRef { hash: *h, at }).to_vec());
+            self.stats.blob_bytes = self.stats.blob_bytes.saturating_sub(blob_bytes(len));
         } else {
-            // An inline record is rewritten with its own bytes; a large one's body stays put.
-            self.put_blob_ref(h, count - 1, len, inline.as_deref().unwrap_or(&[]), false);
+            self.put_blob_ref(h, count - 1, len, at);
         }
         Ok(())
     }
 
-    /// (count, length, inline bytes) of a blob's record; `None` if it has no record.
-    fn blob_ref(&self, h: &[u8; 32]) -> Result<Option<(u64, u64, Option<Vec<u8>>)>, StoreError> {
-        let malformed = || StoreError::Invalid("malformed blob record".into());
-        let Some(mut v) = self.get(&keys::blob(h))? else { return Ok(None) };
-        let count = u64::from_be_bytes(v.get(1..9).ok_or_else(malformed)?.try_into().unwrap());
-        match v[0] {
-            keys::BLOB_INLINE => {
-                let bytes = v.split_off(9);
-                Ok(Some((count, bytes.len() as u64, Some(bytes))))
-            }
-            keys::BLOB_EXTERNAL if v.len() == 17 => {
-                Ok(Some((count, u64::from_be_bytes(v[9..].try_into().unwrap()), None)))
-            }
-            _ => Err(malformed()),
-        }
+    /// (count, length, at) of a blob's record; `None` if it has no record.
+    fn blob_ref(&self, h: &[u8; 32]) -> Result<Option<(u64, u64, u64)>, StoreError> {
+        let Some(v) = self.get(&keys::blob_ref(h))? else { return Ok(None) };
+        decode_blob_record(&v).map(Some).ok_or_else(|| StoreError::Invalid("malformed blob record".into()))
     }
 
-    /// Write a blob's record with `count`. `bytes` (the BEEF, `len` bytes) goes into an inline
-    /// record, and with `new` into the body of a large one; a large record's rewrite ignores it.
-    fn put_blob_ref(&mut self, h: &[u8; 32], count: u64, len: u64, bytes: &[u8], new: bool) {
-        let inline = len as usize <= keys::INLINE_BLOB_MAX;
-        let mut v = Vec::with_capacity(if inline { 9 + bytes.len() } else { 17 });
-        v.push(if inline { keys::BLOB_INLINE } else { keys::BLOB_EXTERNAL });
-        v.extend_from_slice(&count.to_be_bytes());
-        if inline {
-            v.extend_from_slice(bytes);
-        } else {
-            v.extend_from_slice(&len.to_be_bytes());
-            if new {
-                self.put(keys::blob_body(h).to_vec(), bytes.to_vec());
-            }
+    fn put_blob_ref(&mut self, h: &[u8; 32], count: u64, len: u64, at: u64) {
+        let mut v = Vec::with_capacity(24);
+        for n in [count, len, at] {
+            v.extend_from_slice(&n.to_be_bytes());
         }
-        self.put(keys::blob(h).to_vec(), v);
+        self.put(keys::blob_ref(h).to_vec(), v);
     }
 
     fn current(&self, service: &str, o: &Outpoint) -> Result<Option<(u64, RowVersion)>, StoreError> {
@@ -305,7 +303,7 @@ impl<'a> Txn<'a> {
             }
         }
         self.stats.row_bytes = self.stats.row_bytes.saturating_sub(size);
-        self.drop_ref(&row.beef_hash)
+        self.drop_ref(&row.beef.hash)
     }
 
     pub fn read_row(&self, service: &str, created: u64, o: &Outpoint) -> Result<Option<RowVersion>, StoreError> {
@@ -325,8 +323,15 @@ fn apply_changes(txn: &mut Txn, seq: u64, changes: Vec<Change>) -> Result<LogGro
     for c in changes {
         match c {
             Change::Admit { service, outpoint, topic, attributes, beef, context, expires_at } => {
-                let beef_hash = sha256(&beef);
-                let new_row = RowVersion { removed: 0, expires_at, beef_hash, topic, context, attributes };
+                // `at` is settled by `replace_row`, once it knows whether the blob is stored.
+                let new_row = RowVersion {
+                    removed: 0,
+                    expires_at,
+                    beef: BlobRef { hash: sha256(&beef), at: seq },
+                    topic,
+                    context,
+                    attributes,
+                };
                 let cur = txn.current(&service, &outpoint)?;
                 if let Some(change) = replace_row(txn, seq, service, outpoint, cur, new_row, &beef)? {
                     log.push(change);
@@ -335,7 +340,7 @@ fn apply_changes(txn: &mut Txn, seq: u64, changes: Vec<Change>) -> Result<LogGro
             Change::Refresh { service, outpoint, beef } => {
                 // Only a present row's evidence is replaced: a refresh never admits.
                 let Some((created, old)) = txn.current(&service, &outpoint)? else { continue };
-                let new_row = RowVersion { removed: 0, beef_hash: sha256(&beef), ..old.clone() };
+                let new_row = RowVersion { removed: 0, beef: BlobRef { hash: sha256(&beef), at: seq }, ..old.clone() };
                 if let Some(change) = replace_row(txn, seq, service, outpoint, Some((created, old)), new_row, &beef)? {
                     log.push(change);
                 }
@@ -348,9 +353,8 @@ fn apply_changes(txn: &mut Txn, seq: u64, changes: Vec<Change>) -> Result<LogGro
                 txn.remove_version(&service, &outpoint, created, &old, seq)?;
                 let spend = match spend {
                     Some(s) => {
-                        let h = sha256(&s.beef);
-                        txn.add_ref(&h, &s.beef)?;
-                        Some((s.spending_txid, h))
+                        let blob = txn.add_ref(&sha256(&s.beef), &s.beef, seq)?;
+                        Some((s.spending_txid, blob))
                     }
                     None => None,
                 };
@@ -377,10 +381,13 @@ fn replace_row(
     service: String,
     outpoint: Outpoint,
     cur: Option<(u64, RowVersion)>,
-    new_row: RowVersion,
+    mut new_row: RowVersion,
     beef: &[u8],
 ) -> Result<Option<LogChange>, StoreError> {
     if let Some((_, old)) = &cur {
+        if old.beef.hash == new_row.beef.hash {
+            new_row.beef.at = old.beef.at; // the same bytes, already stored there
+        }
         if *old == new_row {
             return Ok(None); // identical re-admission: no change
         }
@@ -392,12 +399,11 @@ fn replace_row(
         }
         None => None,
     };
-    let beef_hash = new_row.beef_hash;
-    txn.add_ref(&beef_hash, beef)?; // the row version's reference
-    txn.add_ref(&beef_hash, beef)?; // the log record's reference
+    new_row.beef = txn.add_ref(&new_row.beef.hash, beef, seq)?; // the row version's reference
+    txn.add_ref(&new_row.beef.hash, beef, seq)?; // the log record's reference
     txn.create_version(&service, seq, &outpoint, &new_row)?;
     let evidence_changed = old.as_ref().is_some_and(|(_, o)| {
-        o.topic != new_row.topic || o.beef_hash != new_row.beef_hash || o.context != new_row.context
+        o.topic != new_row.topic || o.beef.hash != new_row.beef.hash || o.context != new_row.context
     });
     Ok(Some(LogChange {
         service,
@@ -406,7 +412,7 @@ fn replace_row(
         new: Some(NewVersion {
             topic: new_row.topic,
             attributes: new_row.attributes,
-            beef_hash,
+            beef: new_row.beef,
             context: new_row.context,
             expires_at: new_row.expires_at,
         }),
@@ -772,7 +778,7 @@ impl Committer {
     /// without it (a reset that restates the collection never shows it empty in between).
     fn reset(&mut self, first: Vec<Change>) -> Result<(String, Option<u64>), StoreError> {
         let mut writes = Writes::new();
-        for table in [keys::LOG, keys::ROW, keys::CURRENT, keys::INDEX, keys::TIMER, keys::BLOB, keys::BLOB_BODY, keys::SERVICE] {
+        for table in [keys::LOG, keys::ROW, keys::CURRENT, keys::INDEX, keys::TIMER, keys::BLOB_REF, keys::BLOB, keys::SERVICE] {
             for kv in self.db.scan_prefix([table]) {
                 let (k, _) = kv.map_err(StoreError::io("scanning for reset"))?;
                 writes.insert(k.to_vec(), None);

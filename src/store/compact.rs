@@ -48,10 +48,10 @@ pub(crate) fn step(c: &mut Committer, horizon: u64, max_items: usize) -> Result<
                 }
             }
             if let Some(n) = &ch.new {
-                txn.drop_ref(&n.beef_hash)?;
+                txn.drop_ref(&n.beef.hash)?;
             }
-            if let Some((_, h)) = &ch.spend {
-                txn.drop_ref(h)?;
+            if let Some((_, b)) = &ch.spend {
+                txn.drop_ref(&b.hash)?;
             }
             items += 1;
         }

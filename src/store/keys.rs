@@ -11,14 +11,18 @@
 //! | `c`    | service 0 outpoint                             | created of current version  |
 //! | `i`    | service 0 attr 0 scalar created outpoint       | empty (index entry)         |
 //! | `e`    | expiresAt service 0 outpoint                   | created                     |
-//! | `b`    | sha256(BEEF)                                   | blob record (see below)     |
-//! | `y`    | sha256(BEEF)                                   | BEEF bytes of a large blob  |
+//! | `h`    | sha256(BEEF)                                   | blob record (see below)     |
+//! | `b`    | at sha256(BEEF)                                | BEEF bytes                  |
 //! | `s`    | service 0                                      | first seq (ever had rows)   |
 //! | `x`    | aux key (session layer)                        | aux value                   |
 //!
-//! A blob record is `0 | count u64 | BEEF` for a BEEF of at most [`INLINE_BLOB_MAX`] bytes (one
-//! key per blob: its reference count travels with it), or `1 | count u64 | length u64` for a
-//! larger one, whose bytes sit under `y` so that changing its count never rewrites them.
+//! A blob record is `count u64 | length u64 | at u64`: how many row versions and log records
+//! name the BEEF, and where its bytes are. `at` is the sequence of the group that stored them
+//! first; the bytes never move and are never rewritten while the count changes. Keying the
+//! bytes by `at` first puts the evidence of rows admitted together side by side, in the
+//! order a snapshot reads them (admission order), so a snapshot page reads a few neighbouring
+//! leaves instead of one random leaf per row. Row versions and log records carry `at` next to
+//! the hash ([`super::BlobRef`]), so reading evidence needs no blob record.
 use crate::select::{encode_scalar, Scalar};
 
 use super::Outpoint;
@@ -29,14 +33,8 @@ pub const ROW: u8 = b'r';
 pub const CURRENT: u8 = b'c';
 pub const INDEX: u8 = b'i';
 pub const TIMER: u8 = b'e';
+pub const BLOB_REF: u8 = b'h';
 pub const BLOB: u8 = b'b';
-pub const BLOB_BODY: u8 = b'y';
-
-/// Largest BEEF stored inline in its blob record (see the module docs).
-pub const INLINE_BLOB_MAX: usize = 8 * 1024;
-/// Tags of a blob record.
-pub const BLOB_INLINE: u8 = 0;
-pub const BLOB_EXTERNAL: u8 = 1;
 pub const SERVICE: u8 = b's';
 pub const AUX: u8 = b'x';
 
@@ -141,15 +139,16 @@ pub fn parse_timer(k: &[u8]) -> Option<(u64, String, Outpoint)> {
     ))
 }
 
-pub fn blob(h: &[u8; 32]) -> [u8; 33] {
-    let mut k = [BLOB; 33];
+pub fn blob_ref(h: &[u8; 32]) -> [u8; 33] {
+    let mut k = [BLOB_REF; 33];
     k[1..].copy_from_slice(h);
     k
 }
 
-pub fn blob_body(h: &[u8; 32]) -> [u8; 33] {
-    let mut k = [BLOB_BODY; 33];
-    k[1..].copy_from_slice(h);
+pub fn blob(b: &super::BlobRef) -> [u8; 41] {
+    let mut k = [BLOB; 41];
+    k[1..9].copy_from_slice(&b.at.to_be_bytes());
+    k[9..].copy_from_slice(&b.hash);
     k
 }
 

@@ -42,12 +42,22 @@ pub type Txid = [u8; 32];
 
 /// The schema version written into `meta`; a store with another version is refused.
 /// 2: blob reference counts moved into the blob records (`keys` module docs).
-pub const SCHEMA_VERSION: u32 = 2;
+/// 3: blob bytes keyed by the group that stored them, then the hash; rows and log records
+///    carry that location ([`BlobRef`]).
+pub const SCHEMA_VERSION: u32 = 3;
 /// Bounds on names and payloads accepted by `commit` (nothing grows without bound).
 pub const MAX_SERVICE_BYTES: usize = 256;
 pub const MAX_TOPIC_BYTES: usize = 1024;
 pub const MAX_CONTEXT_BYTES: usize = 64 * 1024;
 pub const MAX_BEEF_BYTES: usize = 64 * 1024 * 1024;
+
+/// Where a BEEF is stored: its sha256 and the sequence of the group that stored it first
+/// (`keys` module docs). Two references to the same BEEF always carry the same `at`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct BlobRef {
+    pub hash: [u8; 32],
+    pub at: u64,
+}
 
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
 pub struct Outpoint {
@@ -579,17 +589,19 @@ impl Store {
         project::project(group, service, sel)
     }
 
-    /// Evidence bytes by sha256.
+    /// Evidence bytes where a row version or log record says they are.
+    pub fn blob_at(&self, blob: &BlobRef) -> Result<Option<sled::IVec>, StoreError> {
+        self.db()?.get(keys::blob(blob)).map_err(StoreError::io("reading a blob"))
+    }
+
+    /// Evidence bytes by sha256 alone: one more read than [`Store::blob_at`], to find them.
     pub fn blob(&self, hash: &[u8; 32]) -> Result<Option<sled::IVec>, StoreError> {
         let db = self.db()?;
-        let Some(rec) = db.get(keys::blob(hash)).map_err(StoreError::io("reading a blob"))? else { return Ok(None) };
-        match rec.first() {
-            Some(&keys::BLOB_INLINE) if rec.len() >= 9 => Ok(Some(rec.subslice(9, rec.len() - 9))),
-            Some(&keys::BLOB_EXTERNAL) => match db.get(keys::blob_body(hash)).map_err(StoreError::io("reading a blob"))? {
-                Some(body) => Ok(Some(body)),
-                None => Err(corrupt(self.path(), "the body of a large blob is missing")),
-            },
-            _ => Err(corrupt(self.path(), "malformed blob record")),
+        let Some(rec) = db.get(keys::blob_ref(hash)).map_err(StoreError::io("reading a blob"))? else { return Ok(None) };
+        let at = commit::blob_record_at(&rec).ok_or_else(|| corrupt(self.path(), "malformed blob record"))?;
+        match self.blob_at(&BlobRef { hash: *hash, at })? {
+            Some(b) => Ok(Some(b)),
+            None => Err(corrupt(self.path(), "a blob's bytes are missing")),
         }
     }
 

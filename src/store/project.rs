@@ -16,12 +16,12 @@
 use crate::select::Selection;
 
 use super::codec::LogGroup;
-use super::{Context, Outpoint, Txid};
+use super::{BlobRef, Context, Outpoint, Txid};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Projected {
-    Output { outpoint: Outpoint, topic: String, beef_hash: [u8; 32], context: Option<Context> },
-    Spend { previous: Outpoint, spending_txid: Txid, beef_hash: [u8; 32] },
+    Output { outpoint: Outpoint, topic: String, beef: BlobRef, context: Option<Context> },
+    Spend { previous: Outpoint, spending_txid: Txid, beef: BlobRef },
     Withdraw { outpoint: Outpoint, reason: &'static str },
     /// Assessments made under the chain-view context `context_id` no longer hold (BRC-192 §2).
     Invalidated { context_id: String, reason: String },
@@ -42,7 +42,7 @@ pub(crate) fn project(group: &LogGroup, service: &str, sel: &Selection) -> Vec<P
             (_, Some(n)) if !before || ch.evidence_changed => out.push(Projected::Output {
                 outpoint: ch.outpoint.clone(),
                 topic: n.topic.clone(),
-                beef_hash: n.beef_hash,
+                beef: n.beef,
                 context: n.context.clone(),
             }),
             (_, Some(_)) => {}
@@ -53,8 +53,8 @@ pub(crate) fn project(group: &LogGroup, service: &str, sel: &Selection) -> Vec<P
                     (None, None) => "removed",
                 };
                 out.push(Projected::Withdraw { outpoint: ch.outpoint.clone(), reason });
-                if let Some((spending_txid, beef_hash)) = ch.spend {
-                    out.push(Projected::Spend { previous: ch.outpoint.clone(), spending_txid, beef_hash });
+                if let Some((spending_txid, beef)) = ch.spend {
+                    out.push(Projected::Spend { previous: ch.outpoint.clone(), spending_txid, beef });
                 }
             }
         }

@@ -26,7 +26,7 @@ use crate::select::{decode_scalar, encode_scalar, encode_str_prefix, order_value
 
 use super::codec::{row_removed, LogGroup, RowVersion, R};
 use super::keys::{self, VERSION_KEY_LEN};
-use super::{Context, Outpoint, StoreError};
+use super::{BlobRef, Context, Outpoint, StoreError};
 
 /// One row of a snapshot page.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,7 +35,7 @@ pub struct SnapshotRow {
     pub key: Vec<u8>,
     pub outpoint: Outpoint,
     pub topic: String,
-    pub beef_hash: [u8; 32],
+    pub beef: BlobRef,
     pub context: Option<Context>,
     /// The version's admission sequence.
     pub created: u64,
@@ -53,15 +53,15 @@ fn corrupt(what: impl Into<String>) -> StoreError {
 fn row_head(v: &[u8], suffix: &[u8]) -> Result<SnapshotRow, StoreError> {
     let (created, outpoint) = keys::parse_version_suffix(suffix).ok_or_else(|| corrupt("malformed row key"))?;
     let mut r = R::new(v);
-    let parse = |r: &mut R| -> Option<([u8; 32], String, Option<Context>)> {
+    let parse = |r: &mut R| -> Option<(BlobRef, String, Option<Context>)> {
         r.u64()?;
         if r.u8()? == 1 {
             r.u64()?;
         }
-        Some((r.h32()?, r.string()?, r.context()?))
+        Some((r.blob()?, r.string()?, r.context()?))
     };
-    let (beef_hash, topic, context) = parse(&mut r).ok_or_else(|| corrupt("malformed row version"))?;
-    Ok(SnapshotRow { key: suffix.to_vec(), outpoint, topic, beef_hash, context, created })
+    let (beef, topic, context) = parse(&mut r).ok_or_else(|| corrupt("malformed row version"))?;
+    Ok(SnapshotRow { key: suffix.to_vec(), outpoint, topic, beef, context, created })
 }
 
 fn decode_row(v: &[u8]) -> Result<RowVersion, StoreError> {
@@ -209,20 +209,20 @@ impl Iterator for AdmissionScan {
 fn row_head_with(v: &[u8], suffix: &[u8], last_topic: &mut String) -> Result<SnapshotRow, StoreError> {
     let (created, outpoint) = keys::parse_version_suffix(suffix).ok_or_else(|| corrupt("malformed row key"))?;
     let mut r = R::new(v);
-    let parse = |r: &mut R, last: &mut String| -> Option<([u8; 32], String, Option<Context>)> {
+    let parse = |r: &mut R, last: &mut String| -> Option<(BlobRef, String, Option<Context>)> {
         r.u64()?;
         if r.u8()? == 1 {
             r.u64()?;
         }
-        let hash = r.h32()?;
+        let blob = r.blob()?;
         let t = r.bytes()?;
         if t != last.as_bytes() {
             *last = std::str::from_utf8(t).ok()?.to_string();
         }
-        Some((hash, last.clone(), r.context()?))
+        Some((blob, last.clone(), r.context()?))
     };
-    let (beef_hash, topic, context) = parse(&mut r, last_topic).ok_or_else(|| corrupt("malformed row version"))?;
-    Ok(SnapshotRow { key: suffix.to_vec(), outpoint, topic, beef_hash, context, created })
+    let (beef, topic, context) = parse(&mut r, last_topic).ok_or_else(|| corrupt("malformed row version"))?;
+    Ok(SnapshotRow { key: suffix.to_vec(), outpoint, topic, beef, context, created })
 }
 
 /// Most index prefixes one admission-order plan merges.
