@@ -11,10 +11,10 @@
 //! - snapshot scan rows/s at 100k and 1M rows (unfiltered, admission order);
 //! - bytes on disk per row before/after compaction (after replacing half of the rows);
 //! - time to the first row of a selective indexed `eq` query at 1M rows;
-//! - the engine's ceiling (also alone: OLL_BENCH_ONLY=ceiling): raw sled `apply_batch` of the seven keys a
+//! - the engine's ceiling (also alone: OLL_BENCH_ONLY=ceiling): raw sled `apply_batch` of the eight keys a
 //!   1-output group writes (same prefixes, lengths and order as the store's), one thread, with
 //!   and without a flush per batch. No store code runs, so this bounds what any schema of
-//!   seven keys per group can reach on this machine.
+//!   eight keys per group can reach on this machine.
 //!
 //! Each output has three indexed attributes; 10 outputs of a transaction share one BEEF.
 use std::sync::Arc;
@@ -224,7 +224,7 @@ fn main() {
         for (per_batch, flush) in [(4u64, false), (4, true), (8, true), (64, true)] {
             let r: Vec<(f64, f64)> = (0..runs).map(|_| raw_sled_rate(groups, per_batch, flush)).collect();
             let how = if flush { "flushed after each batch" } else { "never flushed" };
-            println!("raw sled groups/s, {per_batch} groups of 7 keys per batch, {how:<24} {}", stats(r.iter().map(|x| x.0).collect()));
+            println!("raw sled groups/s, {per_batch} groups of 8 keys per batch, {how:<24} {}", stats(r.iter().map(|x| x.0).collect()));
             println!("  CPU µs/group (all threads)                         {}", stats(r.iter().map(|x| x.1 * 1e6).collect()));
         }
         if only == "ceiling" {
