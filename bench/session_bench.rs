@@ -2,7 +2,8 @@
 //!
 //! - open-to-first-batch latency at 1k, 100k and (unless OLL_BENCH_1M=0) 1M rows, for first
 //!   pages of 10, 100 and 1024 observations: `Provider::open` until its body is in hand,
-//!   which includes the flushed write of the fence and session (after 5 untimed opens);
+//!   which includes the flushed write of the fence and session. One store per size, all
+//!   open at once and measured in alternating rounds (after 2 s idle and 5 untimed rounds);
 //! - commit-to-wake latency with 1,000 and 10,000 long polls parked on a 2-worker tokio
 //!   runtime (the runtime shape the Node addon uses on this machine): from just before
 //!   `Store::commit` (which returns once the group is flushed and published) and from its
@@ -13,8 +14,8 @@
 //! `cargo bench --profile ci --bench session` (OLL_BENCH_QUICK=1 for a tiny run; OLL_BENCH_ONLY=first|wake
 //! for one part; OLL_BENCH_WAITERS=1000,10000 for the waiter counts; OLL_BENCH_1M=0 to skip 1M rows).
 //! For the first batch alone: OLL_BENCH_ROWS=1000,1000000 for the catalogue sizes, OLL_BENCH_PAGES and
-//! OLL_BENCH_OPENS for the page sizes and opens per figure, and OLL_BENCH_KEEP=dir to keep the store
-//! in `dir`, so a later run (a fresh process) measures it again without loading it.
+//! OLL_BENCH_OPENS for the page sizes and opens per figure, and OLL_BENCH_KEEP=dir to keep the stores
+//! in `dir`, so a later run (a fresh process) measures them again without loading them.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -122,29 +123,41 @@ fn summary(mut v: Vec<f64>) -> String {
 
 const ALL: &str = r#"{"where": {"all": true}}"#;
 
-/// Untimed opens before each first-batch figure. Right after a bulk load, sled's background
-/// threads are still writing back and cleaning segments on the same two cores; the first
-/// opens would time that rather than the open.
-const WARMUP_OPENS: usize = 5;
+/// Idle time after the loads, and untimed rounds before each page size. Right after a bulk
+/// load, sled's background threads are still writing back and cleaning segments on the same
+/// two cores; the first opens would time that rather than the open.
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
+const WARMUP_ROUNDS: usize = 5;
 
-/// `rows_file` (with OLL_BENCH_KEEP) records how many rows the kept store holds, so that a
-/// later run measures the same store from a fresh process without loading it again.
-fn first_batch(p: &Provider, sizes: &[u64], opens: usize, rows_file: Option<&std::path::Path>) {
+/// First batches at each catalogue size, one store per size, all open at once and measured
+/// in rounds: each round opens once on every store in turn. Timing the sizes one after the
+/// other instead let this shared machine's drift (other tenants, frequency, the allocator's
+/// state after a load) decide the ratio between them. Under `root/rows-N`; a store that a
+/// kept `root` (OLL_BENCH_KEEP) already holds is not loaded again.
+fn first_batch(root: &std::path::Path, sizes: &[u64], opens: usize) {
     let sel: Value = serde_json::from_str(ALL).unwrap();
-    let mut have: u64 = rows_file.and_then(|f| std::fs::read_to_string(f).ok()).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+    let stores: Vec<(u64, Arc<Provider>)> = sizes
+        .iter()
+        .map(|&rows| {
+            let dir = root.join(format!("rows-{rows}"));
+            let p = provider(&dir);
+            let marker = dir.join("loaded");
+            if !marker.exists() {
+                let t = Instant::now();
+                load(&p, 0, rows);
+                std::fs::write(&marker, rows.to_string()).unwrap();
+                println!("loaded {rows} rows in {:.1}s", t.elapsed().as_secs_f64());
+            }
+            (rows, p)
+        })
+        .collect();
+    std::thread::sleep(SETTLE);
     // Request ids unique across runs: a kept store keeps the opening fences of earlier runs.
     let mut request = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
-    for &rows in sizes {
-        let t = Instant::now();
-        load(p, have, rows);
-        have = have.max(rows);
-        if let Some(f) = rows_file {
-            std::fs::write(f, have.to_string()).unwrap();
-        }
-        println!("loaded {rows} rows in {:.1}s", t.elapsed().as_secs_f64());
-        for &page in &list_env("OLL_BENCH_PAGES", &[10, 100, 1024]) {
-            let mut ms = Vec::with_capacity(opens);
-            for i in 0..WARMUP_OPENS + opens {
+    for &page in &list_env("OLL_BENCH_PAGES", &[10, 100, 1024]) {
+        let mut ms = vec![Vec::with_capacity(opens); stores.len()];
+        for round in 0..WARMUP_ROUNDS + opens {
+            for (i, (rows, p)) in stores.iter().enumerate() {
                 request += 1;
                 let body = open_body(request, page);
                 let t = Instant::now();
@@ -152,12 +165,14 @@ fn first_batch(p: &Provider, sizes: &[u64], opens: usize, rows_file: Option<&std
                 let el = t.elapsed();
                 let b = parse(res.status, &res.body);
                 let got: usize = b["groups"].as_array().unwrap().len();
-                assert_eq!(got as u64, (page as u64).min(rows), "first page size");
-                if i >= WARMUP_OPENS {
-                    ms.push(el.as_secs_f64() * 1e3);
+                assert_eq!(got as u64, (page as u64).min(*rows), "first page size");
+                if round >= WARMUP_ROUNDS {
+                    ms[i].push(el.as_secs_f64() * 1e3);
                 }
                 p.close(&close_body(b["session"].as_str().unwrap()), &public());
             }
+        }
+        for ((rows, _), ms) in stores.iter().zip(ms) {
             println!("first batch ms  rows={rows:<8} page={page:<5} {}", summary(ms));
         }
     }
@@ -287,10 +302,8 @@ fn main() {
     if only != "wake" {
         let keep = std::env::var("OLL_BENCH_KEEP").ok().map(std::path::PathBuf::from);
         let dir = tempdir();
-        let p = provider(keep.as_deref().unwrap_or(dir.path()));
         let opens = std::env::var("OLL_BENCH_OPENS").ok().and_then(|v| v.parse().ok());
-        let rows_file = keep.map(|k| k.join("rows"));
-        first_batch(&p, &sizes, opens.unwrap_or(if quick() { 5 } else { 50 }), rows_file.as_deref());
+        first_batch(keep.as_deref().unwrap_or(dir.path()), &sizes, opens.unwrap_or(if quick() { 5 } else { 50 }));
     }
     if only != "first" {
         for n in list_env("OLL_BENCH_WAITERS", &[1_000usize, 10_000]) {
