@@ -183,13 +183,14 @@ impl<'a> Txn<'a> {
         self.writes.insert(k, None);
     }
 
-    /// Reference a blob, storing it on first reference at group `seq`; returns where it is.
-    /// Invariant kept by `add_ref`/`drop_ref` (and only they write blob records and bytes):
+    /// Add `refs` references to a blob, storing it on first reference at group `seq`;
+    /// returns where it is. Invariant kept by `add_refs`/`drop_ref` (and only they write
+    /// blob records and bytes):
     /// a blob's record exists iff its count — the row versions plus log records naming its
     /// hash — is positive, and its bytes exist at the record's `at` iff the record does.
     /// Record, count and bytes change in the same batch as the rows and log records that
     /// reference them (layout: `keys` module docs).
-    pub fn add_ref(&mut self, h: &[u8; 32], beef: &[u8], seq: u64) -> Result<BlobRef, StoreError> {
+    pub fn add_refs(&mut self, h: &[u8; 32], beef: &[u8], seq: u64, refs: u64) -> Result<BlobRef, StoreError> {
         let (count, len, at) = match self.blob_ref(h)? {
             Some(rec) => rec,
             None => {
@@ -199,7 +200,7 @@ impl<'a> Txn<'a> {
                 (0, beef.len() as u64, seq)
             }
         };
-        self.put_blob_ref(h, count + 1, len, at);
+        self.put_blob_ref(h, count + refs, len, at);
         Ok(BlobRef { hash: *h, at })
     }
 
@@ -353,7 +354,7 @@ fn apply_changes(txn: &mut Txn, seq: u64, changes: Vec<Change>) -> Result<LogGro
                 txn.remove_version(&service, &outpoint, created, &old, seq)?;
                 let spend = match spend {
                     Some(s) => {
-                        let blob = txn.add_ref(&sha256(&s.beef), &s.beef, seq)?;
+                        let blob = txn.add_refs(&sha256(&s.beef), &s.beef, seq, 1)?;
                         Some((s.spending_txid, blob))
                     }
                     None => None,
@@ -399,8 +400,8 @@ fn replace_row(
         }
         None => None,
     };
-    new_row.beef = txn.add_ref(&new_row.beef.hash, beef, seq)?; // the row version's reference
-    txn.add_ref(&new_row.beef.hash, beef, seq)?; // the log record's reference
+    // Two references: the row version's and the log record's.
+    new_row.beef = txn.add_refs(&new_row.beef.hash, beef, seq, 2)?;
     txn.create_version(&service, seq, &outpoint, &new_row)?;
     let evidence_changed = old.as_ref().is_some_and(|(_, o)| {
         o.topic != new_row.topic || o.beef.hash != new_row.beef.hash || o.context != new_row.context
