@@ -203,6 +203,12 @@ export interface LiveStats {
   logBytes: number
   rows: number
   diskBytes: number
+  /**
+   * Milliseconds since a commit of this process last became durable and visible to
+   * readers; absent before the first. A growing value on a busy host means ingestion
+   * stalled. bench/sections/waiters.js dates wake latency from it.
+   */
+  publishedAgoMs?: number
 }
 
 export interface MemberPage {

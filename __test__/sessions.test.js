@@ -347,6 +347,23 @@ test.each([
   expect((await live.read(readBody(first.session, first.cursor), ALICE)).status).toBe(401)
 })
 
+test('stats date the last commit that became visible, between its call and its resolution', async () => {
+  await setup()
+  expect(live.stats().publishedAgoMs).toBeUndefined()
+  const called = performance.now()
+  await live.commit([admit(1)])
+  const resolved = performance.now()
+  const read = performance.now()
+  const publishedAt = read - live.stats().publishedAgoMs
+  // One monotonic clock on both sides; the slack covers rounding to microseconds.
+  expect(publishedAt).toBeGreaterThanOrEqual(called - 0.01)
+  expect(publishedAt).toBeLessThanOrEqual(resolved + 0.01)
+  // A read changes nothing; only the next commit moves it.
+  const first = await openOk()
+  expect(performance.now() - live.stats().publishedAgoMs).toBeLessThanOrEqual(resolved + 0.01)
+  expect(first.highWater).toBe('1')
+})
+
 test('background compaction removes what no session needs and keeps what a session still reads', async () => {
   await setup({ compactionIntervalMs: 20 })
   for (let i = 0; i < 10; i++) await live.commit([admit(i)])

@@ -57,7 +57,9 @@ impl Packed {
 #[derive(Default)]
 pub struct Delivery {
     /// Answers not yet handed to JS. Invariant: while it holds any, a call of `wake` is
-    /// queued that has not yet taken them (the push that makes it non-empty queues one).
+    /// queued that has not yet taken them, or will be queued when the wake pass that
+    /// pushed the first of them releases its run (the push that makes it non-empty
+    /// queues one, through `session::handover`).
     queue: std::sync::Arc<Mutex<Packed>>,
     wake: Mutex<Option<Wake>>,
 }
@@ -86,7 +88,7 @@ impl Delivery {
         }
     }
 
-    fn send(&self, ticket: u32, status: u32, body: Vec<u8>) {
+    fn send(self: &std::sync::Arc<Self>, ticket: u32, status: u32, body: Vec<u8>) {
         let first = {
             let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
             let first = q.index.is_empty();
@@ -94,9 +96,15 @@ impl Delivery {
             first
         };
         if first {
-            if let Some(w) = self.wake.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-                w.call((), ThreadsafeFunctionCallMode::NonBlocking);
-            }
+            // During a wake pass the JS thread is woken once per run of answers.
+            let this = self.clone();
+            crate::session::handover::wake(Box::new(move || this.wake_js()));
+        }
+    }
+
+    fn wake_js(&self) {
+        if let Some(w) = self.wake.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            w.call((), ThreadsafeFunctionCallMode::NonBlocking);
         }
     }
 }

@@ -132,6 +132,10 @@ pub struct LiveStats {
     pub log_bytes: i64,
     pub rows: i64,
     pub disk_bytes: i64,
+    /// Milliseconds since a commit of this process last became durable and visible to
+    /// readers; absent before the first. A growing value on a busy host means ingestion
+    /// stalled. bench/sections/waiters.js dates wake latency from it.
+    pub published_ago_ms: Option<f64>,
 }
 
 /// A cancellation handle: JS trips it when the HTTP response closes early.
@@ -483,6 +487,8 @@ impl NativeLive {
 
     #[napi]
     pub fn stats(&self) -> napi::Result<LiveStats, String> {
+        // Read first, so that it is dated as close to the caller's call as possible.
+        let published_ago_ms = self.provider.store().published_ago().map(|d| d.as_secs_f64() * 1000.0);
         let s = self.provider.store().stats().map_err(store_error)?;
         Ok(LiveStats {
             sessions: self.provider.session_count() as u32,
@@ -493,6 +499,7 @@ impl NativeLive {
             log_bytes: s.log_bytes as i64,
             rows: s.rows as i64,
             disk_bytes: s.disk_bytes as i64,
+            published_ago_ms,
         })
     }
 

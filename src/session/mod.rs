@@ -15,6 +15,7 @@
 
 pub mod batch;
 pub mod cursor;
+pub mod handover;
 mod park;
 pub mod record;
 mod table;
@@ -1092,6 +1093,10 @@ impl Provider {
 
     pub fn session_count(&self) -> usize {
         let now = self.now();
-        self.sessions_where(|r| !r.closed && !r.revoked && now < r.expires_at).len()
+        let table = self.sessions.lock().unwrap();
+        table.all().filter(|s| {
+            let r = s.rec.lock().unwrap();
+            !r.closed && !r.revoked && now < r.expires_at
+        }).count()
     }
 }

@@ -561,6 +561,7 @@ fn mark_failed(shared: &Shared, msg: &str) {
 /// Readers only learn of a sequence after it is durable (BRC-193 §4).
 pub(crate) fn publish(shared: &Shared, hw: u64) {
     shared.high_water.store(hw, Ordering::Release);
+    *shared.published_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::time::Instant::now());
     shared.watch.send_replace(hw);
 }
 

@@ -240,7 +240,11 @@ pub(crate) struct Shared {
     /// Bumped by the committer after it applies a batch that adds an expiry timer.
     pub timers_added: AtomicU64,
     /// `(timers_added, earliest timer)` as last read from the tree by `apply_expiries`.
-    pub timer_hint: Mutex<Option<(u64, u64)>>,
+    /// A read lock on the fast path: every read and every woken poll checks it, from
+    /// whichever thread builds the batch.
+    pub timer_hint: RwLock<Option<(u64, u64)>>,
+    /// When the latest sequence was published (made visible to readers) in this process.
+    pub published_at: Mutex<Option<std::time::Instant>>,
 }
 
 pub struct Store {
@@ -410,11 +414,12 @@ impl Store {
             compacted: AtomicU64::new(meta.compacted),
             epoch: RwLock::new(meta.epoch),
             watch,
+            published_at: Mutex::new(None),
             failed: Mutex::new(None),
             max_rows: cfg.max_rows,
             max_retained_bytes: cfg.max_retained_bytes,
             timers_added: AtomicU64::new(0),
-            timer_hint: Mutex::new(None),
+            timer_hint: RwLock::new(None),
         });
         let (tx, rx) = mpsc::channel();
         let committer = commit::spawn(db.clone(), shared.clone(), meta.stats, rx)
@@ -522,7 +527,7 @@ impl Store {
         // hint with the current count was read from a tree holding every timer applied so far
         // (removals only make it earlier than the truth, which costs a scan, never a miss).
         let added = self.shared.timers_added.load(Ordering::Acquire);
-        let hint = *self.shared.timer_hint.lock().unwrap_or_else(|p| p.into_inner());
+        let hint = *self.shared.timer_hint.read().unwrap_or_else(|p| p.into_inner());
         if let Some((seen, earliest)) = hint {
             if seen == added && earliest > now {
                 return Ok(None);
@@ -535,7 +540,7 @@ impl Store {
                 keys::parse_timer(&k).map_or(0, |(at, _, _)| at)
             }
         };
-        *self.shared.timer_hint.lock().unwrap_or_else(|p| p.into_inner()) = Some((added, earliest));
+        *self.shared.timer_hint.write().unwrap_or_else(|p| p.into_inner()) = Some((added, earliest));
         if earliest > now {
             return Ok(None);
         }
@@ -681,6 +686,13 @@ impl Store {
     pub fn reset_epoch_with(&self, first: Vec<Change>) -> Result<(String, Option<u64>), StoreError> {
         commit::validate(&first)?;
         self.request(|reply| Req::Reset { first, reply })
+    }
+
+    /// Time since a commit of this process last became durable and visible to readers
+    /// (`None` before the first). Together with the caller's own clock it dates the
+    /// publication, from which wake latency is measured (bench/sections/waiters.js).
+    pub fn published_ago(&self) -> Option<std::time::Duration> {
+        self.shared.published_at.lock().unwrap_or_else(|p| p.into_inner()).map(|t| t.elapsed())
     }
 
     pub fn stats(&self) -> Result<StoreStats, StoreError> {
