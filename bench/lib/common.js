@@ -110,8 +110,20 @@ function progress (...args) {
 }
 
 /** The delivery latency figures of a long-poll section, from per-run percentiles. */
-function deliverySummary ({ p50, p99, max, p50Ack, p99Ack, commitMs }) {
+/**
+ * When, on `now()`'s clock, the store's latest commit became durable and visible to readers
+ * (`live.stats().publishedAgoMs` read right after `now()`); NaN if it has not published yet.
+ */
+function publishedAt (live) {
+  const t = now()
+  const ago = live.stats().publishedAgoMs
+  return ago == null ? NaN : t - ago
+}
+
+function deliverySummary ({ p50, p99, max, p50Ack, p99Ack, p50Pub, p99Pub, commitMs }) {
   return {
+    deliveryFromPublicationP50Ms: summary(p50Pub, 'ms'),
+    deliveryFromPublicationP99Ms: summary(p99Pub, 'ms'),
     deliveryFromCommitCallP50Ms: summary(p50, 'ms'),
     deliveryFromCommitCallP99Ms: summary(p99, 'ms'),
     deliveryFromCommitCallMaxMs: summary(max, 'ms'),
@@ -121,4 +133,4 @@ function deliverySummary ({ p50, p99, max, p50Ack, p99Ack, commitMs }) {
   }
 }
 
-module.exports = { deliverySummary, now, percentile, summary, rssBytes, peakRssBytes, gc, memory, dirBytes, sleep, until, progress }
+module.exports = { deliverySummary, publishedAt, now, percentile, summary, rssBytes, peakRssBytes, gc, memory, dirBytes, sleep, until, progress }

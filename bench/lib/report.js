@@ -175,17 +175,22 @@ function waitersSection (w) {
 For N sessions (one principal each) on a 10-row collection: drain each snapshot, park one long poll
 per session (\`waitMs\` 25 s; parked 32 at a time, since each poll's first scan is store work bounded by
 \`maxConcurrentWork\`), commit one group, and time each poll's resolution in JS. Every poll is
-checked to have received exactly that group. "From the commit call" starts just before
-\`live.commit\` (so it includes the durable flush); "from the ack" starts when \`live.commit\` resolved,
-and can be negative because a poll may be delivered before the commit's own promise resolves.
+checked to have received exactly that group. "From publication" starts when the commit became
+durable and visible to readers, the earliest a poll may be woken (dated with
+\`live.stats().publishedAgoMs\` right after the last answer); this is the commit-to-wake latency.
+"From the commit call" starts just before \`live.commit\`, so it adds the durable flush, whose time
+depends on the disk; "from the ack" starts when \`live.commit\` resolved, and can be negative because
+a poll may be delivered before the commit's own promise resolves. "Process CPU" is the CPU time of
+every thread of the process from the commit call to the last answer (\`process.cpuUsage\`); on two
+cores, a wake of N polls cannot end sooner than half of it.
 Percentiles are over the N polls of one run; cells are median (min–max) over runs (a warm-up run
 is discarded). These runs force no GC: memory (section 5) is measured in rounds of its own, after
 them, because a forced full GC discards V8's optimized code for the delivery path and the next
 wake would pay for its recompilation.
 
-${table(['waiting sessions', 'p50 from commit call, ms', 'p99 from commit call, ms', 'max, ms', 'p50 from ack, ms', 'p99 from ack, ms', 'commit ack, ms', 'polls refused instead of delivered', 'opening N sessions, s'], w.sizes.map(s => [
-    s.waiters.toLocaleString('en-US'), cell(s.deliveryFromCommitCallP50Ms), cell(s.deliveryFromCommitCallP99Ms), cell(s.deliveryFromCommitCallMaxMs),
-    cell(s.deliveryFromCommitAckP50Ms), cell(s.deliveryFromCommitAckP99Ms), cell(s.commitAckMs), s.refusedPolls ? cell(s.refusedPolls) : '—', num(s.openSessionsMs / 1000)
+${table(['waiting sessions', 'p50 from publication, ms', 'p99 from publication, ms', 'p50 from commit call, ms', 'p99 from commit call, ms', 'max, ms', 'p99 from ack, ms', 'commit ack, ms', 'process CPU per wake, ms', 'polls refused instead of delivered', 'opening N sessions, s'], w.sizes.map(s => [
+    s.waiters.toLocaleString('en-US'), cell(s.deliveryFromPublicationP50Ms), cell(s.deliveryFromPublicationP99Ms), cell(s.deliveryFromCommitCallP50Ms), cell(s.deliveryFromCommitCallP99Ms), cell(s.deliveryFromCommitCallMaxMs),
+    cell(s.deliveryFromCommitAckP99Ms), cell(s.commitAckMs), cell(s.processCpuPerWakeMs), s.refusedPolls ? cell(s.refusedPolls) : '—', num(s.openSessionsMs / 1000)
   ]))}
 ${w.sizes.some(s => s.refusal) ? '\n**Some woken polls were answered with an error instead of the committed group.** First such answer: ' + w.sizes.filter(s => s.refusal).map(s => `N = ${s.waiters}: \`${s.refusal}\``).join('; ') + '. Latencies above cover the delivered polls only; refused sessions were brought up to date with plain reads before the next run.\n' : ''}
 ![latency against waiting sessions](latency-vs-waiters.svg)
@@ -353,12 +358,13 @@ store: \`maxSessionsPerPrincipal\`, \`maxWaiters\` and \`maxWaitersPerPrincipal\
 keep-alive \`Agent\` with \`maxSockets\` N + 64 (one connection per parked poll); server keep-alive timeout
 ${num(p0.serverKeepAliveTimeoutMs / 1000)} s. Client and server share one process and event loop, so the
 figures include the client's receiving and parsing of all N answers. "From the commit call" starts just
-before \`live.commit\`; "from the ack" when it resolved. Percentiles over the N polls of one run; cells
+before \`live.commit\`; "from the ack" when it resolved; "from publication" when the commit became durable
+and visible (as in section 4). Percentiles over the N polls of one run; cells
 are median (min–max) over runs (a warm-up run is discarded).
 
-${table(['HTTP pollers', 'p50 from commit call, ms', 'p99 from commit call, ms', 'max, ms', 'p50 from ack, ms', 'p99 from ack, ms', 'commit ack, ms', 'polls refused', 'open file descriptors parked (limit)', 'opening N sessions over HTTP, s'], h.polls.map(p => [
-    p.pollers.toLocaleString('en-US'), cell(p.deliveryFromCommitCallP50Ms), cell(p.deliveryFromCommitCallP99Ms), cell(p.deliveryFromCommitCallMaxMs),
-    cell(p.deliveryFromCommitAckP50Ms), cell(p.deliveryFromCommitAckP99Ms), cell(p.commitAckMs), cell(p.refusedPolls, v => String(Math.round(v))),
+${table(['HTTP pollers', 'p50 from publication, ms', 'p99 from publication, ms', 'p50 from commit call, ms', 'p99 from commit call, ms', 'max, ms', 'p99 from ack, ms', 'commit ack, ms', 'polls refused', 'open file descriptors parked (limit)', 'opening N sessions over HTTP, s'], h.polls.map(p => [
+    p.pollers.toLocaleString('en-US'), cell(p.deliveryFromPublicationP50Ms), cell(p.deliveryFromPublicationP99Ms), cell(p.deliveryFromCommitCallP50Ms), cell(p.deliveryFromCommitCallP99Ms), cell(p.deliveryFromCommitCallMaxMs),
+    cell(p.deliveryFromCommitAckP99Ms), cell(p.commitAckMs), cell(p.refusedPolls, v => String(Math.round(v))),
     p.fdParked ? `${p.fdParked.open === null ? '—' : p.fdParked.open.toLocaleString('en-US')} (${p.fdParked.limit === null ? '—' : p.fdParked.limit.toLocaleString('en-US')})` : '—',
     num(p.openSessionsMs / 1000)
   ]))}

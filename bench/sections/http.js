@@ -17,7 +17,7 @@ const { LiveLookup } = require('../../js')
 const { createNotesCompanion } = require('../../demo/notes/notesCompanion')
 const { plainService } = require('../../__test__/helpers/live')
 const { ORIGIN, startServer, agent, postRaw } = require('../lib/http')
-const { deliverySummary, now, summary, percentile, until, progress, rssBytes, peakRssBytes } = require('../lib/common')
+const { deliverySummary, publishedAt, now, summary, percentile, until, progress, rssBytes, peakRssBytes } = require('../lib/common')
 const rows = require('../lib/rows')
 const client = require('../lib/client')
 
@@ -120,7 +120,7 @@ async function measurePolls (cfg, templates, n) {
   const server = await startServer(live, { keepAliveTimeoutMs: KEEP_ALIVE_MS })
   const ag = agent(n + 64)
   const fdBefore = fdUsage()
-  const p50 = []; const p99 = []; const max = []; const p50Ack = []; const p99Ack = []; const commitMs = []; const refused = []
+  const p50 = []; const p99 = []; const max = []; const p50Ack = []; const p99Ack = []; const p50Pub = []; const p99Pub = []; const commitMs = []; const refused = []
   let refusal = null; let fdParked = null; let sessions = null; let openMs = null
   try {
     const t0 = now()
@@ -134,7 +134,8 @@ async function measurePolls (cfg, templates, n) {
       await live.commit([rows.admitChange(committed)])
       const tAck = now()
       const done = await Promise.all(polls)
-      const fromCommit = []; const fromAck = []; const refusedNow = []
+      const tPub = publishedAt(live)
+      const fromCommit = []; const fromAck = []; const fromPub = []; const refusedNow = []
       done.forEach((d, i) => {
         if (d.status !== 200) { refusedNow.push(sessions[i]); if (!refusal) refusal = `${d.status} ${String(d.body).slice(0, 200)}`; return }
         const b = d.body
@@ -145,12 +146,14 @@ async function measurePolls (cfg, templates, n) {
         sessions[i].cursor = b.cursor
         fromCommit.push(d.at - tCommit)
         fromAck.push(d.at - tAck)
+        fromPub.push(d.at - tPub)
       })
       for (const s of refusedNow) await catchUp(ag, server, s)
       if (r === 0) continue // warm-up
       refused.push(refusedNow.length)
       p50.push(percentile(fromCommit, 50)); p99.push(percentile(fromCommit, 99)); max.push(percentile(fromCommit, 100))
       p50Ack.push(percentile(fromAck, 50)); p99Ack.push(percentile(fromAck, 99))
+      p50Pub.push(percentile(fromPub, 50)); p99Pub.push(percentile(fromPub, 99))
       commitMs.push(tAck - tCommit)
       progress(`http polls ${n}: run ${r}/${cfg.runs} p50 ${percentile(fromCommit, 50).toFixed(1)} ms p99 ${percentile(fromCommit, 99).toFixed(1)} ms, refused ${refusedNow.length}`)
     }
@@ -169,7 +172,7 @@ async function measurePolls (cfg, templates, n) {
     serverKeepAliveTimeoutMs: KEEP_ALIVE_MS,
     fdBefore,
     fdParked,
-    ...deliverySummary({ p50, p99, max, p50Ack, p99Ack, commitMs }),
+    ...deliverySummary({ p50, p99, max, p50Ack, p99Ack, p50Pub, p99Pub, commitMs }),
     refusedPolls: summary(refused, 'polls'),
     refusal
   }

@@ -17,7 +17,7 @@ const crypto = require('node:crypto')
 const { LiveLookup } = require('../../js')
 const { createNotesCompanion } = require('../../demo/notes/notesCompanion')
 const { plainService } = require('../../__test__/helpers/live')
-const { deliverySummary, now, summary, percentile, memory, until, progress, rssBytes, sleep } = require('../lib/common')
+const { deliverySummary, publishedAt, now, summary, percentile, memory, until, progress, rssBytes, sleep } = require('../lib/common')
 const rows = require('../lib/rows')
 const client = require('../lib/client')
 
@@ -109,7 +109,7 @@ async function measureN (cfg, templates, n) {
   const sessions = await openSessions(live, n)
   const openMs = now() - t0
   const memSessions = memory()
-  const p50 = []; const p99 = []; const max = []; const p50Ack = []; const p99Ack = []; const commitMs = []
+  const p50 = []; const p99 = []; const max = []; const p50Ack = []; const p99Ack = []; const p50Pub = []; const p99Pub = []; const commitMs = []; const cpuMs = []
   const perWaiter = []; const perWaiting = []; const rssParked = []; const refused = []
   let refusal = null
   /** One round: park a poll per session, commit one group, collect every answer. */
@@ -120,11 +120,14 @@ async function measureN (cfg, templates, n) {
     // Let V8's concurrent work (sweeping after a forced GC, compiling the parking code)
     // finish, so that it does not compete with the delivery being timed (2 cores).
     await sleep(SETTLE_MS)
+    const cpu0 = process.cpuUsage()
     const tCommit = now()
     await live.commit([rows.admitChange(rows.row(templates, next++))])
     const tAck = now()
     const done = await Promise.all(polls)
-    const fromCommit = []; const fromAck = []; const refusedNow = []
+    const tPub = publishedAt(live)
+    const cpu = process.cpuUsage(cpu0)
+    const fromCommit = []; const fromAck = []; const fromPub = []; const refusedNow = []
     done.forEach((d, i) => {
       if (d.res.status !== 200) { refusedNow.push(sessions[i]); return }
       const b = client.parse(d.res, 'poll')
@@ -132,13 +135,14 @@ async function measureN (cfg, templates, n) {
       sessions[i].cursor = b.cursor
       fromCommit.push(d.at - tCommit)
       fromAck.push(d.at - tAck)
+      fromPub.push(d.at - tPub)
     })
     if (refusedNow.length > 0) {
       const first = done.find(d => d.res.status !== 200).res
       refusal = `${first.status} ${Buffer.from(first.body).toString('utf8').slice(0, 200)}`
       for (const s of refusedNow) await catchUp(live, s)
     }
-    return { memIdle, memParked, fromCommit, fromAck, refused: refusedNow.length, ackMs: tAck - tCommit }
+    return { memIdle, memParked, fromCommit, fromAck, fromPub, refused: refusedNow.length, ackMs: tAck - tCommit, cpuMs: (cpu.user + cpu.system) / 1000 }
   }
   try {
     for (let r = 0; r <= cfg.runs; r++) {
@@ -147,7 +151,9 @@ async function measureN (cfg, templates, n) {
       refused.push(o.refused)
       p50.push(percentile(o.fromCommit, 50)); p99.push(percentile(o.fromCommit, 99)); max.push(percentile(o.fromCommit, 100))
       p50Ack.push(percentile(o.fromAck, 50)); p99Ack.push(percentile(o.fromAck, 99))
+      p50Pub.push(percentile(o.fromPub, 50)); p99Pub.push(percentile(o.fromPub, 99))
       commitMs.push(o.ackMs)
+      cpuMs.push(o.cpuMs)
       progress(`waiters ${n}: run ${r}/${cfg.runs} p50 ${percentile(o.fromCommit, 50).toFixed(2)} ms p99 ${percentile(o.fromCommit, 99).toFixed(2)} ms, refused ${o.refused}`)
     }
     for (let r = 0; r < Math.min(cfg.runs, MEMORY_ROUNDS); r++) {
@@ -164,7 +170,9 @@ async function measureN (cfg, templates, n) {
   return {
     waiters: n,
     openSessionsMs: openMs,
-    ...deliverySummary({ p50, p99, max, p50Ack, p99Ack, commitMs }),
+    ...deliverySummary({ p50, p99, max, p50Ack, p99Ack, p50Pub, p99Pub, commitMs }),
+    // CPU time of the whole process (every thread) from the commit call to the last answer.
+    processCpuPerWakeMs: summary(cpuMs, 'ms'),
     waitingSessionRssBytes: summary(perWaiting.map(d => d.rss), 'bytes'),
     waitingSessionNativeEstimateBytes: summary(perWaiting.map(d => d.nativeEstimate), 'bytes'),
     waitingSessionHeapUsedBytes: summary(perWaiting.map(d => d.heapUsed), 'bytes'),
