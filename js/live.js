@@ -355,7 +355,7 @@ class LiveLookup {
     const access = await this.authorizeNow('open', 'request', caller, req.service, req.query)
     if (!access) return errorResponse('unauthorized', 'not authorized for this lookup')
     const start = (ticket) => this.core.openTicketed(Buffer.from(body), caller, access, selection, ticket)
-    return this.ticketed(start, this.recheckFor('open', caller, req.service, req.query, access, null), null, null)
+    return this.ticketed(start, (res) => this.recheck(res, 'open', caller, req.service, req.query, access))
   }
 
   /**
@@ -378,8 +378,8 @@ class LiveLookup {
         if (!access) {
           return this.core.revokeSession(req.session).then(() => errorResponse('unauthorized', 'access to this session was revoked'))
         }
-        const check = this.recheckFor('read', caller, info.service, info.query, access, req.session)
-        return this.nativeRead(Buffer.from(body), caller, access, signal, check)
+        const recheck = (res) => this.recheck(res, 'read', caller, info.service, info.query, access, req.session)
+        return this.nativeRead(Buffer.from(body), caller, access, signal, recheck)
       }
       const access = this.authorizeNow('read', 'request', caller, info.service, info.query)
       return access && typeof access.then === 'function' ? access.then(start) : start(access)
@@ -389,31 +389,36 @@ class LiveLookup {
   }
 
   /** The native read under a ticket (see `ticketed`); `signal` cancels a waiting poll. */
-  nativeRead (body, caller, access, signal, check) {
+  nativeRead (body, caller, access, signal, then) {
     const cancel = new native.NativeCancel()
-    let onAbort = null
+    const onAbort = () => cancel.cancel()
     if (signal) {
       if (signal.aborted) cancel.cancel()
-      else {
-        onAbort = () => cancel.cancel()
-        signal.addEventListener('abort', onAbort, { once: true })
-      }
+      else signal.addEventListener('abort', onAbort, { once: true })
     }
-    return this.ticketed((ticket) => this.core.readTicketed(body, caller, access, cancel, ticket), check, signal, onAbort)
+    const done = signal ? () => signal.removeEventListener('abort', onAbort) : null
+    return this.ticketed((ticket) => this.core.readTicketed(body, caller, access, cancel, ticket), then, done)
   }
 
   /**
    * A native call answered through the delivery function under a ticket, not through a
-   * promise of its own (src/node/delivery.rs). Resolves with the response, after the
-   * recheck `check` (see `recheckFor`) when there is one, once `settleCalls` gets its
-   * answer. `onAbort`, when given, is removed from `signal` first, whether the call was
-   * answered or failed to start.
+   * promise of its own (src/node/delivery.rs). Resolves with `then(response)` (the
+   * response itself when `then` is null) once `settleCalls` gets its answer; `done`
+   * runs first, whether the call was answered or failed to start.
    */
-  ticketed (start, check, signal, onAbort) {
+  ticketed (start, then, done) {
     const ticket = this.nextTicket
     this.nextTicket = ticket >= 0xffffffff ? 1 : ticket + 1
     return new Promise((resolve, reject) => {
-      this.pendingCalls.set(ticket, new PendingCall(resolve, reject, check, signal, onAbort))
+      this.pendingCalls.set(ticket, (res) => {
+        if (done) done()
+        // A hook that throws fails this call only, not the others delivered with it.
+        try {
+          resolve(then ? then(res) : res)
+        } catch (e) {
+          reject(e)
+        }
+      })
       try {
         // Node keeps running while a call is outstanding, as it would for a pending promise.
         if (this.pendingCalls.size === 1) this.core.holdDeliveries(true)
@@ -421,7 +426,7 @@ class LiveLookup {
       } catch (e) {
         this.pendingCalls.delete(ticket)
         if (this.pendingCalls.size === 0) this.core.holdDeliveries(false)
-        if (onAbort !== null) signal.removeEventListener('abort', onAbort)
+        if (done) done()
         reject(e)
       }
     })
@@ -433,11 +438,6 @@ class LiveLookup {
    * end to end (src/node/delivery.rs). Each body is a view into `bodies`, not a copy:
    * copying doubled the JS thread's cost per woken poll. Like Node's own pooled buffers,
    * a body kept for long keeps the rest of its delivery in memory; copy it to keep it.
-   *
-   * Everything a call needs at this point is data in its `PendingCall`, and the code
-   * that runs is methods, never a closure made per call: a commit can wake a thousand
-   * polls at once, and V8 optimizes a method once, where closures made per call ran
-   * unoptimized while it compiled them again after every few collections.
    */
   settleCalls ({ index, bodies }) {
     let at = 0
@@ -445,23 +445,12 @@ class LiveLookup {
       const len = index[i + 2]
       const body = bodies.subarray(at, at + len)
       at += len
-      const call = this.pendingCalls.get(index[i])
-      if (call === undefined) continue
+      const settle = this.pendingCalls.get(index[i])
+      if (!settle) continue
       this.pendingCalls.delete(index[i])
-      this.settle(call, { status: index[i + 1], body })
+      settle({ status: index[i + 1], body })
     }
     if (this.pendingCalls.size === 0) this.core.holdDeliveries(false)
-  }
-
-  /** Settles one call with its response (after its recheck, if it has one). */
-  settle (call, res) {
-    if (call.onAbort !== null) call.signal.removeEventListener('abort', call.onAbort)
-    // A hook that throws fails this call only, not the others delivered with it.
-    try {
-      call.resolve(call.check === null ? res : this.recheck(res, call.check))
-    } catch (e) {
-      call.reject(e)
-    }
   }
 
   /** POST .../lookup/close: always `{version:1, closed:true}` for a valid body. */
@@ -470,26 +459,16 @@ class LiveLookup {
   }
 
   /**
-   * What the authorization right before a batch is handed out (BRC-193 §5) needs, or
-   * null when there is nothing to recheck: without a host hook every caller has the
-   * same constant scope, so the answer could not change.
-   */
-  recheckFor (operation, caller, service, query, access, sessionId) {
-    if (this.authorizeHook === defaultAuthorize) return null
-    return new Recheck(operation, caller, service, query, access, sessionId)
-  }
-
-  /**
    * Authorization again right before a batch is handed out (BRC-193 §5): a
    * changed or withdrawn access scope ends the session with unauthorized.
    */
-  recheck (res, check) {
+  recheck (res, operation, caller, service, query, access, sessionId) {
     if (res.status !== 200) return res
-    const again = this.authorizeNow(check.operation, 'serialize', check.caller, check.service, check.query)
+    const again = this.authorizeNow(operation, 'serialize', caller, service, query)
     if (again && typeof again.then === 'function') {
-      return again.then((a) => this.afterRecheck(res, a, check.access, check.sessionId))
+      return again.then((a) => this.afterRecheck(res, a, access, sessionId))
     }
-    return this.afterRecheck(res, again, check.access, check.sessionId)
+    return this.afterRecheck(res, again, access, sessionId)
   }
 
   /** The batch when the access scope is unchanged; otherwise the session ends. */
@@ -618,29 +597,6 @@ function sameEvidence (a, b) {
     return Buffer.compare(Buffer.from(x), Buffer.from(y)) === 0
   } catch (_) {
     return false
-  }
-}
-
-/** A call waiting for its answer (see `ticketed`). */
-class PendingCall {
-  constructor (resolve, reject, check, signal, onAbort) {
-    this.resolve = resolve
-    this.reject = reject
-    this.check = check
-    this.signal = signal
-    this.onAbort = onAbort
-  }
-}
-
-/** What a call's authorization recheck needs (see `recheckFor`). */
-class Recheck {
-  constructor (operation, caller, service, query, access, sessionId) {
-    this.operation = operation
-    this.caller = caller
-    this.service = service
-    this.query = query
-    this.access = access
-    this.sessionId = sessionId
   }
 }
 
