@@ -551,9 +551,17 @@ impl Provider {
         Ok(())
     }
 
-    /// Sessions known to this process whose record satisfies `pred`.
-    fn sessions_where(&self, pred: impl Fn(&SessionRecord) -> bool) -> Vec<Arc<LiveSession>> {
-        self.sessions.lock().unwrap().all().filter(|s| pred(&s.rec.lock().unwrap())).cloned().collect()
+    /// Hands `f` the sessions known to this process whose record satisfies `pred`, under
+    /// the table lock, so a caller that only counts them or takes a few ids copies nothing
+    /// else.
+    fn sessions_where<R>(
+        &self,
+        pred: impl Fn(&SessionRecord) -> bool,
+        f: impl FnOnce(&mut dyn Iterator<Item = &Arc<LiveSession>>) -> R,
+    ) -> R {
+        let table = self.sessions.lock().unwrap();
+        let mut found = table.all().filter(|s| pred(&s.rec.lock().unwrap()));
+        f(&mut found)
     }
 
     /// Finds a session in memory or loads it from the store.
@@ -1069,12 +1077,8 @@ impl Provider {
     fn forget_finished_sessions(&self, max: usize) -> Result<usize, WireError> {
         let now = self.now();
         let epoch = self.store.epoch();
-        let done: Vec<[u8; 16]> = self
-            .sessions_where(|r| now >= r.replay_until || r.epoch != epoch)
-            .iter()
-            .map(|s| s.id)
-            .take(max)
-            .collect();
+        let done: Vec<[u8; 16]> =
+            self.sessions_where(|r| now >= r.replay_until || r.epoch != epoch, |found| found.map(|s| s.id).take(max).collect());
         if done.is_empty() {
             return Ok(0);
         }
@@ -1093,10 +1097,6 @@ impl Provider {
 
     pub fn session_count(&self) -> usize {
         let now = self.now();
-        let table = self.sessions.lock().unwrap();
-        table.all().filter(|s| {
-            let r = s.rec.lock().unwrap();
-            !r.closed && !r.revoked && now < r.expires_at
-        }).count()
+        self.sessions_where(|r| !r.closed && !r.revoked && now < r.expires_at, |found| found.count())
     }
 }
