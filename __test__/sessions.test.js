@@ -160,6 +160,26 @@ test('a waiting poll wakes on a commit, including one made between waiter regist
   // turns that into a failure instead of a slow pass.
 }, 15000)
 
+test('polls woken together each get their own whole body, across the chunks of a delivery', async () => {
+  // One commit answers every poll in one pass; the answers reach JS packed end to end in
+  // 256 KiB chunks (src/node/delivery.rs). 48 bodies of about 60 KiB fill many chunks and
+  // leave a remainder in each, so settleCalls must find every body at the start of the next.
+  await setup()
+  const callers = Array.from({ length: 48 }, (_, i) => ({ principal: '02' + i.toString(16).padStart(64, '0'), authenticated: true }))
+  const firsts = await Promise.all(callers.map((c) => openOk({}, c)))
+  const polls = callers.map((c, i) => live.read(readBody(firsts[i].session, firsts[i].cursor, { waitMs: 20000 }), c))
+  while (live.stats().waiters < callers.length) await new Promise(resolve => setTimeout(resolve, 20))
+  await live.commit([admit(9, { beef: Buffer.alloc(45000, 0xbe) })])
+  const bodies = await Promise.all(polls)
+  bodies.forEach((res, i) => {
+    expect(res.status).toBe(200)
+    expect(res.body.length).toBeGreaterThan(60000)
+    const b = json(res)
+    expect(b.session).toBe(firsts[i].session)
+    expect(outpoints([b])).toEqual([`output:${h.txid(9)}`])
+  })
+}, 20000)
+
 test('an outstanding poll keeps Node running until it is answered; an answered one does not', async () => {
   // Reads are answered through one shared, weak callback (src/node/delivery.rs); JS holds it
   // only while reads are outstanding. Too weak, and the child exits before the answer;

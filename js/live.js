@@ -434,16 +434,25 @@ class LiveLookup {
 
   /**
    * Settles the reads and opens answered since the last delivery. `index` (a
-   * Uint32Array) holds (ticket, status, body length) per answer; `bodies` their bodies
-   * end to end (src/node/delivery.rs). Each body is a view into `bodies`, not a copy:
-   * copying doubled the JS thread's cost per woken poll. Like Node's own pooled buffers,
-   * a body kept for long keeps the rest of its delivery in memory; copy it to keep it.
+   * Uint32Array) holds (ticket, status, body length) per answer; `bodies` is a list of
+   * chunks (Uint8Arrays) holding the bodies end to end, a body never split across two
+   * (src/node/delivery.rs): a body that does not fit in what is left of a chunk is at
+   * the start of the next. Each body is a Buffer view into its chunk, not a copy:
+   * copying doubled the JS thread's cost per woken poll. The provider reuses a chunk
+   * once it is garbage; like Node's own pooled buffers, a body kept for long keeps its
+   * chunk in memory; copy it to keep it.
    */
   settleCalls ({ index, bodies }) {
+    let c = 0
+    let chunk = bodies[0]
     let at = 0
     for (let i = 0; i < index.length; i += 3) {
       const len = index[i + 2]
-      const body = bodies.subarray(at, at + len)
+      if (at + len > chunk.length) {
+        chunk = bodies[++c]
+        at = 0
+      }
+      const body = Buffer.from(chunk.buffer, chunk.byteOffset + at, len)
       at += len
       const settle = this.pendingCalls.get(index[i])
       if (!settle) continue

@@ -13,43 +13,59 @@
 
 use std::sync::Mutex;
 
-use napi::bindgen_prelude::{Buffer, Function, Uint32Array};
+use napi::bindgen_prelude::{Function, Uint32Array, Uint8Array};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Status};
 use napi_derive::napi;
 
+use crate::session::{Ready, Reply, Response};
+
 /// The calls answered since the last delivery, packed so that handing a thousand of them
-/// to JS creates two arrays, not a thousand objects and a thousand Buffers. `bodies`
-/// holds the bodies end to end; `index` holds, per answer and in the same order, three
-/// numbers: ticket, status and body length. js/live.js (`settleCalls`) unpacks it. The
-/// index is a typed array, read by plain indexing, so unpacking it does not depend on
-/// optimized code for Buffer's read methods (which a full GC can discard).
+/// to JS creates a few arrays, not a thousand objects and a thousand Buffers. `bodies`
+/// holds the bodies end to end in chunks (a body never spans two); `index` holds, per
+/// answer and in the same order, three numbers: ticket, status and body length.
+/// js/live.js (`settleCalls`) unpacks it, moving to the next chunk when a body does not
+/// fit in what is left of the current one. The index is a typed array, read by plain
+/// indexing, so unpacking it does not depend on optimized code for Buffer's read methods
+/// (which a full GC can discard).
 #[napi(object)]
 pub struct DeliveredAnswers {
     pub index: Uint32Array,
-    pub bodies: Buffer,
+    pub bodies: Vec<Uint8Array>,
 }
 
 type Wake = ThreadsafeFunction<(), (), DeliveredAnswers, Status, false, true, 0>;
 
-/// Answers waiting for the JS thread. The body bytes are appended here by the thread that
-/// answered (a tokio worker), so the JS thread only takes the two vectors.
+/// Capacity of a chunk. A wake of a thousand polls with 16 KiB bodies fills about sixty.
+const CHUNK: usize = 256 * 1024;
+
+/// Answers waiting for the JS thread. The bodies are rendered (or copied) here by the
+/// thread that answered (a tokio worker), so the JS thread only takes the vectors.
 #[derive(Default)]
 struct Packed {
     index: Vec<u32>,
-    bodies: Vec<u8>,
+    chunks: Vec<Vec<u8>>,
 }
 
 impl Packed {
-    fn push(&mut self, ticket: u32, status: u32, body: Vec<u8>) {
+    /// Adds one answer. A body of up to half a chunk is rendered (or copied, if it was
+    /// rendered already) into the current chunk, or a fresh one when it does not fit.
+    fn push(&mut self, ticket: u32, status: u32, body: Ready) {
         let len = u32::try_from(body.len()).expect("a response body is at most 4 MiB");
         self.index.extend_from_slice(&[ticket, status, len]);
-        if self.bodies.is_empty() {
-            // Moved, not copied: a lone answer (the usual case for a large snapshot page)
-            // reaches JS without a copy.
-            self.bodies = body;
-        } else {
-            self.bodies.extend_from_slice(&body);
+        if body.len() > CHUNK / 2 {
+            // A chunk of its own (js/live.js finds it there: it does not fit in the
+            // last); a large snapshot page, rendered already, is moved, not copied.
+            self.chunks.push(body.into_vec());
+            return;
+        }
+        match self.chunks.last_mut() {
+            Some(c) if c.capacity() - c.len() >= body.len() => body.write_to(c),
+            _ => {
+                let mut c = Vec::with_capacity(CHUNK);
+                body.write_to(&mut c);
+                self.chunks.push(c);
+            }
         }
     }
 }
@@ -70,8 +86,9 @@ impl Delivery {
         let queue = self.queue.clone();
         let wake = deliver.build_threadsafe_function::<()>().callee_handled::<false>().weak::<true>().build_callback(
             move |_ctx| {
-                let Packed { index, bodies } = std::mem::take(&mut *queue.lock().unwrap_or_else(|p| p.into_inner()));
-                Ok(DeliveredAnswers { index: index.into(), bodies: bodies.into() })
+                let Packed { index, chunks } = std::mem::take(&mut *queue.lock().unwrap_or_else(|p| p.into_inner()));
+                let bodies = chunks.into_iter().map(Uint8Array::new).collect();
+                Ok(DeliveredAnswers { index: index.into(), bodies })
             },
         )?;
         *self.wake.lock().unwrap_or_else(|p| p.into_inner()) = Some(wake);
@@ -88,7 +105,7 @@ impl Delivery {
         }
     }
 
-    fn send(self: &std::sync::Arc<Self>, ticket: u32, status: u32, body: Vec<u8>) {
+    fn send(self: &std::sync::Arc<Self>, ticket: u32, status: u32, body: Ready) {
         let first = {
             let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
             let first = q.index.is_empty();
@@ -120,7 +137,19 @@ pub struct Owed {
 impl Owed {
     pub fn answer(mut self, status: u32, body: Vec<u8>) {
         self.answered = true;
-        self.delivery.send(self.ticket, status, body);
+        self.delivery.send(self.ticket, status, body.into());
+    }
+}
+
+impl Reply for Owed {
+    fn reply(self: Box<Self>, response: Response) {
+        self.answer(response.status as u32, response.body);
+    }
+
+    /// Rendered straight into the chunk that carries it to JS (see `Ready`).
+    fn reply_ready(mut self: Box<Self>, body: Ready) {
+        self.answered = true;
+        self.delivery.send(self.ticket, 200, body);
     }
 }
 
@@ -128,8 +157,45 @@ impl Drop for Owed {
     fn drop(&mut self) {
         if !self.answered {
             let e = crate::wire::WireError::new(crate::wire::ErrorCode::Unavailable, "internal failure");
-            let r = crate::session::Response::error(&e);
-            self.delivery.send(self.ticket, r.status as u32, r.body);
+            let r = Response::error(&e);
+            self.delivery.send(self.ticket, r.status as u32, r.body.into());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Walks a Packed as js/live.js `settleCalls` does: (ticket, status, body) in order.
+    fn unpack(p: &Packed) -> Vec<(u32, u32, Vec<u8>)> {
+        let (mut c, mut at, mut out) = (0, 0, Vec::new());
+        for a in p.index.chunks(3) {
+            let len = a[2] as usize;
+            if at + len > p.chunks[c].len() {
+                c += 1;
+                at = 0;
+            }
+            out.push((a[0], a[1], p.chunks[c][at..at + len].to_vec()));
+            at += len;
+        }
+        out
+    }
+
+    #[test]
+    fn bodies_fill_chunks_without_spanning_two_and_large_ones_move_whole() {
+        let mut p = Packed::default();
+        let mut sent = Vec::new();
+        // Sizes that leave odd remainders, a body over half a chunk, and a small one after it.
+        for (i, len) in [40_000usize, 100_000, 90_000, 70_000, CHUNK / 2 + 1, 10, 130_000].into_iter().enumerate() {
+            let body = vec![b'a' + i as u8; len];
+            sent.push((i as u32, 200, body.clone()));
+            p.push(i as u32, 200, Ready::from(body));
+        }
+        assert_eq!(unpack(&p), sent);
+        assert!(p.chunks.iter().all(|c| c.len() <= c.capacity()));
+        // 40k + 100k + 90k share the first chunk; 70k starts the next; the large body has one of its own.
+        assert_eq!(p.chunks[0].len(), 230_000);
+        assert_eq!(p.chunks[2].len(), CHUNK / 2 + 1);
     }
 }

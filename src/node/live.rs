@@ -409,7 +409,7 @@ impl NativeLive {
         napi::bindgen_prelude::spawn(async move {
             // A waiting poll parks: this task ends, and the answer comes from whoever
             // answers the poll (src/session/park.rs).
-            p.read_into(body, caller(who), access, token, Box::new(move |r| owed.answer(r.status as u32, r.body))).await;
+            p.read_into(body, caller(who), access, token, Box::new(owed)).await;
         });
     }
 

@@ -203,6 +203,8 @@ mod tests {
         ] {
             let c = sample(p);
             let text = c.encode(&SECRET).unwrap();
+            // Bodies render cursors into JSON unescaped (batch::push_plain_str).
+            assert!(crate::session::batch::is_plain(&text), "{text}");
             assert_eq!(Cursor::decode(&text, &SECRET), Some(c));
         }
     }

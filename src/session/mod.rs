@@ -35,9 +35,10 @@ use crate::store::{BlobRef, Projected, SnapshotRow, Store};
 use crate::wire::{self, ErrorCode, Limits, WireError};
 
 use batch::{Frame, Offer, Packer, Phase, Tail};
+pub use batch::Ready;
 use cursor::{Cursor, CursorKey, Position};
 use record::{FenceRecord, FirstBatch, SessionRecord};
-pub use park::Answer;
+pub use park::{Answer, Reply};
 pub use wait::{CancelToken, Caps, WaitGuard, Waiters, WorkSlots};
 
 /// Schema of a legacy BRC-24 context carried as JSON bytes (BRC-192 §2).
@@ -704,7 +705,7 @@ impl Provider {
         sel: &Selection,
         limits: Limits,
         through: u64,
-    ) -> Result<(Vec<u8>, bool), WireError> {
+    ) -> Result<(Ready, bool), WireError> {
         if through < self.store.compacted_through() {
             return Err(err(ErrorCode::ResetRequired, "the log interval after this cursor is no longer retained"));
         }
@@ -775,7 +776,7 @@ impl Provider {
             .expect("a live cursor always fits");
         let tail = Tail { phase: Phase::Live, cursor: &cursor, snapshot_complete: true, through: examined, high_water };
         let empty = packer.is_empty();
-        Ok((packer.finish(&frame, &tail)?, empty))
+        Ok((packer.ready(&frame, &tail)?, empty))
     }
 
     // ---------------------------------------------------------------- read
@@ -828,12 +829,12 @@ impl Provider {
     }
 
     /// Builds the batch for a cursor. Callers hold a work slot.
-    fn build(&self, rec: &SessionRecord, view: &SessionView, cursor: &Cursor, limits: Limits) -> Result<(Vec<u8>, bool), WireError> {
+    fn build(&self, rec: &SessionRecord, view: &SessionView, cursor: &Cursor, limits: Limits) -> Result<(Ready, bool), WireError> {
         let sel = view.selection()?;
         match &cursor.position {
             Position::Snapshot { after } => {
                 let page = self.snapshot_batch(rec, view, &cursor.session, sel, limits, after.as_deref(), self.store.high_water())?;
-                Ok((page.body, false))
+                Ok((page.body.into(), false))
             }
             Position::Live { through } => self.live_batch(rec, view, &cursor.session, sel, limits, *through),
         }
@@ -873,7 +874,7 @@ impl Provider {
         let arrival = self.now_ms();
         let slot = match self.work.enter() {
             Ok(s) => s,
-            Err(e) => return answer(Response::error(&e)),
+            Err(e) => return answer.reply(Response::error(&e)),
         };
         // Subscribed before the batch is built: a commit published after the build sends a
         // poll that was about to park back to be rebuilt (no lost wakeup).
@@ -891,16 +892,16 @@ impl Provider {
         .await;
         let (session, rec, view, cursor, limits, bytes, empty, caller) = match first {
             Ok(Ok(v)) => v,
-            Ok(Err(e)) => return answer(Response::error(&e)),
-            Err(_) => return answer(Response::error(&err(ErrorCode::Unavailable, "internal failure"))),
+            Ok(Err(e)) => return answer.reply(Response::error(&e)),
+            Err(_) => return answer.reply(Response::error(&err(ErrorCode::Unavailable, "internal failure"))),
         };
         if !empty || limits.wait_ms == 0 || !matches!(cursor.position, Position::Live { .. }) {
-            return answer(self.finish(&session, bytes));
+            return self.deliver(&session, bytes, answer);
         }
         let deadline_ms = (arrival + limits.wait_ms as u64).min(rec.expires_at.saturating_mul(1000));
         let guard = match self.waiters.enter(&caller.principal) {
             Ok(g) => g,
-            Err(e) => return answer(Response::error(&e)),
+            Err(e) => return answer.reply(Response::error(&e)),
         };
         let mut entry = park::Entry {
             id: self.parked.new_id(),
@@ -932,7 +933,7 @@ impl Provider {
         view: &Arc<SessionView>,
         cursor: &Cursor,
         limits: Limits,
-    ) -> Result<(Vec<u8>, bool), WireError> {
+    ) -> Result<(Ready, bool), WireError> {
         let (this, rec, view, cursor) = (self.clone(), rec.clone(), view.clone(), cursor.clone());
         // This poll was admitted already: wait for a work slot rather than refuse it.
         let slot = self.work.wait().await;
@@ -944,10 +945,12 @@ impl Provider {
             .unwrap_or_else(|_| Err(err(ErrorCode::Unavailable, "internal failure")))
     }
 
-    fn finish(&self, session: &LiveSession, bytes: Vec<u8>) -> Response {
+    /// Hands a built batch to its receiver through the gate: a session that ended or
+    /// expired since the batch was built gets the gate's refusal instead.
+    fn deliver(&self, session: &LiveSession, body: Ready, answer: Answer) {
         match self.gate(session) {
-            Ok(()) => Response::ok(bytes),
-            Err(e) => Response::error(&e),
+            Ok(()) => answer.reply_ready(body),
+            Err(e) => answer.reply(Response::error(&e)),
         }
     }
 

@@ -22,13 +22,32 @@ use std::time::Duration;
 use tokio::sync::{watch, Notify};
 
 use super::cursor::Cursor;
-use super::{err, handover, CancelToken, LiveSession, Provider, Response, SessionView, WaitGuard};
+use super::{err, handover, CancelToken, LiveSession, Provider, Ready, Response, SessionView, WaitGuard};
 use super::record::SessionRecord;
 use crate::wire::{ErrorCode, Limits, WireError};
 
 /// Receives a read's response, exactly once. Dropped unanswered (the provider went
 /// away), the receiver's side must treat it as `unavailable`.
-pub type Answer = Box<dyn FnOnce(Response) + Send + 'static>;
+pub type Answer = Box<dyn Reply>;
+
+/// The receiving end of a read. Any `FnOnce(Response)` is one; the Node binding's
+/// receiver also takes a successful batch unrendered (`reply_ready`) and renders it
+/// straight into the buffer it hands to JS.
+pub trait Reply: Send + 'static {
+    fn reply(self: Box<Self>, response: Response);
+
+    /// A successful batch, rendered where the receiver wants it. By default, into a
+    /// body of its own.
+    fn reply_ready(self: Box<Self>, body: Ready) {
+        self.reply(Response::ok(body.into_vec()));
+    }
+}
+
+impl<F: FnOnce(Response) + Send + 'static> Reply for F {
+    fn reply(self: Box<Self>, response: Response) {
+        (*self)(response)
+    }
+}
 
 /// A waiting long poll: everything needed to rebuild its batch and answer it.
 pub(super) struct Entry {
@@ -201,7 +220,7 @@ impl Provider {
         } else {
             self.gate(&e.session).err().unwrap_or_else(|| err(ErrorCode::Expired, "the session ended"))
         };
-        (e.answer)(Response::error(&refusal));
+        e.answer.reply(Response::error(&refusal));
     }
 
     /// Called after a session was closed or revoked: its waiting polls end now.
@@ -239,16 +258,15 @@ impl Provider {
 
     /// Answers a poll with its rebuilt batch, or with the error; a batch still empty
     /// hands the poll back to wait on.
-    pub(super) fn answer_or_keep(&self, e: Entry, built: Result<(Vec<u8>, bool), WireError>) -> Option<Entry> {
+    pub(super) fn answer_or_keep(&self, e: Entry, built: Result<(Ready, bool), WireError>) -> Option<Entry> {
         match built {
             Ok((_, true)) => Some(e),
             Ok((b, false)) => {
-                let r = self.finish(&e.session, b);
-                (e.answer)(r);
+                self.deliver(&e.session, b, e.answer);
                 None
             }
             Err(er) => {
-                (e.answer)(Response::error(&er));
+                e.answer.reply(Response::error(&er));
                 None
             }
         }
@@ -261,18 +279,17 @@ impl Provider {
         for e in self.parked.take_due(self.now_ms()) {
             let p = self.clone();
             tokio::spawn(async move {
-                let r = match p.rebuild(&e.rec, &e.view, &e.cursor, e.limits).await {
-                    Ok((b, _)) => p.finish(&e.session, b),
-                    Err(er) => Response::error(&er),
-                };
-                (e.answer)(r);
+                match p.rebuild(&e.rec, &e.view, &e.cursor, e.limits).await {
+                    Ok((b, _)) => p.deliver(&e.session, b, e.answer),
+                    Err(er) => e.answer.reply(Response::error(&er)),
+                }
             });
         }
     }
 
     fn close_all_parked(&self) {
         for e in self.parked.take_all() {
-            (e.answer)(Response::error(&err(ErrorCode::Unavailable, "the store closed")));
+            e.answer.reply(Response::error(&err(ErrorCode::Unavailable, "the store closed")));
         }
     }
 }
