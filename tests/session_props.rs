@@ -116,7 +116,7 @@ async fn paging_and_replay_match_the_model() {
         let dir = tempfile::tempdir().unwrap();
         let provider = session_common::provider_in(dir.path());
         let store = provider.store().clone();
-        let mut world = World { provider: provider.clone(), present: BTreeMap::new(), history: Vec::new(), rng: Rng(seed * 0x9E37_79B9_7F4A_7C15), version: 0 };
+        let mut world = World { provider: provider.clone(), present: BTreeMap::new(), history: Vec::new(), rng: Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15)), version: 0 };
         for _ in 0..world.rng.below(30) {
             world.commit_random();
         }

@@ -716,7 +716,14 @@ impl Provider {
         if through > high_water {
             return Err(err(ErrorCode::ResetRequired, "the cursor is ahead of this provider's log"));
         }
-        let frame = self.frame(rec, limits, view.scope_json.clone());
+        // The session id rendered from the cursor's copy of it (the record's `id` is its
+        // hex): a woken poll then never reads the record's id string, one cold cache
+        // line fewer per poll in a wake pass.
+        let mut hex_id = [0u8; 32];
+        hex::encode_to_slice(id, &mut hex_id).expect("16 bytes are 32 hex digits");
+        let session = std::str::from_utf8(&hex_id).expect("hex is ASCII");
+        debug_assert_eq!(session, rec.id);
+        let frame = Frame { session, ..self.frame(rec, limits, view.scope_json.clone()) };
         let epoch = self.epoch_bytes();
         // Cursor length does not depend on the sequence; `through` is bounded by
         // highWater, so rendering with highWater is an upper bound of the envelope.

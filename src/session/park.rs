@@ -77,6 +77,30 @@ struct Table {
     driver_sleeps_until: u64,
 }
 
+impl Entry {
+    /// Starts loading what rebuilding this poll reads first and no other poll shares:
+    /// its session record, its session (the gate's lock) and its receiver. A pass
+    /// touches a thousand of each, cold; loading the next poll's while this one is
+    /// built cut the pass's CPU time by about a tenth (bench section 4). A hint only:
+    /// a prefetch never faults and changes no memory.
+    fn prefetch(&self) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let record = Arc::as_ptr(&self.rec).cast::<i8>();
+            let answer: *const dyn Reply = &*self.answer;
+            // SAFETY: `_mm_prefetch` is a hint: it reads nothing the program can observe
+            // and never faults, whatever the address. The addresses are of live objects.
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(record);
+                _mm_prefetch::<_MM_HINT_T0>(record.wrapping_add(64));
+                _mm_prefetch::<_MM_HINT_T0>(Arc::as_ptr(&self.session).cast::<i8>());
+                _mm_prefetch::<_MM_HINT_T0>(answer.cast::<i8>());
+            }
+        }
+    }
+}
+
 impl Table {
     fn add(&mut self, entry: Entry) {
         self.deadlines.insert((entry.deadline_ms, entry.id));
@@ -245,7 +269,11 @@ impl Provider {
     /// woken once per run of `HANDOVER_RUN` answers (see `handover`).
     fn wake_pass(self: &Arc<Self>) {
         let hold = handover::Hold::new();
-        for (i, e) in self.parked.take_all().into_iter().enumerate() {
+        let mut polls = self.parked.take_all().into_iter().enumerate().peekable();
+        while let Some((i, e)) = polls.next() {
+            if let Some((_, next)) = polls.peek() {
+                next.prefetch();
+            }
             let built = self.build(&e.rec, &e.view, &e.cursor, e.limits);
             if let Some(e) = self.answer_or_keep(e, built) {
                 self.insert(e);
