@@ -112,8 +112,8 @@ pub(crate) fn is_plain(s: &str) -> bool {
 
 /// Appends a string the provider made itself and that needs no escaping by
 /// construction: a session id (hex) or a cursor (base64url). Every woken poll renders
-/// both, twice counting the measure of its envelope; checking them took a sixth of a
-/// wake pass (perf, bench section 4).
+/// both, and measures them for its envelope twice; skipping the check cut a wake pass's
+/// CPU time by about a tenth (bench section 4, alternating runs).
 fn push_plain_str(out: &mut impl Sink, s: &str) {
     debug_assert!(is_plain(s), "a provider-made string needs no escaping: {s:?}");
     out.put(b"\"");
