@@ -52,6 +52,10 @@ impl Packed {
     /// rendered already) into the current chunk, or a fresh one when it does not fit.
     fn push(&mut self, ticket: u32, status: u32, body: Ready) {
         let len = u32::try_from(body.len()).expect("a response body is at most 4 MiB");
+        if self.index.capacity() == 0 {
+            // Room for a wake pass's run of answers, so the index does not regrow in it.
+            self.index.reserve(3 * 64);
+        }
         self.index.extend_from_slice(&[ticket, status, len]);
         if body.len() > CHUNK / 2 {
             // A chunk of its own (js/live.js finds it there: it does not fit in the

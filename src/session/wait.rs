@@ -97,6 +97,13 @@ pub struct WaitGuard {
     mine: Arc<AtomicUsize>,
 }
 
+impl WaitGuard {
+    /// Where this guard's principal count lives (a wake pass prefetches it).
+    pub(super) fn principal_count(&self) -> *const AtomicUsize {
+        Arc::as_ptr(&self.mine)
+    }
+}
+
 impl Drop for WaitGuard {
     fn drop(&mut self) {
         self.mine.fetch_sub(1, Ordering::AcqRel);
