@@ -438,9 +438,8 @@ class LiveLookup {
    * chunks (Uint8Arrays) holding the bodies end to end, a body never split across two
    * (src/node/delivery.rs): a body that does not fit in what is left of a chunk is at
    * the start of the next. Each body is a Buffer view into its chunk, not a copy:
-   * copying doubled the JS thread's cost per woken poll. The provider reuses a chunk
-   * once it is garbage; like Node's own pooled buffers, a body kept for long keeps its
-   * chunk in memory; copy it to keep it.
+   * copying doubled the JS thread's cost per woken poll. Like Node's own pooled
+   * buffers, a body kept for long keeps its whole chunk in memory; copy it to keep it.
    */
   settleCalls ({ index, bodies }) {
     let c = 0
