@@ -54,7 +54,7 @@ impl Packed {
         let len = u32::try_from(body.len()).expect("a response body is at most 4 MiB");
         if self.index.capacity() == 0 {
             // Room for a wake pass's run of answers, so the index does not regrow in it.
-            self.index.reserve(3 * 64);
+            self.index.reserve(3 * crate::session::handover::RUN);
         }
         self.index.extend_from_slice(&[ticket, status, len]);
         if body.len() > CHUNK / 2 {

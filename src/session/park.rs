@@ -270,7 +270,7 @@ impl Provider {
     /// One pass after a publication: every parked poll is rebuilt (on this worker: the
     /// groups just published are in sled's cache and, after the first session of a
     /// view, in the group cache). Polls still empty are parked again. Receivers are
-    /// woken once per run of `HANDOVER_RUN` answers (see `handover`).
+    /// woken once per run of `handover::RUN` answers (see `handover`).
     fn wake_pass(self: &Arc<Self>) {
         let hold = handover::Hold::new();
         let Table { entries, deadlines, by_session, .. } = self.parked.take_all();
@@ -283,7 +283,7 @@ impl Provider {
             if let Some(e) = self.answer_or_keep(e, built) {
                 self.insert(e);
             }
-            if (i + 1) % HANDOVER_RUN == 0 {
+            if (i + 1) % handover::RUN == 0 {
                 hold.release();
             }
         }
@@ -328,11 +328,6 @@ impl Provider {
         }
     }
 }
-
-/// Answers a pass gives before it wakes their receivers (about 0.1 ms of its work): few
-/// enough that the first answers are not held long, enough that the receiving thread's
-/// cost per wake-up is spread over many.
-const HANDOVER_RUN: usize = 32;
 
 /// The driver: passes after publications, deadlines, and nothing else. It holds the
 /// provider weakly, so a dropped provider ends it.
