@@ -197,6 +197,11 @@ export interface LiveConfig {
 
 export interface LiveStats {
   sessions: number
+  /**
+   * Distinct (scope, selection) views of the sessions in memory; sessions of one view
+   * share its compiled selection and rendered live groups.
+   */
+  views: number
   waiters: number
   highWater: string
   /** Log groups at or below this sequence have been compacted away. */

@@ -180,6 +180,43 @@ test('polls woken together each get their own whole body, across the chunks of a
   })
 }, 20000)
 
+test('a chunk JS has finished with is reused, never one that a kept body still views', async () => {
+  // Chunks come back to the provider when V8 collects their last view (src/node/delivery.rs)
+  // and carry later deliveries. Bodies kept from the first wake must stay intact after the
+  // second wake has reused the chunks of the bodies that were dropped.
+  const v8 = require('node:v8')
+  v8.setFlagsFromString('--expose-gc')
+  const gc = require('node:vm').runInNewContext('gc')
+  await setup()
+  const callers = Array.from({ length: 48 }, (_, i) => ({ principal: '03' + i.toString(16).padStart(64, '0'), authenticated: true }))
+  const sessions = await Promise.all(callers.map((c) => openOk({}, c)))
+  const wake = async (n, fill) => {
+    const polls = callers.map((c, i) => live.read(readBody(sessions[i].session, sessions[i].cursor, { waitMs: 20000 }), c))
+    while (live.stats().waiters < callers.length) await new Promise(resolve => setTimeout(resolve, 20))
+    await live.commit([admit(n, { beef: Buffer.alloc(45000, fill) })])
+    const got = await Promise.all(polls)
+    got.forEach((res, i) => {
+      expect(res.status).toBe(200)
+      sessions[i].cursor = json(res).cursor
+    })
+    return got
+  }
+  let first = await wake(20, 0xbe)
+  const kept = first.slice(0, 24).map((res) => res.body)
+  const copies = kept.map((body) => Buffer.from(body))
+  first = null
+  for (let i = 0; i < 3; i++) {
+    gc()
+    await new Promise(resolve => setImmediate(resolve))
+  }
+  const second = await wake(21, 0xcd)
+  second.forEach((res) => expect(outpoints([json(res)])).toEqual([`output:${h.txid(21)}`]))
+  kept.forEach((body, i) => {
+    expect(body.equals(copies[i])).toBe(true)
+    expect(outpoints([JSON.parse(body.toString('utf8'))])).toEqual([`output:${h.txid(20)}`])
+  })
+}, 30000)
+
 test('an outstanding poll keeps Node running until it is answered; an answered one does not', async () => {
   // Reads are answered through one shared, weak callback (src/node/delivery.rs); JS holds it
   // only while reads are outstanding. Too weak, and the child exits before the answer;

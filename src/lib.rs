@@ -7,3 +7,8 @@ pub mod store;
 pub mod wire;
 
 mod node;
+
+mod alloc;
+
+#[global_allocator]
+static ALLOCATOR: alloc::Allocator = alloc::Allocator;

@@ -124,6 +124,9 @@ pub struct SessionInfo {
 #[napi(object)]
 pub struct LiveStats {
     pub sessions: u32,
+    /// Distinct (scope, selection) views of the sessions in memory; sessions of one view
+    /// share its compiled selection and rendered live groups.
+    pub views: u32,
     pub waiters: u32,
     pub high_water: String,
     /// Log groups at or below this sequence have been compacted away.
@@ -492,6 +495,7 @@ impl NativeLive {
         let s = self.provider.store().stats().map_err(store_error)?;
         Ok(LiveStats {
             sessions: self.provider.session_count() as u32,
+            views: self.provider.view_count() as u32,
             waiters: self.provider.waiters.total() as u32,
             high_water: s.high_water.to_string(),
             compacted_through: s.compacted_through.to_string(),

@@ -128,6 +128,9 @@ struct SessionView {
     /// The session's selection, compiled once (`None`: the stored selection no longer
     /// compiles, and every read is answered with reset-required).
     selection: Option<Selection>,
+    /// The selection as the companion returned it; the records of the view's sessions
+    /// opened in this process share it.
+    selection_json: Arc<Value>,
 }
 
 impl SessionView {
@@ -157,6 +160,39 @@ struct SnapshotPage {
 /// A rendered live group and its observation count; `None` when the group is
 /// irrelevant to the view.
 type CachedGroup = Option<Arc<batch::RenderedGroup>>;
+
+/// The views in use, by key, so that sessions of one scope and selection share one: a
+/// catalogue watched by many clients costs its compiled selection and scope once, not
+/// once per session. A view lives as long as a session holds it.
+#[derive(Default)]
+struct ViewTable {
+    inner: Mutex<ViewTableInner>,
+}
+
+#[derive(Default)]
+struct ViewTableInner {
+    by_key: HashMap<[u8; 32], std::sync::Weak<SessionView>>,
+    /// Entries whose sessions are all gone are swept when the map reaches this size.
+    sweep_at: usize,
+}
+
+impl ViewTable {
+    fn get_or_insert(&self, key: [u8; 32], make: impl FnOnce() -> SessionView) -> Arc<SessionView> {
+        let mut t = self.inner.lock().unwrap();
+        if let Some(v) = t.by_key.get(&key).and_then(std::sync::Weak::upgrade) {
+            return v;
+        }
+        let view = Arc::new(make());
+        if t.by_key.len() >= t.sweep_at {
+            // Amortized: the map at least doubles between two sweeps.
+            t.by_key.retain(|_, v| v.strong_count() > 0);
+            t.sweep_at = (t.by_key.len() * 2).max(64);
+        }
+        t.by_key.insert(key, Arc::downgrade(&view));
+        view
+    }
+
+}
 
 /// Bounded cache of rendered live groups per (view, sequence). Committed groups are
 /// immutable, so entries never go stale; the whole map is dropped when it fills.
@@ -209,6 +245,7 @@ pub struct Provider {
     parked: park::Parked,
     /// Live groups already projected and rendered, shared by sessions of one view.
     groups: GroupCache,
+    views: ViewTable,
     clock_offset_ms: AtomicI64,
     pub hooks: TestHooks,
     /// Keyed by the store secret, which a reset keeps.
@@ -260,6 +297,7 @@ impl Provider {
             work: WorkSlots::new(cfg.caps.max_concurrent_work),
             parked: park::Parked::default(),
             groups: GroupCache::default(),
+            views: ViewTable::default(),
             cursor_key: CursorKey::new(&store.secret()),
             store,
             cfg,
@@ -356,11 +394,17 @@ impl Provider {
         session.view.get_or_init(|| self.new_view(rec)).clone()
     }
 
+    /// The view of a session's scope and selection: the one already in use by another
+    /// session, or a new one.
     fn new_view(&self, rec: &SessionRecord) -> Arc<SessionView> {
-        let scope_json: Arc<[u8]> = self.scope_json(rec).into();
+        let scope_json = self.scope_json(rec);
         let key = self.view_key(&scope_json, &rec.selection);
-        let selection = Selection::from_json(&rec.selection).ok();
-        Arc::new(SessionView { scope_json, key, selection })
+        self.views.get_or_insert(key, || SessionView {
+            scope_json: scope_json.into(),
+            key,
+            selection: Selection::from_json(&rec.selection).ok(),
+            selection_json: rec.selection.clone(),
+        })
     }
 
     fn chain_json(&self) -> Value {
@@ -482,7 +526,7 @@ impl Provider {
             authenticated: caller.authenticated,
             access: access.to_string(),
             query: open.query.clone(),
-            selection: selection_json.clone(),
+            selection: Arc::new(selection_json.clone()),
             query_digest: open.query_digest().to_hex(),
             rules_digest,
             epoch: self.store.epoch(),
@@ -497,6 +541,8 @@ impl Provider {
         };
         let first_high_water = self.store.high_water();
         let view = self.new_view(&rec);
+        // The key covers the selection's serialization, so the view's copy is equal.
+        rec.selection = view.selection_json.clone();
         let page = self.snapshot_batch(&rec, &view, &id, &selection, limits, None, first_high_water)?;
         let first = page.body;
         rec.first = Some(FirstBatch { high_water: first_high_water, rows_sha256: hex::encode(page.rows_digest) });
@@ -1018,10 +1064,7 @@ impl Provider {
     /// are already waiting. Returns how many sessions were ended.
     pub fn revoke(&self, principal: &str) -> Result<usize, WireError> {
         self.load_all_sessions()?;
-        let mine: Vec<_> = {
-            let table = self.sessions.lock().unwrap();
-            [true, false].iter().flat_map(|auth| table.of_owner(principal, *auth)).collect()
-        };
+        let mine = self.sessions.lock().unwrap().of_principal(principal);
         let targets: Vec<_> = mine.into_iter().filter(|s| !s.rec.lock().unwrap().revoked).collect();
         for s in &targets {
             self.persist_end(s, true)?;
@@ -1103,6 +1146,17 @@ impl Provider {
             sessions.remove(id);
         }
         Ok(done.len())
+    }
+
+    /// Distinct views (scope and selection) of the sessions held in memory: sessions of
+    /// one view share its compiled selection and its rendered live groups.
+    /// Counted from the sessions themselves (sessions loaded after a restart and not
+    /// read since have no view yet).
+    pub fn view_count(&self) -> usize {
+        let table = self.sessions.lock().unwrap();
+        let views: std::collections::HashSet<*const SessionView> =
+            table.all().filter_map(|s| s.view.get().map(Arc::as_ptr)).collect();
+        views.len()
     }
 
     pub fn session_count(&self) -> usize {

@@ -4,6 +4,8 @@
 //! write before the open is answered. The session record pins the exact first batch by
 //! its SHA-256 and the inputs that reproduce it (see [`FirstBatch`]).
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -37,7 +39,9 @@ pub struct SessionRecord {
     pub authenticated: bool,
     pub access: String,
     pub query: Value,
-    pub selection: Value,
+    /// Shared with the session's view and with every session of that view (see
+    /// `Provider::new_view`).
+    pub selection: Arc<Value>,
     pub query_digest: String,
     pub rules_digest: String,
     pub epoch: String,

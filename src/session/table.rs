@@ -5,7 +5,7 @@
 //! still retained: in public mode every anonymous caller is one principal, and its ended
 //! sessions stay until their replay deadline.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::LiveSession;
@@ -16,11 +16,15 @@ type Owner = (String, bool);
 #[derive(Default)]
 pub(super) struct SessionTable {
     by_id: HashMap<[u8; 16], Arc<LiveSession>>,
-    by_owner: HashMap<Owner, HashSet<[u8; 16]>>,
-    /// Per principal, the sessions not closed or revoked, by (expiresAt, id). Expired
-    /// ones are dropped when counted. Invariant: a session is here only if it is in
-    /// `by_id`, and only while its record is neither closed nor revoked.
-    active: HashMap<Owner, BTreeSet<(u64, [u8; 16])>>,
+    /// Per principal, the sessions not closed or revoked, as (expiresAt, id), in no
+    /// order. Expired ones are dropped when counted. Invariant: a session is here only if
+    /// it is in `by_id`, and only while its record is neither closed nor revoked.
+    ///
+    /// A plain vector, not a tree or a set: opens keep it at most
+    /// `maxSessionsPerPrincipal` long (64 by default), so a scan is cheap, and a tree's
+    /// first node alone is larger than a whole vector of a principal's usual one to
+    /// three sessions. Sessions loaded after a restart are appended without a search.
+    active: HashMap<Owner, Vec<(u64, [u8; 16])>>,
 }
 
 impl SessionTable {
@@ -33,14 +37,13 @@ impl SessionTable {
         if let Some(existing) = self.by_id.get(&s.id) {
             return existing.clone();
         }
-        let (owner, active) = {
+        let active = {
             let r = s.rec.lock().unwrap();
-            ((r.principal.clone(), r.authenticated), (!r.closed && !r.revoked).then_some(r.expires_at))
+            (!r.closed && !r.revoked).then(|| ((r.principal.clone(), r.authenticated), r.expires_at))
         };
-        if let Some(expires_at) = active {
-            self.active.entry(owner.clone()).or_default().insert((expires_at, s.id));
+        if let Some((owner, expires_at)) = active {
+            self.active.entry(owner).or_insert_with(|| Vec::with_capacity(1)).push((expires_at, s.id));
         }
-        self.by_owner.entry(owner).or_default().insert(s.id);
         self.by_id.insert(s.id, s.clone());
         s
     }
@@ -49,7 +52,9 @@ impl SessionTable {
     pub fn deactivate(&mut self, principal: &str, authenticated: bool, expires_at: u64, id: &[u8; 16]) {
         let owner = (principal.to_string(), authenticated);
         if let Some(set) = self.active.get_mut(&owner) {
-            set.remove(&(expires_at, *id));
+            if let Some(at) = set.iter().position(|e| *e == (expires_at, *id)) {
+                set.swap_remove(at);
+            }
             if set.is_empty() {
                 self.active.remove(&owner);
             }
@@ -61,9 +66,7 @@ impl SessionTable {
     pub fn active_count(&mut self, principal: &str, authenticated: bool, now: u64) -> usize {
         let owner = (principal.to_string(), authenticated);
         let Some(set) = self.active.get_mut(&owner) else { return 0 };
-        while set.first().is_some_and(|(expires_at, _)| *expires_at <= now) {
-            set.pop_first();
-        }
+        set.retain(|(expires_at, _)| *expires_at > now);
         let n = set.len();
         if n == 0 {
             self.active.remove(&owner);
@@ -74,23 +77,14 @@ impl SessionTable {
     pub fn remove(&mut self, id: &[u8; 16]) {
         let Some(s) = self.by_id.remove(id) else { return };
         let r = s.rec.lock().unwrap();
-        let owner = (r.principal.clone(), r.authenticated);
-        self.deactivate(&owner.0, owner.1, r.expires_at, id);
-        if let Some(ids) = self.by_owner.get_mut(&owner) {
-            ids.remove(id);
-            if ids.is_empty() {
-                self.by_owner.remove(&owner);
-            }
-        }
+        self.deactivate(&r.principal, r.authenticated, r.expires_at, id);
     }
 
-    /// The sessions of one principal (the principal of a session never changes).
-    pub fn of_owner(&self, principal: &str, authenticated: bool) -> Vec<Arc<LiveSession>> {
-        let owner = (principal.to_string(), authenticated);
-        self.by_owner
-            .get(&owner)
-            .map(|ids| ids.iter().filter_map(|id| self.by_id.get(id).cloned()).collect())
-            .unwrap_or_default()
+    /// The sessions of one principal key, authenticated or not (the principal of a
+    /// session never changes). Scans every session: only revocation asks, and it reads
+    /// every stored session first anyway.
+    pub fn of_principal(&self, principal: &str) -> Vec<Arc<LiveSession>> {
+        self.by_id.values().filter(|s| s.rec.lock().unwrap().principal == principal).cloned().collect()
     }
 
     pub fn all(&self) -> impl Iterator<Item = &Arc<LiveSession>> {
