@@ -213,7 +213,10 @@ parked (it includes the session records that sled keeps in its page cache). The 
 the growth from parking the N polls on already open sessions. **Native** is RSS growth less JS heap
 growth (heapUsed). Allocator reuse makes small-N values noisy (even negative); the largest N is the
 meaningful one. Median (min–max) over up to three rounds that follow the timed runs of section 4
-(same procedure, memory read after a full GC before and after parking).
+(same procedure, memory read after a full GC before and after parking). All N sessions watch the same
+query, so they share one view (\`ViewTable\` in src/session/mod.rs): its compiled selection, scope and
+selection JSON, about 1.5 KB per session in an allocation profile (heaptrack), are held once here;
+sessions with distinct queries each hold a view of their own.
 
 ${w ? table(['N', 'RSS per waiting session', 'native per waiting session', 'JS heap per waiting session', 'RSS per parked poll', 'native per parked poll', 'process RSS with N parked'], rows) : 'Not run.'}
 ${c ? `

@@ -191,7 +191,6 @@ impl ViewTable {
         t.by_key.insert(key, Arc::downgrade(&view));
         view
     }
-
 }
 
 /// Bounded cache of rendered live groups per (view, sequence). Committed groups are
