@@ -162,7 +162,7 @@ test('a waiting poll wakes on a commit, including one made between waiter regist
 
 test('polls woken together each get their own whole body, across the chunks of a delivery', async () => {
   // One commit answers every poll in one pass; the answers reach JS packed end to end in
-  // 256 KiB chunks (src/node/delivery.rs). 48 bodies of about 60 KiB fill many chunks and
+  // 252 KiB chunks (src/node/delivery.rs). 48 bodies of about 60 KiB fill many chunks and
   // leave a remainder in each, so settleCalls must find every body at the start of the next.
   await setup()
   const callers = Array.from({ length: 48 }, (_, i) => ({ principal: '02' + i.toString(16).padStart(64, '0'), authenticated: true }))

@@ -1,28 +1,29 @@
-//! The crate's global allocator: glibc's malloc for ordinary blocks, pages mapped from the
-//! kernel for large ones.
+//! The crate's global allocator: glibc's malloc, except for delivery chunks, which are
+//! pages mapped from the kernel.
 //!
-//! Why: glibc maps a large block (128 KiB at first) on its own, but once such a block is
-//! freed it raises that threshold, up to 32 MiB, and serves later large blocks from its
-//! heaps. Memory freed there mostly stays resident. A wake of 10,000 long polls renders
-//! tens of megabytes of bodies into 256 KiB delivery chunks (`node::delivery`), which JS
-//! frees once it has answered them; served from the heap, they left the process that much
-//! larger for good (bench/RESULTS.md, section 3, memory per waiting session). Mapped here,
-//! a freed chunk goes back to the kernel at once. The same holds for snapshot pages and
-//! sled's segment buffers.
+//! Why: a wake of 10,000 long polls renders tens of megabytes of bodies into delivery
+//! chunks (`node::delivery`), which JS frees once V8 has collected their views. From
+//! glibc's heaps, that memory mostly stayed resident after it was freed (glibc serves
+//! blocks this large from its heaps once a freed mapping has raised its threshold), and
+//! the process stayed that much larger (bench/RESULTS.md, section 5). Mapped here, a
+//! freed chunk goes back to the kernel at once; the delivery keeps a few for reuse.
 //!
-//! Only this crate's Rust allocations come here; Node's and V8's own allocations keep
-//! glibc's behaviour.
+//! Only blocks of exactly [`MAPPED_BLOCK`] bytes are mapped: a delivery chunk is made
+//! with that capacity and never grows. It is not a power of two, so a vector that grows
+//! by doubling never lands on it. Every other block stays with glibc, which reuses freed
+//! memory without page faults: mapping every large block (snapshot pages, say) made
+//! first batches of 100 and 1,024 observations about twice as slow.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 
-/// Blocks of at least this many bytes are mapped (glibc's initial threshold).
-const LARGE: usize = 128 * 1024;
+/// The size of a delivery chunk, and the only block size that is mapped (63 pages).
+pub(crate) const MAPPED_BLOCK: usize = 252 * 1024;
 const PAGE: usize = 4096;
 
 pub struct Allocator;
 
 fn is_large(layout: &Layout) -> bool {
-    layout.size() >= LARGE && layout.align() <= PAGE
+    layout.size() == MAPPED_BLOCK && layout.align() <= PAGE
 }
 
 fn pages(size: usize) -> usize {
@@ -116,20 +117,30 @@ unsafe impl GlobalAlloc for Allocator {
 
 #[cfg(test)]
 mod tests {
+    use super::MAPPED_BLOCK;
+
+    fn pattern(len: usize, salt: u8) -> Vec<u8> {
+        (0..len).map(|i| (i % 251) as u8 ^ salt).collect()
+    }
+
     #[test]
-    fn large_blocks_grow_shrink_and_cross_the_threshold_keeping_their_bytes() {
-        let mut v: Vec<u8> = Vec::with_capacity(1000);
-        // Small to large (copy), large to larger (remap), large to small (copy).
-        for round in 0..3u8 {
-            let len = [300_000usize, 2_000_000, 90_000][round as usize];
-            v.clear();
-            v.extend((0..len).map(|i| (i % 251) as u8 ^ round));
-            v.shrink_to_fit();
-            assert!(v.iter().enumerate().all(|(i, b)| *b == (i % 251) as u8 ^ round));
-        }
-        let zeroed = vec![0u8; 1 << 20];
-        assert!(zeroed.iter().all(|b| *b == 0));
-        let grown: Vec<u64> = (0..100_000u64).collect();
-        assert_eq!(grown.iter().sum::<u64>(), 100_000 * 99_999 / 2);
+    fn a_mapped_block_keeps_its_bytes_when_it_grows_shrinks_or_becomes_one() {
+        // Mapped, then grown onto the heap.
+        let mut v: Vec<u8> = Vec::with_capacity(MAPPED_BLOCK);
+        v.extend_from_slice(&pattern(MAPPED_BLOCK, 1));
+        v.extend_from_slice(&pattern(1000, 2));
+        assert_eq!(&v[..MAPPED_BLOCK], &pattern(MAPPED_BLOCK, 1)[..]);
+        assert_eq!(&v[MAPPED_BLOCK..], &pattern(1000, 2)[..]);
+        // From the heap to a mapped block, and back to a smaller heap block.
+        let mut w: Vec<u8> = pattern(90_000, 3);
+        w.reserve_exact(MAPPED_BLOCK - w.len());
+        assert_eq!(w.capacity(), MAPPED_BLOCK);
+        assert_eq!(w, pattern(90_000, 3));
+        w.truncate(1000);
+        w.shrink_to_fit();
+        assert_eq!(w, pattern(1000, 3));
+        // A zeroed mapped block is zero.
+        let z = vec![0u8; MAPPED_BLOCK];
+        assert!(z.iter().all(|b| *b == 0));
     }
 }

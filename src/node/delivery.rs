@@ -36,8 +36,9 @@ pub struct DeliveredAnswers {
 
 type Wake = ThreadsafeFunction<(), (), DeliveredAnswers, Status, false, true, 0>;
 
-/// Capacity of a chunk. A wake of a thousand polls with 16 KiB bodies fills about sixty.
-const CHUNK: usize = 256 * 1024;
+/// Capacity of a chunk (252 KiB): the one block size that `crate::alloc` maps from the
+/// kernel. A wake of a thousand polls with 16 KiB bodies fills about sixty.
+const CHUNK: usize = crate::alloc::MAPPED_BLOCK;
 
 /// Answers waiting for the JS thread. The bodies are rendered (or copied) here by the
 /// thread that answered (a tokio worker), so the JS thread only takes the vectors.
@@ -76,8 +77,7 @@ impl Packed {
 
 /// Chunks JS has finished with, kept for later deliveries; at most `SPARE_MAX`.
 ///
-/// A chunk is a large block, so it is mapped from the kernel and unmapped when freed
-/// (`crate::alloc`). Without spares, every chunk of every wake would be fresh pages, and
+/// A chunk is mapped from the kernel and unmapped when freed (`crate::alloc`). Without spares, every chunk of every wake would be fresh pages, and
 /// a wake of 1,000 polls would spend part of its time in page faults. Without a bound,
 /// the spares left by one wake of 10,000 polls would stay resident for good.
 static SPARE: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
