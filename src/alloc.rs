@@ -50,7 +50,7 @@ unsafe fn map(size: usize) -> *mut u8 {
 }
 
 unsafe fn unmap(ptr: *mut u8, size: usize) {
-    // SAFETY: `ptr` was returned by `map` (or `mremap`) for a block of `size` bytes.
+    // SAFETY: `ptr` was returned by `map` for a block of `size` bytes.
     unsafe { libc::munmap(ptr.cast(), pages(size)) };
 }
 
@@ -88,20 +88,11 @@ unsafe impl GlobalAlloc for Allocator {
         let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
         match (is_large(&layout), is_large(&new_layout)) {
             (false, false) => unsafe { System.realloc(ptr, layout, new_size) },
-            (true, true) => {
-                if pages(layout.size()) == pages(new_size) {
-                    return ptr;
-                }
-                // SAFETY: remaps the whole block; the kernel may move it.
-                let p = unsafe { libc::mremap(ptr.cast(), pages(layout.size()), pages(new_size), libc::MREMAP_MAYMOVE) };
-                if p == libc::MAP_FAILED {
-                    std::ptr::null_mut()
-                } else {
-                    p.cast()
-                }
-            }
+            // Only one size is mapped: a mapped block resized to a mapped block keeps its
+            // size, and its place.
+            (true, true) => ptr,
             _ => {
-                // Crossing the threshold: a new block of the other kind, then a copy.
+                // To or from the mapped size: a new block of the other kind, then a copy.
                 let new = unsafe { self.alloc(new_layout) };
                 if !new.is_null() {
                     unsafe {

@@ -77,9 +77,10 @@ impl Packed {
 
 /// Chunks JS has finished with, kept for later deliveries; at most `SPARE_MAX`.
 ///
-/// A chunk is mapped from the kernel and unmapped when freed (`crate::alloc`). Without spares, every chunk of every wake would be fresh pages, and
-/// a wake of 1,000 polls would spend part of its time in page faults. Without a bound,
-/// the spares left by one wake of 10,000 polls would stay resident for good.
+/// A chunk is mapped from the kernel and unmapped when freed (`crate::alloc`). Without
+/// spares, every chunk of every wake would be fresh pages, and a wake of 1,000 polls
+/// would spend part of its time in page faults. Without a bound, the spares left by one
+/// wake of 10,000 polls would stay resident for good.
 static SPARE: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
 
 /// 4 MiB: enough for the chunks of a wake of 1,000 polls with 4 KiB bodies.
@@ -176,9 +177,13 @@ pub struct Owed {
 }
 
 impl Owed {
-    pub fn answer(mut self, status: u32, body: Vec<u8>) {
+    pub fn answer(self, status: u32, body: Vec<u8>) {
+        self.settle(status, body.into());
+    }
+
+    fn settle(mut self, status: u32, body: Ready) {
         self.answered = true;
-        self.delivery.send(self.ticket, status, body.into());
+        self.delivery.send(self.ticket, status, body);
     }
 }
 
@@ -188,9 +193,8 @@ impl Reply for Owed {
     }
 
     /// Rendered straight into the chunk that carries it to JS (see `Ready`).
-    fn reply_ready(mut self: Box<Self>, body: Ready) {
-        self.answered = true;
-        self.delivery.send(self.ticket, 200, body);
+    fn reply_ready(self: Box<Self>, body: Ready) {
+        self.settle(200, body);
     }
 }
 
