@@ -156,13 +156,13 @@ export interface CommitBatchOptions {
 
 /**
  * The calls answered since the last delivery, packed so that handing a thousand of them
- * to JS creates a few arrays, not a thousand objects and a thousand Buffers. `bodies`
- * holds the bodies end to end in chunks (a body never spans two); `index` holds, per
- * answer and in the same order, three numbers: ticket, status and body length.
- * js/live.js (`settleCalls`) unpacks it, moving to the next chunk when a body does not
- * fit in what is left of the current one. The index is a typed array, read by plain
- * indexing, so unpacking it does not depend on optimized code for Buffer's read methods
- * (which a full GC can discard).
+ * to JS creates a few arrays, not a thousand objects and a thousand Buffers. `index`
+ * holds, per answer and in order, three numbers: ticket, status and body length.
+ * `bodies` holds the bodies end to end in regions, each ending exactly at its last body
+ * (a body never spans two). js/live.js (`settleCalls`) unpacks it, moving to the next
+ * region when a body does not fit in what is left of the current one. The index is a
+ * typed array, read by plain indexing, so unpacking it does not depend on optimized code
+ * for Buffer's read methods (which a full GC can discard).
  */
 export interface DeliveredAnswers {
   index: Uint32Array

@@ -163,7 +163,8 @@ test('a waiting poll wakes on a commit, including one made between waiter regist
 test('polls woken together each get their own whole body, across the chunks of a delivery', async () => {
   // One commit answers every poll in one pass; the answers reach JS packed end to end in
   // 252 KiB chunks (src/node/delivery.rs). 48 bodies of about 60 KiB fill many chunks and
-  // leave a remainder in each, so settleCalls must find every body at the start of the next.
+  // leave room in each that the next body does not fit, so settleCalls must find every
+  // body at the start of the next region.
   await setup()
   const callers = Array.from({ length: 48 }, (_, i) => ({ principal: '02' + i.toString(16).padStart(64, '0'), authenticated: true }))
   const firsts = await Promise.all(callers.map((c) => openOk({}, c)))
@@ -182,8 +183,9 @@ test('polls woken together each get their own whole body, across the chunks of a
 
 test('a chunk JS has finished with is reused, never one that a kept body still views', async () => {
   // Chunks come back to the provider when V8 collects their last view (src/node/delivery.rs)
-  // and carry later deliveries. Bodies kept from the first wake must stay intact after the
-  // second wake has reused the chunks of the bodies that were dropped.
+  // and carry later deliveries; the chunk the first wake left open can carry on into the
+  // second. Bodies kept from the first wake must stay intact after the second wake has
+  // written after them and reused the chunks of the bodies that were dropped.
   const v8 = require('node:v8')
   v8.setFlagsFromString('--expose-gc')
   const gc = require('node:vm').runInNewContext('gc')

@@ -435,11 +435,12 @@ class LiveLookup {
   /**
    * Settles the reads and opens answered since the last delivery. `index` (a
    * Uint32Array) holds (ticket, status, body length) per answer; `bodies` is a list of
-   * chunks (Uint8Arrays) holding the bodies end to end, a body never split across two
-   * (src/node/delivery.rs): a body that does not fit in what is left of a chunk is at
-   * the start of the next. Each body is a Buffer view into its chunk, not a copy:
-   * copying doubled the JS thread's cost per woken poll. Like Node's own pooled
-   * buffers, a body kept for long keeps its whole chunk in memory; copy it to keep it.
+   * regions (Uint8Arrays) holding the bodies end to end, each ending exactly at its
+   * last body (src/node/delivery.rs), so a body that does not fit in what is left of
+   * a region is at the start of the next. Each body is a Buffer view into a chunk the
+   * provider filled, not a copy: copying doubled the JS thread's cost per woken poll.
+   * Like Node's own pooled buffers, a body kept for long keeps its whole chunk in
+   * memory; copy it to keep it.
    */
   settleCalls ({ index, bodies }) {
     let c = 0

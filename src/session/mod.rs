@@ -390,18 +390,19 @@ impl Provider {
     /// The session's scope and view key, computed once per session: the scope of a
     /// session never changes (a changed access scope ends it).
     fn session_view(&self, session: &LiveSession, rec: &SessionRecord) -> Arc<SessionView> {
-        session.view.get_or_init(|| self.new_view(rec)).clone()
+        session.view.get_or_init(|| self.new_view(rec, None)).clone()
     }
 
     /// The view of a session's scope and selection: the one already in use by another
-    /// session, or a new one.
-    fn new_view(&self, rec: &SessionRecord) -> Arc<SessionView> {
+    /// session, or a new one, which takes `compiled` (an open has compiled the selection
+    /// already, to validate it) or compiles the record's.
+    fn new_view(&self, rec: &SessionRecord, compiled: Option<Selection>) -> Arc<SessionView> {
         let scope_json = self.scope_json(rec);
         let key = self.view_key(&scope_json, &rec.selection);
         self.views.get_or_insert(key, || SessionView {
             scope_json: scope_json.into(),
             key,
-            selection: Selection::from_json(&rec.selection).ok(),
+            selection: compiled.or_else(|| Selection::from_json(&rec.selection).ok()),
             selection_json: rec.selection.clone(),
         })
     }
@@ -539,10 +540,12 @@ impl Provider {
             first: None,
         };
         let first_high_water = self.store.high_water();
-        let view = self.new_view(&rec);
-        // The key covers the selection's serialization, so the view's copy is equal.
+        let view = self.new_view(&rec, Some(selection));
+        // The key covers the selection's serialization, so the view's copy is equal, and
+        // so is its compiled selection (this one, or an equal one's).
         rec.selection = view.selection_json.clone();
-        let page = self.snapshot_batch(&rec, &view, &id, &selection, limits, None, first_high_water)?;
+        let selection = view.selection.as_ref().ok_or_else(|| err(ErrorCode::Unavailable, "the selection no longer compiles"))?;
+        let page = self.snapshot_batch(&rec, &view, &id, selection, limits, None, first_high_water)?;
         let first = page.body;
         rec.first = Some(FirstBatch { high_water: first_high_water, rows_sha256: hex::encode(page.rows_digest) });
         let fence = FenceRecord { open_digest, session: rec.id.clone() };
