@@ -197,6 +197,25 @@ ${w.sizes.some(s => s.refusal) ? '\n**Some woken polls were answered with an err
 `
 }
 
+/**
+ * Growth per additional waiting session between consecutive N (from the medians): a
+ * per-session figure divided by N also carries costs paid once whatever N is (spare
+ * delivery chunks, caches warming up, allocator arenas), which dominate at small N.
+ */
+function marginalMemory (sizes) {
+  const steps = []
+  for (let i = 1; i < sizes.length; i++) {
+    const a = sizes[i - 1]; const b = sizes[i]
+    const per = (k) => (b[k].median * b.waiters - a[k].median * a.waiters) / (b.waiters - a.waiters)
+    const once = a.waitingSessionNativeEstimateBytes.median * a.waiters - per('waitingSessionNativeEstimateBytes') * a.waiters
+    steps.push(`from ${a.waiters.toLocaleString('en-US')} to ${b.waiters.toLocaleString('en-US')}: native ${bytes(per('waitingSessionNativeEstimateBytes'))}, RSS ${bytes(per('waitingSessionRssBytes'))} per additional waiting session (native paid once: ${bytes(once)})`)
+  }
+  return steps.length === 0
+    ? ''
+    : `\nPer additional waiting session, from the medians above (total growth at the larger N less that at the smaller, over the
+difference in N), which leaves out what is paid once whatever N is: ${steps.join('; ')}.\n`
+}
+
 function memorySection (w, c) {
   const rows = w
     ? w.sizes.map(s => [
@@ -219,7 +238,7 @@ selection JSON, about 1.5 KB per session in an allocation profile (heaptrack), a
 sessions with distinct queries each hold a view of their own.
 
 ${w ? table(['N', 'RSS per waiting session', 'native per waiting session', 'JS heap per waiting session', 'RSS per parked poll', 'native per parked poll', 'process RSS with N parked'], rows) : 'Not run.'}
-${c ? `
+${w ? marginalMemory(w.sizes) : ''}${c ? `
 Process RSS of the catalogue process (live store, SQLite Engine storage and HTTP server in one process):
 ${c.sizes.map(s => `${s.size.toLocaleString('en-US')} rows: ${bytes(s.rssBytes)}`).join('; ')}; peak ${bytes(c.peakRssBytes)}.
 ` : ''}`
