@@ -207,8 +207,9 @@ function marginalMemory (sizes) {
   for (let i = 1; i < sizes.length; i++) {
     const a = sizes[i - 1]; const b = sizes[i]
     const per = (k) => (b[k].median * b.waiters - a[k].median * a.waiters) / (b.waiters - a.waiters)
-    const once = a.waitingSessionNativeEstimateBytes.median * a.waiters - per('waitingSessionNativeEstimateBytes') * a.waiters
-    steps.push(`from ${a.waiters.toLocaleString('en-US')} to ${b.waiters.toLocaleString('en-US')}: native ${bytes(per('waitingSessionNativeEstimateBytes'))}, RSS ${bytes(per('waitingSessionRssBytes'))} per additional waiting session (native paid once: ${bytes(once)})`)
+    const native = per('waitingSessionNativeEstimateBytes')
+    const once = (a.waitingSessionNativeEstimateBytes.median - native) * a.waiters
+    steps.push(`from ${a.waiters.toLocaleString('en-US')} to ${b.waiters.toLocaleString('en-US')}: native ${bytes(native)}, RSS ${bytes(per('waitingSessionRssBytes'))} per additional waiting session (native paid once: ${bytes(once)})`)
   }
   return steps.length === 0
     ? ''

@@ -578,10 +578,10 @@ impl Provider {
         };
         // The session is open and unexpired, so it holds the compaction horizon at or
         // below W and every row version of its first page is still retained.
-        let sel = Selection::from_json(&rec.selection)
-            .map_err(|_| err(ErrorCode::Unavailable, "the stored selection no longer compiles"))?;
+        // The view holds the selection compiled; an open retry does not compile it again.
         let view = self.session_view(&session, &rec);
-        let page = self.snapshot_batch(&rec, &view, &id, &sel, rec.limits, None, first.high_water)?;
+        let sel = view.selection.as_ref().ok_or_else(|| err(ErrorCode::Unavailable, "the stored selection no longer compiles"))?;
+        let page = self.snapshot_batch(&rec, &view, &id, sel, rec.limits, None, first.high_water)?;
         if hex::encode(page.rows_digest) != first.rows_sha256 {
             return Err(err(ErrorCode::Unavailable, "the first batch could not be reproduced"));
         }
