@@ -145,7 +145,7 @@ test('pending verification blocks later membership but not receipt', () => {
 })
 
 test('interim digest matches the spec vectors', () => {
-  const v = JSON.parse(fs.readFileSync(path.join(__dirname, '../../shared/spec/digest-vectors.json'), 'utf8'))
+  const v = JSON.parse(fs.readFileSync(path.join(__dirname, '../tests/fixtures/spec/digest-vectors.json'), 'utf8'))
   expect(canonicalJson(v.body)).toBe(v.canonical)
   expect(v.vectors.length).toBeGreaterThan(0)
   for (const vec of v.vectors) expect(digest(vec.domain, v.body)).toBe(vec.sha256)

@@ -3,8 +3,8 @@ const path = require('path')
 const crypto = require('crypto')
 const wire = require('../js/wire.js')
 
-// The shared spec folder sits beside the clone; a missing file fails the test.
-const vectors = JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', 'shared', 'spec', 'digest-vectors.json'), 'utf8'))
+// The vendored spec vectors (tests/fixtures/spec); a missing file fails the test.
+const vectors = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'tests', 'fixtures', 'spec', 'digest-vectors.json'), 'utf8'))
 
 const RID = 'req_0123456789abcdef'
 const openBody = (over = {}) => JSON.stringify({

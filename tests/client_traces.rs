@@ -23,7 +23,7 @@ const TRACES: [&str; 5] = [
 ];
 
 fn traces() -> Vec<Value> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/spec/reconciliation-traces.json");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/spec/reconciliation-traces.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("trace file {} is required: {e}", path.display()));
     serde_json::from_str(&text).expect("trace file is JSON")
 }

@@ -1,6 +1,6 @@
 //! RFC 8785 canonical form and BRC-192 §1 digests against the shared vectors.
 //!
-//! The vector file lives beside the repository (`../shared/spec`); a missing
+//! The vector file is vendored in `tests/fixtures/spec` (see its README); a missing
 //! file fails the test rather than skipping it.
 
 use std::path::PathBuf;
@@ -9,7 +9,7 @@ use overlay_lookup_live::wire::{self, parse_strict, NumberMode};
 use serde_json::Value;
 
 fn vectors() -> Value {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/spec/digest-vectors.json");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/spec/digest-vectors.json");
     let bytes = std::fs::read(&path)
         .unwrap_or_else(|e| panic!("digest vectors must be present at {}: {e}", path.display()));
     parse_strict(&bytes, NumberMode::Finite).expect("vector file is strict JSON")
