@@ -373,7 +373,7 @@ describe('reorganizations', () => {
     const again = await h.openLive(dir)
     cleanup.push(() => again.close())
     expect(again.chainView).toEqual(view)
-    await again.resetEpoch()
+    await again.resetEpoch({ changes: [] })
     expect(again.chainView).toEqual({ id: 'chain-view/0', since: '0', tipHeight: null })
   })
 

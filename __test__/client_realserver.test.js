@@ -86,10 +86,9 @@ test('an epoch reset produces a new generation and a clean swap', async () => {
     seen.push({ current: e.state.currentGeneration, gens: [...new Set(e.members.map(m => m.generation))], swapped: e.outcome.swapped })
     if (!reset && e.members.length === 3) {
       reset = true
-      // A new epoch (the server's store starts empty), then the collection is rebuilt.
+      // A new epoch whose starting state is the rebuilt collection.
       setImmediate(async () => {
-        await live.resetEpoch()
-        for (const n of [2, 3, 4]) await live.commit([admit(n)])
+        await live.resetEpoch({ changes: [2, 3, 4].map(n => admit(n)) })
       })
     }
   })

@@ -402,8 +402,10 @@ async function thenAlways (work, after) {
  * failed; the Engine then rejects the submit and attachEngine commits nothing for it (its
  * removals wait for a retry of the same transaction, see carryRemovals). Errors of
  * the inner service are rethrown to the Engine unchanged (it propagates admission errors and
- * logs spend errors); a spend, eviction or non-retention is staged even when the inner service
- * fails on it, because it happened in Engine storage regardless.
+ * logs spend errors); a spend or non-retention is staged even when the inner service fails on
+ * it, because it happened in Engine storage regardless. An eviction is staged only when the
+ * inner service accepted it: the host asked for it, and a refused eviction leaves the output
+ * listed by Engine.lookup, so the feed keeps it too.
  */
 function wrapLookupService (name, inner, companion, sink) {
   if (typeof name !== 'string' || name === '') throw new TypeError('name must be a non-empty string')
@@ -453,10 +455,13 @@ function wrapLookupService (name, inner, companion, sink) {
         () => collects(topic) ? stage(scope, sink, removeChange(name, txid, outputIndex, 'not-retained', null)) : undefined))
     },
 
+    // An eviction is the host's act, not the Engine's: when the inner service refuses it, the
+    // output stays in what Engine.lookup answers, so the feed must not withdraw it either.
     outputEvicted (txid, outputIndex) {
-      return runHook((scope) => thenAlways(
-        async () => { if (typeof inner.outputEvicted === 'function') await inner.outputEvicted(txid, outputIndex) },
-        () => stage(scope, sink, removeChange(name, txid, outputIndex, 'evicted', null))))
+      return runHook(async (scope) => {
+        if (typeof inner.outputEvicted === 'function') await inner.outputEvicted(txid, outputIndex)
+        await stage(scope, sink, removeChange(name, txid, outputIndex, 'evicted', null))
+      })
     },
 
     lookup (question) { return inner.lookup(question) },

@@ -116,7 +116,11 @@ export declare class LiveLookup {
   close (body: Buffer | string, caller: Caller): Promise<LiveResponse>
   router (options: RouterOptions): LiveRouter
   revoke (principal: string): Promise<number>
-  resetEpoch (): Promise<string>
+  /**
+   * A new epoch that starts from the collection as it is: read from the attached Engine, or
+   * `changes` (the starting admissions) when no Engine is attached. Resolves with the epoch.
+   */
+  resetEpoch (options?: { reason?: string, changes?: Change[] }): Promise<string>
   compact (maxItems?: number): Promise<boolean>
   stats (): LiveStats
   /** The current chain view. */

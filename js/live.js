@@ -252,9 +252,7 @@ class LiveLookup {
       return { action: 'invalidated', affected: found.affected.length, refreshed: refreshes.length, sequence }
     }
     // Chain events are handled one at a time: each names the view the previous one began.
-    const turn = (this.chainEventTail || Promise.resolve()).then(() => engine ? ingest.withSubmitsPaused(engine, run) : run())
-    this.chainEventTail = turn.then(() => {}, () => {})
-    return turn
+    return this.inChainEventTurn(run)
   }
 
   /** Current members (all wrapped services) with a proof at height >= `height`. */
@@ -302,6 +300,18 @@ class LiveLookup {
   /** The store cannot reassess coherently: a new epoch, then every service backfilled again. */
   async resetForChainEvent (engine, reason) {
     this.logEvent({ op: 'chain-reorg', action: 'reset-epoch', reason })
+    const { sequence } = await this.reseedEpoch(engine)
+    return { action: 'reset', affected: 0, refreshed: 0, sequence, reason }
+  }
+
+  /**
+   * A new epoch whose first group restates every wrapped service from Engine storage (the
+   * backfill of `attach`). The caller keeps submits paused (ingest.withSubmitsPaused), so no
+   * submit falls between the read and the reset. The starting state is written in the same
+   * atomic step as the reset: a session opened meanwhile sees the old epoch or the restated
+   * collection, never an empty new epoch (BRC-193 §4).
+   */
+  async reseedEpoch (engine, extra = []) {
     const groups = []
     if (engine) {
       for (const svc of this.services.values()) {
@@ -309,11 +319,9 @@ class LiveLookup {
         groups.push((await ingest.collectBackfill(engine, svc.name, topics, svc.companion)).changes)
       }
     }
-    // The starting state is written in the same atomic step as the reset: a session opened
-    // meanwhile sees the old epoch or the restated collection, never an empty new epoch.
-    const changes = groups.flat()
-    const { sequence } = await call(this.core.resetEpochWith(changes.map(toNativeChange)))
-    return { action: 'reset', affected: 0, refreshed: 0, sequence: sequence ?? null, reason }
+    const changes = [...groups.flat(), ...extra]
+    const { epoch, sequence } = await call(this.core.resetEpochWith(changes.map(toNativeChange)))
+    return { epoch, sequence: sequence ?? null }
   }
 
   rememberTip (tipHeight) {
@@ -500,9 +508,41 @@ class LiveLookup {
     return this.core.revoke(principal)
   }
 
-  /** Deliberate reset: starts a new epoch. */
-  async resetEpoch () {
-    return this.core.resetEpoch()
+  /**
+   * Deliberate reset: a new epoch (every existing cursor gets reset-required) that starts from
+   * the collection as it is, never empty (docs/operators.md "Resets, restores and shutdown").
+   * With an attached Engine the starting state is read from Engine storage while submits wait,
+   * atomically with the reset. A LiveLookup with no Engine (the host commits itself) passes
+   * the new epoch's starting rows as `changes` (admissions; `[]` for a collection that really
+   * is empty). Resolves with the new epoch.
+   * @param {{ reason?: string, changes?: object[] }} [options]
+   */
+  async resetEpoch (options = {}) {
+    if (options === null || typeof options !== 'object') throw new TypeError('resetEpoch options must be an object')
+    const { reason = 'operator reset', changes } = options
+    if (changes !== undefined && !Array.isArray(changes)) throw new TypeError('resetEpoch changes must be an array of changes')
+    if (changes === undefined && !this.engine) {
+      throw new TypeError('resetEpoch needs an attached Engine to restate the collection from, or the starting rows as { changes }')
+    }
+    const engine = changes === undefined ? this.engine : null
+    const run = async () => {
+      const { epoch, sequence } = await this.reseedEpoch(engine, changes || [])
+      this.logEvent({ op: 'reset-epoch', reason, epoch, sequence })
+      return epoch
+    }
+    return this.inChainEventTurn(run)
+  }
+
+  /**
+   * Runs `fn` after the chain events and resets queued before it, with the attached Engine's
+   * submits paused: each of them reads Engine storage and commits a group (or a new epoch)
+   * that must not interleave with a submit's.
+   */
+  inChainEventTurn (fn) {
+    const engine = this.engine
+    const turn = (this.chainEventTail || Promise.resolve()).then(() => engine ? ingest.withSubmitsPaused(engine, fn) : fn())
+    this.chainEventTail = turn.then(() => {}, () => {})
+    return turn
   }
 
   async compact (maxItems = 10000) {

@@ -1,0 +1,141 @@
+'use strict'
+// Provider correctness under resets, restores, evictions and shutdown (BRC-193 §4, §5, §8),
+// on real parts: a real @bsv/overlay Engine (knex + SQLite) with real signed transactions,
+// the wrapped notes LookupService and the native sled store.
+
+const h = require('./helpers/live')
+const { createTestEngine, NoteFactory } = require('./helpers/engine')
+const { NotesLookupService } = require('../demo/notes/NotesLookupService')
+const { NotesTopicManager } = require('../demo/notes/NotesTopicManager')
+const { createNotesCompanion } = require('../demo/notes/notesCompanion')
+const { NOTES_TOPIC } = require('../demo/notes/notesProtocol')
+
+const { ALICE, readBody, openBody, json } = h
+const cleanup = []
+afterEach(async () => {
+  while (cleanup.length > 0) await cleanup.pop()()
+})
+
+async function setup (options = {}) {
+  const dir = options.dir || h.tempDir()
+  const live = await h.openLive(dir, options.live)
+  let closed = false
+  cleanup.push(() => closed ? null : live.close())
+  let inner
+  const t = await createTestEngine({
+    managers: { [NOTES_TOPIC]: new NotesTopicManager() },
+    lookupServices: async (knex) => {
+      inner = new NotesLookupService(knex)
+      await inner.init()
+      if (options.innerHook) options.innerHook(inner)
+      return { ls_notes: live.wrap('ls_notes', inner, createNotesCompanion()) }
+    }
+  })
+  cleanup.push(() => t.close())
+  await live.attach(t.engine)
+  const factory = new NoteFactory(t.chainTracker)
+  const submit = (built) => t.engine.submit({ beef: built.beef, topics: [NOTES_TOPIC] })
+  return { live, t, inner, factory, submit, dir, markClosed: () => { closed = true } }
+}
+
+async function snapshotOf (live, caller = ALICE) {
+  const res = await live.open(openBody({ query: {} }), caller)
+  expect(res.status).toBe(200)
+  const batches = await h.drainSnapshot(live, json(res), caller)
+  const outputs = batches.flatMap(b => b.groups.flatMap(g => g.observations))
+    .filter(o => o.kind === 'output')
+    .map(o => `${o.payload.evidence.txid}.${o.payload.evidence.outputIndex}`)
+  return { outputs: outputs.sort(), last: batches[batches.length - 1] }
+}
+
+async function engineLists (t) {
+  const answer = await t.engine.lookup({ service: 'ls_notes', query: {} })
+  return answer.outputs.map(o => {
+    const { Transaction } = require('@bsv/sdk')
+    const tx = Transaction.fromBEEF(o.beef)
+    return `${tx.id('hex')}.${o.outputIndex}`
+  }).sort()
+}
+
+describe('resetEpoch', () => {
+  test('starts the new epoch from the Engine: a new snapshot holds every output, an old cursor is reset-required', async () => {
+    const { live, t, factory, submit } = await setup()
+    const a = await factory.createNotes(['one', 'two'])
+    await submit(a)
+    const before = await snapshotOf(live)
+    expect(before.outputs).toEqual([`${a.txid}.0`, `${a.txid}.1`])
+    const epoch = live.epoch
+    const next = await live.resetEpoch({ reason: 'test' })
+    expect(next).not.toBe(epoch)
+    expect(live.epoch).toBe(next)
+    const old = await live.read(readBody(before.last.session, before.last.cursor), ALICE)
+    expect(old.status).toBe(409)
+    expect(json(old).error.code).toBe('reset-required')
+    const after = await snapshotOf(live)
+    expect(after.outputs).toEqual(before.outputs)
+    expect(after.outputs).toEqual(await engineLists(t))
+  })
+
+  test('a submit racing the reset is neither lost nor counted twice', async () => {
+    const { live, t, factory, submit } = await setup()
+    await submit(await factory.createNotes(['first']))
+    const racing = await factory.createNotes(['racing'])
+    const [, epoch] = await Promise.all([submit(racing), live.resetEpoch()])
+    expect(live.epoch).toBe(epoch)
+    // Whichever came first, the new epoch's view equals the Engine's: once in the snapshot,
+    // or as a live group after it, never missing.
+    const open = await live.open(openBody({ query: {} }), ALICE)
+    const batches = await h.drainSnapshot(live, json(open))
+    const last = batches[batches.length - 1]
+    const live1 = json(await live.read(readBody(last.session, last.cursor), ALICE))
+    const seen = [...batches, live1].flatMap(b => b.groups.flatMap(g => g.observations))
+      .filter(o => o.kind === 'output').map(o => `${o.payload.evidence.txid}.${o.payload.evidence.outputIndex}`).sort()
+    expect(seen).toEqual(await engineLists(t))
+    expect(seen).toContain(`${racing.txid}.0`)
+  })
+
+  test('without an attached Engine it needs the starting rows, and never publishes an empty epoch by accident', async () => {
+    const live = await h.openLive(h.tempDir())
+    cleanup.push(() => live.close())
+    live.wrap('ls_notes', h.plainService(), h.notesCompanion())
+    await live.commit([h.admit(1)])
+    const epoch = live.epoch
+    await expect(live.resetEpoch()).rejects.toThrow(/attached Engine/)
+    expect(live.epoch).toBe(epoch)
+    await live.resetEpoch({ changes: [h.admit(1), h.admit(2)] })
+    const snap = await snapshotOf(live)
+    expect(snap.outputs).toEqual([`${h.txid(1)}.0`, `${h.txid(2)}.0`].sort())
+  })
+})
+
+describe('eviction', () => {
+  test('an inner outputEvicted that throws leaves no withdraw in the feed while Engine.lookup still lists the output', async () => {
+    let refuse = true
+    const { live, t, factory, submit } = await setup({
+      innerHook (inner) {
+        const original = inner.outputEvicted.bind(inner)
+        inner.outputEvicted = async (txid, outputIndex) => {
+          if (refuse) throw new Error('eviction refused by the inner service')
+          return original(txid, outputIndex)
+        }
+      }
+    })
+    const a = await factory.createNotes(['kept', 'other'])
+    await submit(a)
+    const { last } = await snapshotOf(live)
+    const hw = live.highWater
+    await expect(t.engine.lookupServices.ls_notes.outputEvicted(a.txid, 0)).rejects.toThrow(/refused/)
+    expect(live.highWater).toBe(hw)
+    expect(await engineLists(t)).toContain(`${a.txid}.0`)
+    const quiet = json(await live.read(readBody(last.session, last.cursor), ALICE))
+    expect(quiet.groups).toEqual([])
+    // Once the inner service accepts it, the feed and the Engine agree again.
+    refuse = false
+    await t.engine.lookupServices.ls_notes.outputEvicted(a.txid, 0)
+    expect(await engineLists(t)).not.toContain(`${a.txid}.0`)
+    const b = json(await live.read(readBody(last.session, last.cursor), ALICE))
+    expect(b.groups.map(g => g.observations.map(o => `${o.kind} ${o.payload.outpoint.txid}.${o.payload.outpoint.outputIndex} ${o.payload.reason}`)))
+      .toEqual([[`withdraw ${a.txid}.0 evicted`]])
+  })
+})
+
