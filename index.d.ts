@@ -122,6 +122,11 @@ export declare class NativeLive {
    * has registered its waiter and is about to sleep (BRC-193 §7).
    */
   injectAfterWaiterRegistered(changes: Array<NativeChange>): void
+  /**
+   * Graceful shutdown: every waiting poll is answered now with what its cursor can see,
+   * and later opens and reads get `unavailable`. Resolves with how many polls were waiting.
+   */
+  shutDown(): Promise<number>
   /** Flushes and releases the data directory so it can be reopened. */
   closeStore(): Promise<void>
 }

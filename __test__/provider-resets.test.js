@@ -139,3 +139,58 @@ describe('eviction', () => {
   })
 })
 
+
+describe('close', () => {
+  const node = require('./helpers/node')
+  const STILL_WAITING = Symbol('still waiting')
+  // A generous bound, far below the polls' own 20 s wait: a poll answered only at its wait
+  // bound shows up as still waiting here.
+  const within = (promise, ms = 8000) => Promise.race([promise, new Promise(resolve => setTimeout(() => resolve(STILL_WAITING), ms).unref())])
+
+  test('ends every waiting poll at once with an empty live batch, and later calls get 503 unavailable', async () => {
+    const live = await h.openLive(h.tempDir())
+    cleanup.push(() => live.close())
+    live.wrap('ls_notes', h.plainService(), h.notesCompanion())
+    await live.commit([h.admit(1)])
+    const first = json(await live.open(openBody({ query: {} }), ALICE))
+    const end = (await h.drainSnapshot(live, first)).pop()
+    const polls = [0, 1, 2].map(() => live.read(readBody(end.session, end.cursor, { waitMs: 20000 }), ALICE))
+    await new Promise(resolve => setTimeout(resolve, 100)) // let them park
+    const closing = live.close()
+    const answers = await within(Promise.all(polls))
+    expect(answers).not.toBe(STILL_WAITING)
+    for (const res of answers) {
+      expect(res.status).toBe(200)
+      const b = json(res)
+      expect(b).toMatchObject({ phase: 'live', groups: [], through: end.through, highWater: end.highWater })
+    }
+    await closing
+    const later = await live.read(readBody(end.session, end.cursor), ALICE)
+    expect(later.status).toBe(503)
+    expect(json(later).error).toMatchObject({ code: 'unavailable', retryable: true, retryAfterMs: 1000 })
+    const open = await live.open(openBody({ query: {} }), ALICE)
+    expect(open.status).toBe(503)
+    expect(json(open).error.code).toBe('unavailable')
+  })
+
+  test('a graceful HTTP shutdown does not wait out open long polls', async () => {
+    const n = await node.startNode({ authentication: 'none' })
+    cleanup.push(() => n.close())
+    await n.submit(await n.factory.createNotes(['one']))
+    const client = await node.publicClient(n)
+    const opened = await client.post('open', node.openReq())
+    const end = (await node.drain(client, opened.body)).pop()
+    const poll = client.post('read', node.readReq(end, { waitMs: 20000 }))
+    await new Promise(resolve => setTimeout(resolve, 150))
+    // The host's graceful shutdown: stop the live layer, then let the HTTP server drain.
+    const closing = n.live.close()
+    const serverClosed = new Promise(resolve => n.srv.server.close(resolve))
+    const res = await within(poll)
+    expect(await within(closing)).not.toBe(STILL_WAITING)
+    expect(res).not.toBe(STILL_WAITING)
+    expect(res.status).toBe(200)
+    expect(res.body).toMatchObject({ phase: 'live', groups: [], through: end.through })
+    n.srv.server.closeIdleConnections()
+    expect(await within(serverClosed)).not.toBe(STILL_WAITING)
+  })
+})

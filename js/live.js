@@ -570,8 +570,18 @@ class LiveLookup {
     if (this.closed) return
     this.closed = true
     if (this.compactionTimer) clearInterval(this.compactionTimer)
+    // Every waiting poll is answered now (an empty live batch with current watermarks), so
+    // an HTTP server closing after this does not wait out long polls; later opens and reads
+    // get 503 unavailable with retryAfterMs.
+    await call(this.core.shutDown())
+    await this.settled()
     if (this.compacting) await this.compacting
     await this.core.closeStore()
+  }
+
+  /** Resolves once every open and read handed to the core has been answered. */
+  async settled () {
+    while (this.pendingCalls.size > 0) await new Promise(resolve => setTimeout(resolve, 5))
   }
 }
 

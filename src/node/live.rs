@@ -580,6 +580,14 @@ impl NativeLive {
         Ok(())
     }
 
+    /// Graceful shutdown: every waiting poll is answered now with what its cursor can see,
+    /// and later opens and reads get `unavailable`. Resolves with how many polls were waiting.
+    #[napi]
+    pub async fn shut_down(&self) -> napi::Result<u32> {
+        let p = self.provider.clone();
+        blocking(move || Ok(p.shut_down() as u32)).await
+    }
+
     /// Flushes and releases the data directory so it can be reopened.
     #[napi]
     pub async fn close_store(&self) -> napi::Result<()> {

@@ -472,6 +472,7 @@ impl Provider {
     }
 
     fn open_inner(&self, body: &[u8], caller: &Caller, access: &str, selection_json: &Value) -> Result<Vec<u8>, WireError> {
+        self.refuse_if_closing()?;
         let _slot = self.work.enter()?;
         let open = wire::parse_open(body)?;
         let rules_digest = self
@@ -927,6 +928,9 @@ impl Provider {
     /// not a task. Store work runs on blocking threads.
     pub async fn read_into(self: &Arc<Self>, body: Vec<u8>, caller: Caller, access: String, cancel: Arc<CancelToken>, answer: Answer) {
         let arrival = self.now_ms();
+        if let Err(e) = self.refuse_if_closing() {
+            return answer.reply(Response::error(&e));
+        }
         let slot = match self.work.enter() {
             Ok(s) => s,
             Err(e) => return answer.reply(Response::error(&e)),

@@ -125,6 +125,8 @@ pub(super) struct Parked {
     kick: Arc<Notify>,
     driver_alive: AtomicBool,
     next_id: AtomicU64,
+    /// Set once by [`Provider::shut_down`]: no poll parks any more.
+    closing: AtomicBool,
 }
 
 impl Default for Parked {
@@ -134,6 +136,7 @@ impl Default for Parked {
             kick: Arc::new(Notify::new()),
             driver_alive: AtomicBool::new(false),
             next_id: AtomicU64::new(0),
+            closing: AtomicBool::new(false),
         }
     }
 }
@@ -230,7 +233,47 @@ impl Provider {
             }
             return None;
         }
+        // Same pattern for a shutdown: `shut_down` sets the flag before it empties the
+        // table, so this entry is either in what it takes or sees the flag here.
+        if self.parked.closing.load(Ordering::SeqCst) {
+            if let Some(e) = self.parked.take(id) {
+                self.answer_now(e);
+            }
+            return None;
+        }
         Some(id)
+    }
+
+    /// Answers a poll at once with what its cursor can see now: an empty live batch with
+    /// current watermarks (or whatever was published meanwhile), as at its deadline.
+    fn answer_now(&self, e: Entry) {
+        match self.build(&e.rec, &e.view, &e.cursor, e.limits) {
+            Ok((b, _)) => self.deliver(&e.session, b, e.answer),
+            Err(er) => e.answer.reply(Response::error(&er)),
+        }
+    }
+
+    /// Graceful shutdown (BRC-193 §4: a waiting poll returns a coherent batch): from now on
+    /// no poll waits, every waiting poll is answered now, and new opens and reads get
+    /// `unavailable` with a retry hint. Returns how many waiting polls were answered.
+    pub fn shut_down(&self) -> usize {
+        self.parked.closing.store(true, Ordering::SeqCst);
+        let entries = self.parked.take_all().entries;
+        let n = entries.len();
+        for e in entries.into_values() {
+            self.answer_now(e);
+        }
+        n
+    }
+
+    /// `unavailable` (retry after a second) once [`Provider::shut_down`] ran.
+    pub(super) fn refuse_if_closing(&self) -> Result<(), WireError> {
+        if self.parked.closing.load(Ordering::SeqCst) {
+            let mut e = err(ErrorCode::Unavailable, "the provider is shutting down").with_retry_after_ms(1000);
+            e.retryable = true;
+            return Err(e);
+        }
+        Ok(())
     }
 
     fn cancel_parked(&self, id: u64) {
