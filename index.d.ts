@@ -65,7 +65,7 @@ export declare class NativeLive {
    * `read_ticketed`): no threadsafe function is created for the call. A panic answers
    * `unavailable` (the ticket's `Owed` is dropped unanswered).
    */
-  openTicketed(body: Buffer, who: CallerInfo, access: string, selection: any, ticket: number): void
+  openTicketed(body: Buffer, who: CallerInfo, access: string, selection: any, cancel: NativeCancel, ticket: number): void
   /** Installs the function that receives answers of `readTicketed` and `openTicketed` in batches. */
   setDelivery(deliver: (arg: DeliveredAnswers) => void): void
   /** Keeps Node running while reads or opens are outstanding (`true`), or lets it exit. */
@@ -221,6 +221,11 @@ export interface LiveStats {
    * stalled. bench/sections/waiters.js dates wake latency from it.
    */
   publishedAgoMs?: number
+  /**
+   * Entries (index entries and row versions) snapshot scans of this process have read:
+   * a count of work. A cancelled open or read stops adding to it.
+   */
+  scanExamined: number
 }
 
 export interface MemberPage {

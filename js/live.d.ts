@@ -41,7 +41,21 @@ export interface LiveLookupOptions {
   authorize?: (request: AuthorizeRequest) => { access: string } | null | undefined | Promise<{ access: string } | null | undefined>
   /** Background compaction period; 0 disables it. Default 60000. */
   compactionIntervalMs?: number
-  /** Operational events: compaction errors, chain reorganizations (op 'chain-reorg'). */
+  /**
+   * The restore anchor: a file OUTSIDE the data directory recording the store's epoch and
+   * published highWater, compared at open to detect a data directory restored from an older
+   * copy (docs/operators.md "Resets, restores and shutdown"). Default `<dataDir>.anchor`
+   * beside the data directory; `null` turns detection off.
+   */
+  anchorPath?: string | null
+  /** How often the anchor is brought up to date, ms. Default 1000. */
+  anchorIntervalMs?: number
+  /**
+   * Declares that the data directory was restored: nothing is served until a new epoch
+   * re-seeded from the Engine starts (at attach, or resetEpoch). A string is the reason logged.
+   */
+  restored?: boolean | string
+  /** Operational events: compaction errors, chain reorganizations (op 'chain-reorg'), resets ('reset-epoch'), restores ('restore'), anchor write failures ('anchor'). */
   log?: (entry: { op: string; error?: string; action?: string; reason?: string; [k: string]: unknown }) => void
 }
 
@@ -108,7 +122,8 @@ export declare class LiveLookup {
   attach (engine: unknown): Promise<LiveLookup>
   /** Commits one indivisible group; resolves with its sequence (decimal) or null. */
   commit (changes: Change[]): Promise<string | null>
-  open (body: Buffer | string, caller: Caller): Promise<LiveResponse>
+  /** `signal` cancels the open: its snapshot scan stops and nothing is stored. */
+  open (body: Buffer | string, caller: Caller, options?: { signal?: AbortSignal }): Promise<LiveResponse>
   read (body: Buffer | string, caller: Caller, options?: { signal?: AbortSignal }): Promise<LiveResponse>
   closeSession (body: Buffer | string, caller: Caller): Promise<LiveResponse>
   /** `close()` releases the store; `close(body, caller)` is closeSession. */

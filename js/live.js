@@ -6,6 +6,7 @@
 const native = require('./native')
 const wire = require('./wire')
 const ingest = require('./ingest')
+const anchor = require('./anchor')
 const { Beef, Transaction } = require('@bsv/sdk')
 
 const DEFAULTS = {
@@ -68,6 +69,24 @@ async function call (promise) {
   }
 }
 
+/**
+ * A native cancellation token that `signal` trips (already tripped if it has aborted), and
+ * `done`, which detaches it once the call is answered (null without a signal).
+ */
+function nativeCancel (signal) {
+  const cancel = new native.NativeCancel()
+  if (!signal) return { cancel, done: null }
+  const onAbort = () => cancel.cancel()
+  if (signal.aborted) cancel.cancel()
+  else signal.addEventListener('abort', onAbort, { once: true })
+  return { cancel, done: () => signal.removeEventListener('abort', onAbort) }
+}
+
+/** What opens and reads get while a restored store waits for its new epoch. */
+function restoredResponse () {
+  return errorResponse('unavailable', 'the store was restored from an older copy; it serves again once a new epoch is seeded from the Engine', { retryable: true, retryAfterMs: 1000 })
+}
+
 function errorResponse (code, message, extra) {
   return { status: wire.statusOf(code), body: wire.errorBody(code, message, extra) }
 }
@@ -84,6 +103,9 @@ class LiveLookup {
       throw new TypeError('LiveLookup.open needs chain: { network, genesisHash }')
     }
     if (!o.provider) throw new TypeError('LiveLookup.open needs provider (identity key or HTTPS origin)')
+    // A store created by this open has a new epoch nobody holds a cursor for: an anchor
+    // from an earlier store in this place says nothing about it.
+    const fresh = anchor.isEmptyDir(o.dataDir)
     const core = await call(native.openLive({
       dataDir: o.dataDir,
       create: !!o.create,
@@ -102,12 +124,32 @@ class LiveLookup {
       maxWaitersPerPrincipal: o.maxWaitersPerPrincipal,
       maxConcurrentWork: o.maxConcurrentWork
     }))
-    return new LiveLookup(core, o)
+    // The restore anchor (js/anchor.js): `null` turns restore detection off.
+    const anchorPath = o.anchorPath === undefined ? anchor.defaultAnchorPath(o.dataDir) : o.anchorPath
+    if (anchorPath !== null && typeof anchorPath !== 'string') {
+      await core.closeStore()
+      throw new TypeError('anchorPath must be a file path outside the data directory, or null')
+    }
+    let restored = null
+    if (o.restored) restored = typeof o.restored === 'string' ? o.restored : 'the operator declared a restore'
+    else if (anchorPath && !fresh) restored = anchor.restoredReason(anchor.readAnchor(anchorPath), core.epoch(), core.highWater())
+    const live = new LiveLookup(core, o, { anchorPath, restored })
+    if (restored) live.logEvent({ op: 'restore', action: 'serving-paused', reason: restored })
+    else if (live.anchor) await live.anchor.update()
+    return live
   }
 
-  constructor (core, options) {
+  constructor (core, options, { anchorPath = null, restored = null } = {}) {
     this.core = core
     this.options = options
+    // A store restored from an older copy (or declared restored) serves nothing until a
+    // new epoch re-seeded from the Engine replaces it (attach, or resetEpoch).
+    this.restoredPending = restored
+    this.anchor = anchorPath === null
+      ? null
+      : new anchor.AnchorKeeper(anchorPath, () => this.restoredPending ? null : { epoch: core.epoch(), highWater: core.highWater() },
+        options.anchorIntervalMs === undefined ? 1000 : options.anchorIntervalMs,
+        (e) => this.logEvent({ op: 'anchor', error: String(e && e.message) }))
     this.services = new Map()
     this.authorizeHook = options.authorize || defaultAuthorize
     this.sink = { commit: (changes) => this.commit(changes), log: (entry) => this.logEvent(entry) }
@@ -176,6 +218,11 @@ class LiveLookup {
     ingest.attachEngine(engine, this.sink)
     this.engine = engine
     this.bracketEngineReorg(engine)
+    if (this.restoredPending) {
+      const reason = this.restoredPending
+      const { epoch } = await this.inChainEventTurn(() => this.reseedEpoch(engine))
+      this.logEvent({ op: 'restore', action: 'reset-epoch', reason, epoch })
+    }
     for (const svc of this.services.values()) {
       if (!this.core.serviceHasHistory(svc.name)) {
         const topics = svc.companion.topics || topicsServedBy(engine, svc.name)
@@ -321,6 +368,9 @@ class LiveLookup {
     }
     const changes = [...groups.flat(), ...extra]
     const { epoch, sequence } = await call(this.core.resetEpochWith(changes.map(toNativeChange)))
+    // A new epoch re-seeded from the Engine is what a restored store waits for.
+    this.restoredPending = null
+    if (this.anchor) await this.anchor.update()
     return { epoch, sequence: sequence ?? null }
   }
 
@@ -341,8 +391,13 @@ class LiveLookup {
     return result && typeof result.then === 'function' ? result.then(accessOf) : accessOf(result)
   }
 
-  /** POST .../lookup/open: resolves { status, body } with the exact body bytes. */
-  async open (body, caller) {
+  /**
+   * POST .../lookup/open: resolves { status, body } with the exact body bytes. `signal`
+   * (AbortSignal) cancels it: an open whose client went away stops its snapshot scan and
+   * stores nothing.
+   */
+  async open (body, caller, { signal } = {}) {
+    if (this.restoredPending) return restoredResponse()
     let req
     try {
       req = wire.parseOpen(body)
@@ -362,8 +417,9 @@ class LiveLookup {
     }
     const access = await this.authorizeNow('open', 'request', caller, req.service, req.query)
     if (!access) return errorResponse('unauthorized', 'not authorized for this lookup')
-    const start = (ticket) => this.core.openTicketed(Buffer.from(body), caller, access, selection, ticket)
-    return this.ticketed(start, (res) => this.recheck(res, 'open', caller, req.service, req.query, access))
+    const { cancel, done } = nativeCancel(signal)
+    const start = (ticket) => this.core.openTicketed(Buffer.from(body), caller, access, selection, cancel, ticket)
+    return this.ticketed(start, (res) => this.recheck(res, 'open', caller, req.service, req.query, access), done)
   }
 
   /**
@@ -372,6 +428,7 @@ class LiveLookup {
    * caller in one promise step (a commit can wake thousands of polls at once).
    */
   read (body, caller, { signal } = {}) {
+    if (this.restoredPending) return Promise.resolve(restoredResponse())
     let req
     try {
       req = wire.parseRead(body)
@@ -398,13 +455,7 @@ class LiveLookup {
 
   /** The native read under a ticket (see `ticketed`); `signal` cancels a waiting poll. */
   nativeRead (body, caller, access, signal, then) {
-    const cancel = new native.NativeCancel()
-    const onAbort = () => cancel.cancel()
-    if (signal) {
-      if (signal.aborted) cancel.cancel()
-      else signal.addEventListener('abort', onAbort, { once: true })
-    }
-    const done = signal ? () => signal.removeEventListener('abort', onAbort) : null
+    const { cancel, done } = nativeCancel(signal)
     return this.ticketed((ticket) => this.core.readTicketed(body, caller, access, cancel, ticket), then, done)
   }
 
@@ -576,7 +627,14 @@ class LiveLookup {
     await call(this.core.shutDown())
     await this.settled()
     if (this.compacting) await this.compacting
-    await this.core.closeStore()
+    try {
+      if (this.anchor) {
+        await this.anchor.stop()
+        await this.anchor.update()
+      }
+    } finally {
+      await this.core.closeStore()
+    }
   }
 
   /** Resolves once every open and read handed to the core has been answered. */

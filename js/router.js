@@ -218,7 +218,7 @@ function createRouter (live, options = {}) {
   })
 
   const handlers = {
-    open: (body, caller) => live.open(body, caller),
+    open: (body, caller, signal) => live.open(body, caller, { signal }),
     close: (body, caller) => live.closeSession(body, caller),
     read: (body, caller, signal) => live.read(body, caller, { signal })
   }

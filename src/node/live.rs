@@ -139,6 +139,9 @@ pub struct LiveStats {
     /// readers; absent before the first. A growing value on a busy host means ingestion
     /// stalled. bench/sections/waiters.js dates wake latency from it.
     pub published_ago_ms: Option<f64>,
+    /// Entries (index entries and row versions) snapshot scans of this process have read:
+    /// a count of work. A cancelled open or read stops adding to it.
+    pub scan_examined: i64,
 }
 
 /// A cancellation handle: JS trips it when the HTTP response closes early.
@@ -377,12 +380,14 @@ impl NativeLive {
     /// `read_ticketed`): no threadsafe function is created for the call. A panic answers
     /// `unavailable` (the ticket's `Owed` is dropped unanswered).
     #[napi]
-    pub fn open_ticketed(&self, body: Buffer, who: CallerInfo, access: String, selection: Value, ticket: u32) {
+    pub fn open_ticketed(&self, body: Buffer, who: CallerInfo, access: String, selection: Value, cancel: &NativeCancel, ticket: u32) {
         let p = self.provider.clone();
+        let token = cancel.inner.clone();
         let body = body.to_vec();
         let owed = Owed { ticket, delivery: self.delivery.clone(), answered: false };
         napi::bindgen_prelude::spawn_blocking(move || {
-            let r = p.open(&body, &caller(who), &access, &selection);
+            // Tripping `cancel` (the client went away) ends the snapshot scan and stores nothing.
+            let r = p.open_until(&body, &caller(who), &access, &selection, Some(&token));
             owed.answer(r.status as u32, r.body);
         });
     }
@@ -504,6 +509,7 @@ impl NativeLive {
             rows: s.rows as i64,
             disk_bytes: s.disk_bytes as i64,
             published_ago_ms,
+            scan_examined: self.provider.store().scan_examined() as i64,
         })
     }
 

@@ -31,7 +31,7 @@ use serde_json::{json, Value};
 use sha2::{Digest as _, Sha256};
 
 use crate::select::Selection;
-use crate::store::{BlobRef, Projected, SnapshotRow, Store};
+use crate::store::{BlobRef, Projected, SnapshotRow, StopCheck, Store};
 use crate::wire::{self, ErrorCode, Limits, WireError};
 
 use batch::{Frame, Offer, Packer, Phase, Tail};
@@ -101,6 +101,9 @@ fn store_err(e: crate::store::StoreError) -> WireError {
     // start over, never receive an empty success (BRC-193 §4, §5).
     if let crate::store::StoreError::Gone(_) = e {
         return err(ErrorCode::ResetRequired, "the history this request needs is no longer retained");
+    }
+    if let crate::store::StoreError::Cancelled = e {
+        return err(ErrorCode::Cancelled, "the request was cancelled");
     }
     let mut w = err(ErrorCode::Unavailable, format!("storage failure: {e}"));
     w.retryable = true;
@@ -267,6 +270,12 @@ fn push_base64(out: &mut Vec<u8>, bytes: &[u8]) {
         .encode_slice(bytes, &mut out[start..])
         .expect("the buffer was sized for padded base64");
     out.truncate(start + n);
+}
+
+/// A scan's stop check backed by a request's cancellation token.
+fn stop_check(cancel: &Arc<CancelToken>) -> StopCheck {
+    let token = cancel.clone();
+    Arc::new(move || token.is_cancelled())
 }
 
 fn random_16() -> [u8; 16] {
@@ -465,13 +474,19 @@ impl Provider {
     /// Handles `POST .../lookup/open`. `selection` is what the companion's
     /// `select(query)` returned and `access` what the host's `authorize` returned.
     pub fn open(&self, body: &[u8], caller: &Caller, access: &str, selection: &Value) -> Response {
-        match self.open_inner(body, caller, access, selection) {
+        self.open_until(body, caller, access, selection, None)
+    }
+
+    /// [`Provider::open`] that stops its snapshot scan, and stores nothing, once `cancel`
+    /// is tripped (the client went away: BRC-193 §5, cancellation reaches the scan).
+    pub fn open_until(&self, body: &[u8], caller: &Caller, access: &str, selection: &Value, cancel: Option<&Arc<CancelToken>>) -> Response {
+        match self.open_inner(body, caller, access, selection, cancel.map(stop_check)) {
             Ok(bytes) => Response::ok(bytes),
             Err(e) => Response::error(&e),
         }
     }
 
-    fn open_inner(&self, body: &[u8], caller: &Caller, access: &str, selection_json: &Value) -> Result<Vec<u8>, WireError> {
+    fn open_inner(&self, body: &[u8], caller: &Caller, access: &str, selection_json: &Value, stop: Option<StopCheck>) -> Result<Vec<u8>, WireError> {
         self.refuse_if_closing()?;
         let _slot = self.work.enter()?;
         let open = wire::parse_open(body)?;
@@ -546,7 +561,7 @@ impl Provider {
         // so is its compiled selection (this one, or an equal one's).
         rec.selection = view.selection_json.clone();
         let selection = view.selection.as_ref().ok_or_else(|| err(ErrorCode::Unavailable, "the selection no longer compiles"))?;
-        let page = self.snapshot_batch(&rec, &view, &id, selection, limits, None, first_high_water)?;
+        let page = self.snapshot_batch(&rec, &view, &id, selection, limits, None, first_high_water, stop)?;
         let first = page.body;
         rec.first = Some(FirstBatch { high_water: first_high_water, rows_sha256: hex::encode(page.rows_digest) });
         let fence = FenceRecord { open_digest, session: rec.id.clone() };
@@ -582,7 +597,7 @@ impl Provider {
         // The view holds the selection compiled; an open retry does not compile it again.
         let view = self.session_view(&session, &rec);
         let sel = view.selection.as_ref().ok_or_else(|| err(ErrorCode::Unavailable, "the stored selection no longer compiles"))?;
-        let page = self.snapshot_batch(&rec, &view, &id, sel, rec.limits, None, first.high_water)?;
+        let page = self.snapshot_batch(&rec, &view, &id, sel, rec.limits, None, first.high_water, None)?;
         if hex::encode(page.rows_digest) != first.rows_sha256 {
             return Err(err(ErrorCode::Unavailable, "the first batch could not be reproduced"));
         }
@@ -654,6 +669,7 @@ impl Provider {
         limits: Limits,
         after: Option<&[u8]>,
         high_water: u64,
+        stop: Option<StopCheck>,
     ) -> Result<SnapshotPage, WireError> {
         let frame = self.frame(rec, limits, view.scope_json.clone());
         let epoch = self.epoch_bytes();
@@ -671,7 +687,7 @@ impl Provider {
         // tag of a row's cursor is computed only for the row the page ends on.
         let bare_env = frame.envelope_len(&Tail { phase: Phase::Snapshot, cursor: "", snapshot_complete: false, through: rec.w, high_water });
         let mut packer = Packer::new(&limits);
-        let mut rows = self.store.snapshot(&rec.service, sel, rec.w, after).map_err(store_err)?;
+        let mut rows = self.store.snapshot_until(&rec.service, sel, rec.w, after, stop).map_err(store_err)?;
         let mut last_key: Option<Vec<u8>> = None;
         let mut taken = Sha256::new();
         let mut next = rows.next();
@@ -886,10 +902,15 @@ impl Provider {
 
     /// Builds the batch for a cursor. Callers hold a work slot.
     fn build(&self, rec: &SessionRecord, view: &SessionView, cursor: &Cursor, limits: Limits) -> Result<(Ready, bool), WireError> {
+        self.build_until(rec, view, cursor, limits, None)
+    }
+
+    /// [`Provider::build`] whose snapshot scan ends once `stop` says so.
+    fn build_until(&self, rec: &SessionRecord, view: &SessionView, cursor: &Cursor, limits: Limits, stop: Option<StopCheck>) -> Result<(Ready, bool), WireError> {
         let sel = view.selection()?;
         match &cursor.position {
             Position::Snapshot { after } => {
-                let page = self.snapshot_batch(rec, view, &cursor.session, sel, limits, after.as_deref(), self.store.high_water())?;
+                let page = self.snapshot_batch(rec, view, &cursor.session, sel, limits, after.as_deref(), self.store.high_water(), stop)?;
                 Ok((page.body.into(), false))
             }
             Position::Live { through } => self.live_batch(rec, view, &cursor.session, sel, limits, *through),
@@ -940,12 +961,13 @@ impl Provider {
         let mut rx = self.store.subscribe();
         rx.borrow_and_update();
         let this = self.clone();
+        let stop = stop_check(&cancel);
         let first = tokio::task::spawn_blocking(move || -> Result<_, WireError> {
             let _slot = slot;
             let read = wire::parse_read(&body)?;
             let (session, rec, cursor, view) = this.read_context(&read, &caller, &access)?;
             let limits = Limits::effective(read.limits, this.cfg.limits);
-            let (bytes, empty) = this.build(&rec, &view, &cursor, limits)?;
+            let (bytes, empty) = this.build_until(&rec, &view, &cursor, limits, Some(stop))?;
             Ok((session, rec, view, cursor, limits, bytes, empty, caller))
         })
         .await;

@@ -34,7 +34,7 @@ mod scan;
 pub use codec::{Invalidation, LogChange, LogGroup, NewVersion, OldVersion};
 pub use keys::VERSION_KEY_LEN;
 pub use project::Projected;
-pub use scan::{LogIter, SnapshotIter, SnapshotRow};
+pub use scan::{LogIter, SnapshotIter, SnapshotRow, StopCheck};
 
 use commit::{Req, Stats};
 
@@ -165,6 +165,8 @@ pub enum StoreError {
     Invalid(String),
     /// Something a reader asked for was compacted (session layer: reset-required).
     Gone(String),
+    /// The caller's stop check ended a scan (its request was cancelled).
+    Cancelled,
     /// The store was closed.
     Closed,
     /// An earlier write failed; the store must be reopened before writing again.
@@ -186,6 +188,7 @@ impl fmt::Display for StoreError {
             StoreError::Limit { what, limit } => write!(f, "store limit reached: {what} (limit {limit})"),
             StoreError::Invalid(m) => write!(f, "invalid change: {m}"),
             StoreError::Gone(m) => write!(f, "no longer retained: {m}"),
+            StoreError::Cancelled => write!(f, "the scan was cancelled"),
             StoreError::Closed => write!(f, "store is closed"),
             StoreError::Failed(m) => write!(f, "store failed earlier and must be reopened: {m}"),
         }
@@ -245,6 +248,8 @@ pub(crate) struct Shared {
     pub timer_hint: RwLock<Option<(u64, u64)>>,
     /// When the latest sequence was published (made visible to readers) in this process.
     pub published_at: Mutex<Option<std::time::Instant>>,
+    /// Entries snapshot scans read ([`Store::scan_examined`]).
+    pub scan_examined: Arc<AtomicU64>,
 }
 
 pub struct Store {
@@ -420,6 +425,7 @@ impl Store {
             max_retained_bytes: cfg.max_retained_bytes,
             timers_added: AtomicU64::new(0),
             timer_hint: RwLock::new(None),
+            scan_examined: Arc::new(AtomicU64::new(0)),
         });
         let (tx, rx) = mpsc::channel();
         let committer = commit::spawn(db.clone(), shared.clone(), meta.stats, rx)
@@ -563,6 +569,19 @@ impl Store {
         w: u64,
         after_key: Option<&[u8]>,
     ) -> Result<scan::SnapshotIter<'a>, StoreError> {
+        self.snapshot_until(service, sel, w, after_key, None)
+    }
+
+    /// [`Store::snapshot`] that ends with [`StoreError::Cancelled`] as soon as `stop` returns
+    /// true (it is asked before every entry the scan reads).
+    pub fn snapshot_until<'a>(
+        &'a self,
+        service: &str,
+        sel: &Selection,
+        w: u64,
+        after_key: Option<&[u8]>,
+        stop: Option<scan::StopCheck>,
+    ) -> Result<scan::SnapshotIter<'a>, StoreError> {
         if w > self.high_water() {
             return Err(StoreError::Invalid(format!("snapshot at {w} is above highWater")));
         }
@@ -570,7 +589,14 @@ impl Store {
         if w < self.compacted_through() {
             return Err(StoreError::Gone(format!("snapshot at {w} is below compactedThrough")));
         }
-        scan::SnapshotIter::new(self.db()?, service, sel, w, after_key)
+        let watch = scan::Watch { stop, examined: self.shared.scan_examined.clone() };
+        scan::SnapshotIter::new(self.db()?, service, sel, w, after_key, watch)
+    }
+
+    /// Entries snapshot scans of this process have read (index entries and row versions):
+    /// a count of work, for tests and benchmarks.
+    pub fn scan_examined(&self) -> u64 {
+        self.shared.scan_examined.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Log groups with `after < seq <= upto`, ascending. `Gone` if part of that range was

@@ -21,6 +21,8 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::select::{decode_scalar, encode_scalar, encode_str_prefix, order_value, Filter, Order, Scalar, Selection};
 
@@ -70,9 +72,69 @@ fn decode_row(v: &[u8]) -> Result<RowVersion, StoreError> {
 
 type Item = Result<SnapshotRow, StoreError>;
 
+/// Asked before every entry a scan reads; `true` ends the scan with [`StoreError::Cancelled`]
+/// (BRC-193 §5: cancellation reaches the database scan, so an abandoned open or read stops
+/// costing anything). The caller's cancellation token stands behind it.
+pub type StopCheck = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// How a scan is watched: an optional stop check, and the store's count of entries scans
+/// read (tests count work with it; bench/ can too).
+#[derive(Clone)]
+pub(crate) struct Watch {
+    pub stop: Option<StopCheck>,
+    pub examined: Arc<AtomicU64>,
+}
+
+impl Watch {
+    fn stopped(&self) -> bool {
+        self.stop.as_ref().is_some_and(|s| s())
+    }
+
+    /// `iter` watched: it ends early once the stop check says so, and counts what it read.
+    fn source<I: Iterator>(&self, iter: I) -> Watched<I> {
+        Watched { inner: iter, watch: self.clone(), seen: 0 }
+    }
+}
+
+/// A database iterator under a [`Watch`]. Its count is added to the store's once, when it
+/// is dropped, so the hot loop touches no shared cache line.
+pub(crate) struct Watched<I> {
+    inner: I,
+    watch: Watch,
+    seen: u64,
+}
+
+impl<I: Iterator> Iterator for Watched<I> {
+    type Item = I::Item;
+    fn next(&mut self) -> Option<I::Item> {
+        if self.watch.stopped() {
+            return None; // SnapshotIter turns the early end into Cancelled
+        }
+        self.seen += 1;
+        self.inner.next()
+    }
+}
+
+impl<I: DoubleEndedIterator> DoubleEndedIterator for Watched<I> {
+    fn next_back(&mut self) -> Option<I::Item> {
+        if self.watch.stopped() {
+            return None;
+        }
+        self.seen += 1;
+        self.inner.next_back()
+    }
+}
+
+impl<I> Drop for Watched<I> {
+    fn drop(&mut self) {
+        self.watch.examined.fetch_add(self.seen, Ordering::Relaxed);
+    }
+}
+
 pub struct SnapshotIter<'a> {
     inner: Box<dyn Iterator<Item = Item> + Send + 'a>,
     done: bool,
+    watch: Watch,
 }
 
 impl Iterator for SnapshotIter<'_> {
@@ -81,7 +143,12 @@ impl Iterator for SnapshotIter<'_> {
         if self.done {
             return None;
         }
-        let r = self.inner.next();
+        let mut r = self.inner.next();
+        // Checked after the step too: a stopped source ends the inner scan early, and that
+        // end must not read as a complete snapshot.
+        if self.watch.stopped() {
+            r = Some(Err(StoreError::Cancelled));
+        }
         // After an error the scan stops: a caller never sees rows past a gap.
         if matches!(r, Some(Err(_)) | None) {
             self.done = true;
@@ -91,11 +158,14 @@ impl Iterator for SnapshotIter<'_> {
 }
 
 impl<'a> SnapshotIter<'a> {
-    pub(crate) fn new(db: sled::Db, service: &str, sel: &Selection, w: u64, after: Option<&[u8]>) -> Result<Self, StoreError> {
+    pub(crate) fn new(db: sled::Db, service: &str, sel: &Selection, w: u64, after: Option<&[u8]>, watch: Watch) -> Result<Self, StoreError> {
         if let Some(a) = after {
             if a.len() != VERSION_KEY_LEN {
                 return Err(StoreError::Invalid("snapshot resume key has the wrong length".into()));
             }
+        }
+        if watch.stopped() {
+            return Err(StoreError::Cancelled);
         }
         let sel = sel.clone();
         let inner: Box<dyn Iterator<Item = Item> + Send + 'a> = match sel.order.clone() {
@@ -110,23 +180,23 @@ impl<'a> SnapshotIter<'a> {
                     Some(suffixes) => {
                         Box::new(sorted_by_attribute(&db, service, &sel, &name, desc, w, after, suffixes)?.into_iter().map(Ok))
                     }
-                    None => Box::new(attribute_scan(db, service, sel, &name, desc, w, after)?),
+                    None => Box::new(attribute_scan(db, service, sel, &name, desc, w, after, &watch)?),
                 }
             }
             Order::Admission => match index_prefixes(&sel.filter) {
-                Some(p) => Box::new(index_merge(db, service, sel, p, w, after)),
+                Some(p) => Box::new(index_merge(db, service, sel, p, w, after, &watch)),
                 None => match collect_range(&db, service, &sel.filter, w, after)? {
                     Some(suffixes) => Box::new(fetch_each(db, service, sel, w, suffixes)),
-                    None => Box::new(admission_scan(db, service, sel, w, after)),
+                    None => Box::new(admission_scan(db, service, sel, w, after, &watch)),
                 },
             },
         };
-        Ok(SnapshotIter { inner, done: false })
+        Ok(SnapshotIter { inner, done: false, watch })
     }
 }
 
 /// Walk the row table in admission order.
-fn admission_scan(db: sled::Db, service: &str, sel: Selection, w: u64, after: Option<&[u8]>) -> AdmissionScan {
+fn admission_scan(db: sled::Db, service: &str, sel: Selection, w: u64, after: Option<&[u8]>, watch: &Watch) -> AdmissionScan {
     let prefix = keys::service_prefix(keys::ROW, service);
     let start = match after {
         Some(a) => Bound::Excluded([prefix.as_slice(), a].concat()),
@@ -137,7 +207,7 @@ fn admission_scan(db: sled::Db, service: &str, sel: Selection, w: u64, after: Op
         None => Bound::Unbounded,
     };
     AdmissionScan {
-        iter: db.range::<Vec<u8>, _>((start, end)),
+        iter: watch.source(db.range::<Vec<u8>, _>((start, end))),
         plen: prefix.len(),
         w,
         all: sel.filter == Filter::All,
@@ -150,7 +220,7 @@ fn admission_scan(db: sled::Db, service: &str, sel: Selection, w: u64, after: Op
 /// The admission-order walk as one flat iterator: this is the hot loop of a full snapshot, so
 /// it avoids adapter layers and re-validating a topic equal to the previous row's.
 struct AdmissionScan {
-    iter: sled::Iter,
+    iter: Watched<sled::Iter>,
     plen: usize,
     w: u64,
     sel: Selection,
@@ -254,10 +324,11 @@ fn index_merge(
     mut prefixes: Vec<(String, Scalar)>,
     w: u64,
     after: Option<&[u8]>,
+    watch: &Watch,
 ) -> impl Iterator<Item = Item> + Send {
     prefixes.sort();
     prefixes.dedup();
-    let mut sources: Vec<(usize, sled::Iter)> = Vec::new();
+    let mut sources: Vec<(usize, Watched<sled::Iter>)> = Vec::new();
     for (a, v) in &prefixes {
         let mut p = keys::index_attr_prefix(service, a);
         encode_scalar(v, &mut p);
@@ -269,13 +340,13 @@ fn index_merge(
             Some(e) => Bound::Excluded(e),
             None => Bound::Unbounded,
         };
-        sources.push((p.len(), db.range::<Vec<u8>, _>((start, end))));
+        sources.push((p.len(), watch.source(db.range::<Vec<u8>, _>((start, end)))));
     }
     let service = service.to_string();
     let mut heap: BinaryHeap<Reverse<([u8; VERSION_KEY_LEN], usize)>> = BinaryHeap::new();
     let mut pending_err: Option<StoreError> = None;
     let advance = move |i: usize,
-                       sources: &mut Vec<(usize, sled::Iter)>,
+                       sources: &mut Vec<(usize, Watched<sled::Iter>)>,
                        heap: &mut BinaryHeap<Reverse<([u8; VERSION_KEY_LEN], usize)>>,
                        err: &mut Option<StoreError>| {
         let (plen, it) = &mut sources[i];
@@ -518,6 +589,7 @@ fn attribute_range(f: &Filter, name: &str, base: &[u8]) -> (Vec<u8>, Option<Vec<
 }
 
 /// Walk the order attribute's index (see module docs).
+#[allow(clippy::too_many_arguments)]
 fn attribute_scan<'a>(
     db: sled::Db,
     service: &str,
@@ -526,6 +598,7 @@ fn attribute_scan<'a>(
     desc: bool,
     w: u64,
     after: Option<&[u8]>,
+    watch: &Watch,
 ) -> Result<impl Iterator<Item = Item> + Send + 'a, StoreError> {
     let base = keys::index_attr_prefix(service, name);
     let (lo, hi) = attribute_range(&sel.filter, name, &base);
@@ -546,7 +619,7 @@ fn attribute_scan<'a>(
             start = Bound::Excluded(k);
         }
     }
-    let iter = db.range::<Vec<u8>, _>((start, end));
+    let iter = watch.source(db.range::<Vec<u8>, _>((start, end)));
     let iter: Box<dyn Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>> + Send> =
         if desc { Box::new(iter.rev()) } else { Box::new(iter) };
     let service = service.to_string();

@@ -1,8 +1,10 @@
 'use strict'
-// Provider correctness under resets, restores, evictions and shutdown (BRC-193 §4, §5, §8),
+// Provider correctness under resets, evictions, shutdown and cancellation (BRC-193 §4, §5, §8),
 // on real parts: a real @bsv/overlay Engine (knex + SQLite) with real signed transactions,
 // the wrapped notes LookupService and the native sled store.
 
+const fs = require('fs')
+const path = require('path')
 const h = require('./helpers/live')
 const { createTestEngine, NoteFactory } = require('./helpers/engine')
 const { NotesLookupService } = require('../demo/notes/NotesLookupService')
@@ -23,6 +25,7 @@ async function setup (options = {}) {
   cleanup.push(() => closed ? null : live.close())
   let inner
   const t = await createTestEngine({
+    dir: options.engineDir,
     managers: { [NOTES_TOPIC]: new NotesTopicManager() },
     lookupServices: async (knex) => {
       inner = new NotesLookupService(knex)
@@ -192,5 +195,145 @@ describe('close', () => {
     expect(res.body).toMatchObject({ phase: 'live', groups: [], through: end.through })
     n.srv.server.closeIdleConnections()
     expect(await within(serverClosed)).not.toBe(STILL_WAITING)
+  })
+})
+
+describe('cancellation', () => {
+  const node = require('./helpers/node')
+
+  test('an open whose HTTP client goes away before it reaches the store scans nothing and stores nothing', async () => {
+    const base = require('../demo/notes/notesCompanion').createNotesCompanion()
+    let release
+    const gate = new Promise(resolve => { release = resolve })
+    let selecting
+    const selected = new Promise(resolve => { selecting = resolve })
+    const companion = { ...base, async select (query) { selecting(); await gate; return base.select(query) } }
+    const n = await node.startNode({ authentication: 'none', companion })
+    cleanup.push(() => n.close())
+    await n.live.commit(Array.from({ length: 500 }, (_, i) => h.admit(i)))
+    // Record the signal the router hands the open, to know when it saw the disconnect.
+    const realOpen = n.live.open.bind(n.live)
+    let signal
+    n.live.open = (body, caller, options) => { signal = options.signal; return realOpen(body, caller, options) }
+    const client = await node.publicClient(n)
+    const before = n.live.stats()
+    const ac = new AbortController()
+    const req = node.openReq()
+    const abandoned = client.post('open', req, { signal: ac.signal }).catch(e => e)
+    await selected
+    ac.abort()
+    expect((await abandoned).name).toBe('AbortError')
+    if (!signal.aborted) await new Promise(resolve => signal.addEventListener('abort', resolve, { once: true }))
+    release()
+    const res = await realOpen(Buffer.from(JSON.stringify(req)), { principal: '', authenticated: false }, { signal })
+    expect(res.status).toBe(503)
+    expect(json(res).error.code).toBe('cancelled')
+    const after = n.live.stats()
+    expect(after.scanExamined).toBe(before.scanExamined)
+    expect(after.sessions).toBe(before.sessions)
+    // Nothing was stored for its requestId: the same open now runs afresh and succeeds.
+    n.live.open = realOpen
+    const again = await client.post('open', req)
+    expect(again.status).toBe(200)
+    expect(again.body.groups.length).toBeGreaterThan(0)
+    expect(n.live.stats().scanExamined).toBeGreaterThan(after.scanExamined)
+  })
+
+  test('a read whose caller is cancelled before its snapshot page is built scans nothing', async () => {
+    const live = await h.openLive(h.tempDir())
+    cleanup.push(() => live.close())
+    live.wrap('ls_notes', h.plainService(), h.notesCompanion())
+    await live.commit(Array.from({ length: 300 }, (_, i) => h.admit(i)))
+    const first = json(await live.open(openBody({ query: {}, limits: { maxBytes: 65536, maxObservations: 10, waitMs: 0 } }), ALICE))
+    expect(first.snapshotComplete).toBe(false)
+    const ac = new AbortController()
+    ac.abort()
+    const before = live.stats().scanExamined
+    const res = await live.read(readBody(first.session, first.cursor, { maxObservations: 10 }), ALICE, { signal: ac.signal })
+    expect(res.status).toBe(503)
+    expect(json(res).error.code).toBe('cancelled')
+    expect(live.stats().scanExamined).toBe(before)
+    // The cursor is untouched: the same read, not cancelled, continues the snapshot.
+    const ok = json(await live.read(readBody(first.session, first.cursor, { maxObservations: 10 }), ALICE))
+    expect(ok.groups.length).toBe(10)
+    expect(live.stats().scanExamined).toBeGreaterThan(before)
+  })
+})
+
+describe('restore', () => {
+  /** A node on (dataDir, engineDir); `close()` stops it like a host shutting down. */
+  async function nodeOn (dataDir, engineDir, live = {}) {
+    const n = await setup({ dir: dataDir, engineDir, live })
+    return { ...n, async close () { n.markClosed(); await n.live.close(); await n.t.close() } }
+  }
+
+  async function liveBatch (live, batch) {
+    const res = await live.read(readBody(batch.session, batch.cursor), ALICE)
+    expect(res.status).toBe(200)
+    return json(res)
+  }
+
+  test('a data directory restored from an older copy pauses serving, then starts a new epoch re-seeded from the Engine', async () => {
+    const root = h.tempDir('restore-')
+    const dataDir = path.join(root, 'live')
+    const engineDir = h.tempDir('restore-engine-')
+    let n = await nodeOn(dataDir, engineDir)
+    await n.submit(await n.factory.createNotes(['before the copy']))
+    const { last: end } = await snapshotOf(n.live)
+    const epoch = n.live.epoch
+    await n.close()
+    const copy = path.join(root, 'copy')
+    fs.cpSync(dataDir, copy, { recursive: true })
+
+    // Five more groups after the copy; the session reads them.
+    n = await nodeOn(dataDir, engineDir)
+    expect(n.live.epoch).toBe(epoch) // an ordinary restart: same epoch, the session resumes
+    for (let i = 0; i < 5; i++) await n.submit(await n.factory.createNotes([`after the copy ${i}`]))
+    const served = await liveBatch(n.live, end)
+    expect(served.groups.length).toBe(5)
+    await n.close()
+
+    // The operator restores the older copy.
+    fs.rmSync(dataDir, { recursive: true })
+    fs.cpSync(copy, dataDir, { recursive: true })
+    const events = []
+    const live = await h.openLive(dataDir, { create: false, log: (e) => events.push(e) })
+    let closed = false
+    cleanup.push(() => closed ? null : live.close())
+    live.wrap('ls_notes', h.plainService(), createNotesCompanion())
+    expect(live.epoch).toBe(epoch)
+    expect(events).toContainEqual(expect.objectContaining({ op: 'restore', action: 'serving-paused' }))
+    // Nothing is served from the rolled-back store: not the old cursor, not a new snapshot.
+    for (const res of [await live.read(readBody(end.session, end.cursor), ALICE), await live.open(openBody({ query: {} }), ALICE)]) {
+      expect(res.status).toBe(503)
+      expect(json(res).error).toMatchObject({ code: 'unavailable', retryable: true })
+    }
+    await live.close()
+    closed = true
+
+    // Attached to the Engine, the node starts a new epoch from the Engine's state.
+    n = await nodeOn(dataDir, engineDir, { create: false })
+    expect(n.live.epoch).not.toBe(epoch)
+    const old = await n.live.read(readBody(end.session, end.cursor), ALICE)
+    expect(old.status).toBe(409)
+    expect(json(old).error.code).toBe('reset-required')
+    const snap = await snapshotOf(n.live)
+    expect(snap.outputs).toEqual(await engineLists(n.t))
+    expect(snap.outputs.length).toBe(6)
+    // Five other groups now are new sequences of the new epoch, read by new sessions only.
+    for (let i = 0; i < 5; i++) await n.submit(await n.factory.createNotes([`after the restore ${i}`]))
+    expect((await liveBatch(n.live, snap.last)).groups.length).toBe(5)
+  })
+
+  test('an operator can declare a restore: the next attach starts a new epoch re-seeded from the Engine', async () => {
+    const dataDir = h.tempDir('declared-')
+    const engineDir = h.tempDir('declared-engine-')
+    let n = await nodeOn(dataDir, engineDir)
+    await n.submit(await n.factory.createNotes(['one', 'two']))
+    const epoch = n.live.epoch
+    await n.close()
+    n = await nodeOn(dataDir, engineDir, { create: false, restored: 'restored from last night\'s backup' })
+    expect(n.live.epoch).not.toBe(epoch)
+    expect((await snapshotOf(n.live)).outputs).toEqual(await engineLists(n.t))
   })
 })
