@@ -18,8 +18,8 @@ const { PROFILE } = require('../../js/router')
 
 /**
  * Starts a node. `options.live` goes to LiveLookup.open, `options.companion` replaces the
- * notes companion, `options.dir` reuses a data directory (a restart), `options.serverKey`
- * keeps the identity across restarts.
+ * notes companion, `options.dir` and `options.engineDir` reuse the live store and the Engine's
+ * SQLite folder (a restart), `options.serverKey` keeps the identity across restarts.
  */
 async function startNode (options = {}) {
   const authentication = options.authentication || 'brc103'
@@ -36,6 +36,7 @@ async function startNode (options = {}) {
   })
   const companion = options.companion || createNotesCompanion()
   const t = await createTestEngine({
+    dir: options.engineDir,
     managers: { [NOTES_TOPIC]: new NotesTopicManager() },
     lookupServices: async (knex) => {
       const inner = new NotesLookupService(knex)
