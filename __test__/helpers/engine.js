@@ -39,7 +39,7 @@ function recordingLogger () {
  * Creates a real Engine. No broadcaster, no advertiser, GASP sync disabled for every topic.
  * storageLatencyTurns: every storage call first waits that many event-loop turns, as a storage
  * over the network would (better-sqlite3 answers within the same turn, hiding ordering races).
- * @param {{lookupServices?: object | ((knex) => Promise<object>|object), managers?: object, dir?: string, storageLatencyTurns?: number}} [options]
+ * @param {{lookupServices?: object | ((knex) => Promise<object>|object), managers?: object, dir?: string, storageLatencyTurns?: number, chainTracker?: LocalChainTracker}} [options]
  */
 async function createTestEngine (options = {}) {
   const dir = options.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'overlay-engine-'))
@@ -51,7 +51,8 @@ async function createTestEngine (options = {}) {
   await runOverlayMigrations(knex)
   const storage = new KnexStorage(knex)
   if (options.storageLatencyTurns > 0) addLatency(storage, options.storageLatencyTurns)
-  const chainTracker = new LocalChainTracker()
+  // Nodes of one test network share a tracker: the synthetic chain they all accept.
+  const chainTracker = options.chainTracker ?? new LocalChainTracker()
   const managers = options.managers ?? { [NOTES_TOPIC]: new NotesTopicManager() }
   const lookupServices = typeof options.lookupServices === 'function'
     ? await options.lookupServices(knex)

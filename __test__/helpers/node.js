@@ -15,11 +15,14 @@ const { createNotesCompanion } = require('../../demo/notes/notesCompanion')
 const { NOTES_TOPIC } = require('../../demo/notes/notesProtocol')
 const wire = require('../../js/wire')
 const { PROFILE } = require('../../js/router')
+const { gaspRouter } = require('../../js/gasp')
 
 /**
  * Starts a node. `options.live` goes to LiveLookup.open, `options.companion` replaces the
  * notes companion, `options.dir` and `options.engineDir` reuse the live store and the Engine's
- * SQLite folder (a restart), `options.serverKey` keeps the identity across restarts.
+ * SQLite folder (a restart), `options.serverKey` keeps the identity across restarts,
+ * `options.chainTracker` shares one synthetic chain between nodes, `options.gasp` mounts the
+ * GASP routes.
  */
 async function startNode (options = {}) {
   const authentication = options.authentication || 'brc103'
@@ -37,6 +40,7 @@ async function startNode (options = {}) {
   const companion = options.companion || createNotesCompanion()
   const t = await createTestEngine({
     dir: options.engineDir,
+    chainTracker: options.chainTracker,
     managers: { [NOTES_TOPIC]: new NotesTopicManager() },
     lookupServices: async (knex) => {
       const inner = new NotesLookupService(knex)
@@ -51,6 +55,7 @@ async function startNode (options = {}) {
     privateKey: serverKey.toHex(),
     allowLocalHttp: true
   }))
+  if (options.gasp) app.use(gaspRouter(t.engine))
   const factory = new NoteFactory(t.chainTracker)
   let closed = false
   return {
