@@ -5,7 +5,7 @@
 // sessions.test.js; here every request and answer is an authenticated HTTP exchange.
 
 const h = require('./helpers/live')
-const { startNode, authClient, openReq, readReq, drain, summary } = require('./helpers/node')
+const { startNode, authClient, openReq, readReq, drain, summary, expiringNotesCompanion } = require('./helpers/node')
 const { NoteFactory } = require('./helpers/engine')
 const { createNotesCompanion } = require('../demo/notes/notesCompanion')
 
@@ -48,17 +48,7 @@ test('limited group: a group larger than the client limit is 413 limited without
 })
 
 test('expiry: a row expiring after the snapshot reaches the live feed as an ordered withdraw', async () => {
-  const base = createNotesCompanion()
-  const now = Math.floor(Date.now() / 1000)
-  const companion = {
-    ...base,
-    index (output) {
-      const r = base.index(output)
-      if (r === null) return null
-      const text = JSON.parse(JSON.stringify(r.context)).text
-      return { ...r, expiresAt: now + (text === 'late' ? 200 : 100) }
-    }
-  }
+  const companion = expiringNotesCompanion()
   const n = await node({ companion })
   const alice = await authClient(n)
   const created = await n.factory.createNotes(['late', 'early'])

@@ -9,6 +9,7 @@ const { createTestEngine, NoteFactory } = require('./helpers/engine')
 const { NotesLookupService } = require('../demo/notes/NotesLookupService')
 const { NotesTopicManager } = require('../demo/notes/NotesTopicManager')
 const { createNotesCompanion } = require('../demo/notes/notesCompanion')
+const { expiringNotesCompanion } = require('./helpers/node')
 const { NOTES_TOPIC } = require('../demo/notes/notesProtocol')
 
 const { ALICE, readBody, openBody, json } = h
@@ -108,17 +109,7 @@ test('an eviction by the host commits a withdraw with reason evicted', async () 
 })
 
 test('an expiry commits an ordered withdraw with reason expired', async () => {
-  const base = createNotesCompanion()
-  const now = Math.floor(Date.now() / 1000)
-  const companion = {
-    ...base,
-    index (output) {
-      const r = base.index(output)
-      if (r === null) return null
-      const text = JSON.parse(JSON.stringify(r.context)).text
-      return { ...r, expiresAt: now + (text === 'late' ? 200 : 100) }
-    }
-  }
+  const companion = expiringNotesCompanion()
   const { live, factory, submit } = await setup({ companion })
   const created = await factory.createNotes(['late', 'early'])
   await submit(created)

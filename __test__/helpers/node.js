@@ -135,6 +135,24 @@ async function drain (client, first, limits = {}) {
   return batches
 }
 
+/**
+ * The notes companion with an expiry on every note: a note whose text is 'late' expires
+ * 200 s from now, any other 100 s from now (tests move the provider's clock past both).
+ */
+function expiringNotesCompanion () {
+  const base = createNotesCompanion()
+  const now = Math.floor(Date.now() / 1000)
+  return {
+    ...base,
+    index (output) {
+      const r = base.index(output)
+      if (r === null) return null
+      const text = JSON.parse(JSON.stringify(r.context)).text
+      return { ...r, expiresAt: now + (text === 'late' ? 200 : 100) }
+    }
+  }
+}
+
 /** `kind outpoint[ reason]` per observation, per group. */
 function summary (batch) {
   return batch.groups.map(g => g.observations.map(o => {
@@ -145,4 +163,4 @@ function summary (batch) {
   }))
 }
 
-module.exports = { startNode, capabilityOf, authClient, publicClient, openReq, readReq, drain, summary, NOTES_TOPIC }
+module.exports = { startNode, capabilityOf, authClient, publicClient, openReq, readReq, drain, summary, expiringNotesCompanion, NOTES_TOPIC }
