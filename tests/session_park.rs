@@ -204,3 +204,36 @@ async fn racing_commits_cancellations_and_closes_answer_every_poll_exactly_once(
         assert_eq!(w.provider.waiters.total(), 0, "round {round}: every waiter slot is released");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shut_down_answers_every_waiting_poll_with_an_empty_batch_and_refuses_later_calls() {
+    let w = world();
+    let answers: Answers = Arc::default();
+    let n = 50;
+    let mut cursors = Vec::new();
+    for i in 0..n {
+        let who = w.open(&format!("p{i}"), 0);
+        poll(&w, &answers, &format!("p{i}"), &who, 25_000, CancelToken::new());
+        cursors.push(who);
+    }
+    until("every poll is parked", || w.provider.waiters.total() == n).await;
+    assert_eq!(w.provider.shut_down(), n);
+    // Answered by shut_down itself, before it returned: nothing waits out its 25 s bound.
+    assert_eq!(answers.lock().unwrap().len(), n);
+    for (name, r) in answers.lock().unwrap().iter() {
+        assert_eq!(r.status, 200, "{name}");
+        let b = parse(r);
+        assert_eq!(b["phase"], "live");
+        assert!(b["groups"].as_array().unwrap().is_empty(), "{name} gets an empty live batch");
+    }
+    assert_eq!(w.provider.waiters.total(), 0);
+    // A poll that arrives afterwards is refused at once, not parked.
+    let late: Answers = Arc::default();
+    poll(&w, &late, "late", &cursors[0], 25_000, CancelToken::new());
+    until("the late poll is answered", || !late.lock().unwrap().is_empty()).await;
+    let r = answer_of(&late, "late").unwrap();
+    assert_eq!(r.status, 503);
+    assert_eq!(error_code(&r), "unavailable");
+    let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(body["error"]["retryAfterMs"], 1000);
+}
