@@ -152,6 +152,12 @@ export type Change = AdmitChange | RemoveChange | RefreshChange | InvalidateChan
  */
 export interface ChangeSink {
   commit(changes: Change[]): Promise<unknown>
+  /**
+   * Optional: changes that promise no atomicity between them (a backfill's starting state, the
+   * refreshes of one proof update), which the sink may split into several consecutive groups.
+   * Without it they go to `commit` as one group.
+   */
+  commitDivisible?(changes: Change[]): Promise<unknown>
   /** Optional: told when a proof update refreshes nothing because its proof or a BEEF is bad. */
   log?(entry: { op: string, action: string, txid: string, reason: string }): void
 }
@@ -194,8 +200,9 @@ export interface EngineLike {
 export declare function attachEngine(engine: EngineLike, sink?: ChangeSink): AttachHandle
 
 /**
- * Indexes the unspent outputs already in Engine storage for `topics` and commits them as one
- * starting-state group (Engine admission order). Submits on an attached engine wait meanwhile.
+ * Indexes the unspent outputs already in Engine storage for `topics` and commits them as the
+ * starting state (Engine admission order), through `sink.commitDivisible` when the sink has it.
+ * Submits on an attached engine wait meanwhile.
  */
 export declare function backfill(engine: EngineLike, name: string, topics: string[], companion: LiveCompanion, sink: ChangeSink): Promise<{ examined: number, admitted: number }>
 

@@ -41,7 +41,10 @@ export interface LiveLookupOptions {
   authorize?: (request: AuthorizeRequest) => { access: string } | null | undefined | Promise<{ access: string } | null | undefined>
   /** Background compaction period; 0 disables it. Default 60000. */
   compactionIntervalMs?: number
-  /** Operational events: compaction errors, chain reorganizations (op 'chain-reorg'). */
+  /**
+   * Operational events: compaction errors, chain reorganizations (op 'chain-reorg'), groups
+   * refused because the provider's limits can never serve them (op 'commit', action 'refused').
+   */
   log?: (entry: { op: string; error?: string; action?: string; reason?: string; [k: string]: unknown }) => void
 }
 
@@ -106,8 +109,17 @@ export declare class LiveLookup {
   wrap (name: string, lookupService: LookupService, companion: LiveCompanion): LookupService
   /** Brackets engine.submit (one group per transaction) and backfills new services. */
   attach (engine: unknown): Promise<LiveLookup>
-  /** Commits one indivisible group; resolves with its sequence (decimal) or null. */
+  /**
+   * Commits one indivisible group; resolves with its sequence (decimal) or null. A group no
+   * session could ever be served under the provider's limits rejects with code 'limited' and
+   * `limit: { kind: 'permanent-group' }`; nothing of it is written.
+   */
   commit (changes: Change[]): Promise<string | null>
+  /**
+   * Commits changes with no atomicity between them as consecutive groups that each fit the
+   * provider's limits, written and published together; resolves with the last sequence or null.
+   */
+  commitDivisible (changes: Change[]): Promise<string | null>
   open (body: Buffer | string, caller: Caller): Promise<LiveResponse>
   read (body: Buffer | string, caller: Caller, options?: { signal?: AbortSignal }): Promise<LiveResponse>
   closeSession (body: Buffer | string, caller: Caller): Promise<LiveResponse>

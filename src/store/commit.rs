@@ -791,14 +791,19 @@ impl Committer {
         (next <= now).then_some(now)
     }
 
-    /// Stages the expiries due at `now` (read from the tree, so what is staged so far is
-    /// applied first).
+    /// Commits the expiries due at `now` (read from the tree, so what is staged so far is
+    /// applied first) and waits until they are published: only then does `next_timer` move
+    /// past them, so a reader that finds no timer due already sees their withdraws.
     fn expire(&mut self, drain: &mut Drain, now: u64) -> Result<Option<u64>, StoreError> {
         self.failed_check()?;
         let d = std::mem::replace(drain, self.new_drain());
         self.finish(d);
-        let changes = due_expiries(&self.db, now)?;
-        self.stage_divisible(drain, changes)
+        let r = due_expiries(&self.db, now).and_then(|changes| self.stage_divisible(drain, changes));
+        let d = std::mem::replace(drain, self.new_drain());
+        self.finish(d);
+        self.barrier();
+        let exact = first_timer(&self.db).inspect(|first| self.shared.next_timer.store(*first, Ordering::Release));
+        r.and_then(|seq| exact.map(|_| seq))
     }
 
     /// Replies once the drain holding the result's groups is durable; an error at once.
@@ -1003,11 +1008,13 @@ impl Committer {
         }
     }
 
-    /// Re-reads the earliest timer from the tree and wakes the timer thread when it moved
-    /// earlier (a later one only makes it wake once for nothing).
+    /// Lowers `next_timer` to the earliest timer in the tree and wakes the timer thread when
+    /// it moved earlier. It is never raised here: a removed timer may belong to a group not
+    /// yet published, and `expire` raises it once that is (until then a stale earlier value
+    /// only costs one expiry pass that finds nothing).
     fn note_timers(&self) -> Result<(), StoreError> {
         let first = first_timer(&self.db)?;
-        if first < self.shared.next_timer.swap(first, Ordering::AcqRel) {
+        if first < self.shared.next_timer.fetch_min(first, Ordering::AcqRel) {
             super::timer::kick(&self.shared);
         }
         Ok(())
@@ -1057,13 +1064,15 @@ impl Committer {
         };
         writes.insert(keys::meta("state"), Some(state_record(seq, &stats)));
         self.apply(writes, "resetting the epoch")?;
-        self.note_timers()?; // the old timers are gone; the first group may add some
         self.db.flush().map_err(StoreError::io("flushing the reset"))?;
         *self.shared.epoch.write().unwrap_or_else(|p| p.into_inner()) = epoch.clone();
         self.shared.compacted.store(0, Ordering::Release);
         self.high_water = seq;
         self.stats = stats;
+        // Exact: the old timers went with the old epoch, and the first group may add some.
+        self.shared.next_timer.store(first_timer(&self.db)?, Ordering::Release);
         publish(&self.shared, seq);
+        super::timer::kick(&self.shared);
         Ok((epoch, (seq > 0).then_some(seq)))
     }
 }

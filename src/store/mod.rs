@@ -273,9 +273,10 @@ pub(crate) struct Shared {
     pub failed: Mutex<Option<String>>,
     pub max_rows: Option<u64>,
     pub max_retained_bytes: Option<u64>,
-    /// The earliest expiry timer in the tree (Unix seconds; `u64::MAX`: none). The committer
-    /// sets it right after applying a batch that adds or removes timers, before that batch is
-    /// published, so every published timer is at or after it.
+    /// At or before the earliest expiry timer that is in the tree or whose removal is not yet
+    /// published (Unix seconds; `u64::MAX`: none). The committer lowers it right after applying
+    /// a batch that adds timers, before that batch is published, and raises it only after an
+    /// expiry pass is published (`commit.rs`, `Committer::expire`).
     pub next_timer: AtomicU64,
     /// See [`GroupBudget`]; `None`: groups are not bounded.
     pub budget: RwLock<Option<Arc<dyn GroupBudget>>>,
