@@ -796,14 +796,20 @@ impl Committer {
     /// past them, so a reader that finds no timer due already sees their withdraws.
     fn expire(&mut self, drain: &mut Drain, now: u64) -> Result<Option<u64>, StoreError> {
         self.failed_check()?;
-        let d = std::mem::replace(drain, self.new_drain());
-        self.finish(d);
+        self.flush_drain(drain);
         let r = due_expiries(&self.db, now).and_then(|changes| self.stage_divisible(drain, changes));
-        let d = std::mem::replace(drain, self.new_drain());
-        self.finish(d);
+        self.flush_drain(drain);
         self.barrier();
         let exact = first_timer(&self.db).inspect(|first| self.shared.next_timer.store(*first, Ordering::Release));
         r.and_then(|seq| exact.map(|_| seq))
+    }
+
+    /// Applies what is staged in `drain` and starts it anew after what was applied.
+    fn flush_drain(&mut self, drain: &mut Drain) {
+        let d = std::mem::replace(drain, self.new_drain());
+        self.finish(d);
+        // Made after the finish: it numbers on from what the finish applied.
+        *drain = self.new_drain();
     }
 
     /// Replies once the drain holding the result's groups is durable; an error at once.
@@ -824,8 +830,7 @@ impl Committer {
             return Ok(None);
         }
         // Whatever was staged before is applied first, so a failure here discards only these.
-        let d = std::mem::replace(drain, self.new_drain());
-        self.finish(d);
+        self.flush_drain(drain);
         let chunks = self.partition(drain, changes)?;
         let mut last = None;
         for chunk in chunks {
