@@ -130,6 +130,35 @@ describe('groups the provider makes itself fit its limits (item 3)', () => {
   })
 })
 
+test('a backfill larger than maxObservations reaches a session already open as groups that fit', async () => {
+  const live = await h.openLive(h.tempDir(), { maxObservations: 2 })
+  cleanup.push(() => live.close())
+  let inner
+  const t = await createTestEngine({
+    managers: { [NOTES_TOPIC]: new NotesTopicManager() },
+    lookupServices: async (knex) => {
+      inner = new NotesLookupService(knex)
+      await inner.init()
+      return { ls_notes: inner }
+    }
+  })
+  cleanup.push(() => t.close())
+  // Outputs the Engine admitted before the live plugin was installed.
+  const factory = new NoteFactory(t.chainTracker)
+  const notes = []
+  for (const text of ['a', 'b', 'c', 'd', 'e']) {
+    const built = await factory.createNotes([text])
+    await t.engine.submit({ beef: built.beef, topics: [NOTES_TOPIC] })
+    notes.push(`${built.txid}.0`)
+  }
+  t.engine.lookupServices.ls_notes = live.wrap('ls_notes', inner, { ...createNotesCompanion(), topics: [NOTES_TOPIC] })
+  const start = await liveSession(live, { maxObservations: 2 })
+  await live.attach(t.engine)
+  const groups = (await drainLive(live, start, { maxObservations: 2 })).flatMap(b => b.groups)
+  for (const g of groups) expect(g.observations.length).toBeLessThanOrEqual(2)
+  expect(groups.flatMap(g => g.observations.map(o => `${o.payload.evidence.txid}.${o.payload.evidence.outputIndex}`)).sort()).toEqual(notes.sort())
+})
+
 describe('limited minimums respect the provider limits (item 4)', () => {
   test('a group committed before the provider lowered maxObservations is permanent-group, whatever the retry asks', async () => {
     const { live, dir } = await setup()
