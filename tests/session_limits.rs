@@ -150,6 +150,8 @@ async fn a_group_committed_under_larger_limits_is_permanent_group_for_every_retr
 async fn the_timer_commits_a_due_expiry_without_any_request() {
     let dir = tempfile::tempdir().unwrap();
     let p = provider(dir.path(), 1024, 4 * 1024 * 1024);
+    // The timer sleeps until the far timer; committing a nearer one wakes it early.
+    p.store().commit(vec![admit(9, 10, Some(p.now() + 3600))]).unwrap();
     let due = p.now() + 1;
     let seq = p.store().commit(vec![admit(1, 10, Some(due))]).unwrap().unwrap();
     let mut rx = p.store().subscribe();
