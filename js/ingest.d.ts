@@ -193,8 +193,10 @@ export interface EngineLike {
  * Brackets engine.submit: everything one submit causes commits as one group (per sink) after the
  * Engine and every hook it started, awaited or not, are done. A rejected submit commits nothing.
  * Also brackets engine.handleNewMerkleProof: after the Engine rewrote the stored BEEF of the
- * proven transaction and its consumedBy descendants, ONE group (per sink) refreshes the evidence
- * of every member whose stored BEEF changed; submits wait meanwhile. No member changed: no group.
+ * proven transaction and its consumedBy descendants, one group (per sink) refreshes the evidence
+ * of every member whose stored BEEF changed, through `sink.commitDivisible` when the sink has it
+ * (which splits it into groups that fit the provider's limits); submits wait meanwhile. No member
+ * changed: no group.
  * `sink`, when given, must be the sink of every wrapped service already registered on the engine.
  */
 export declare function attachEngine(engine: EngineLike, sink?: ChangeSink): AttachHandle

@@ -121,6 +121,21 @@ fn a_group_no_session_could_be_served_is_refused_and_writes_nothing() {
     let before = p.store().high_water();
     p.store().commit_divisible((20..32).map(|n| admit(n, 10, None)).collect()).unwrap();
     assert_eq!(log(p.store(), before).iter().map(|g| g.1).collect::<Vec<_>>(), vec![5, 5, 2]);
+    // Re-admissions with other attributes are changes too (a narrower selection sees them
+    // enter or leave), and are split alike; identical ones are no change.
+    let before = p.store().high_water();
+    let changed: Vec<Change> = (20..32)
+        .map(|n| match admit(n, 10, None) {
+            Change::Admit { service, outpoint, topic, beef, context, expires_at, .. } => Change::Admit {
+                service, outpoint, topic, beef, context, expires_at,
+                attributes: [("k".to_string(), overlay_lookup_live::select::AttrValue::Int(n as i64))].into(),
+            },
+            other => other,
+        })
+        .collect();
+    p.store().commit_divisible(changed.clone()).unwrap();
+    assert_eq!(log(p.store(), before).iter().map(|g| g.1).collect::<Vec<_>>(), vec![5, 5, 2]);
+    assert_eq!(p.store().commit_divisible(changed).unwrap(), None);
     let before = p.store().high_water();
     let e = p.store().commit_divisible(vec![admit(40, 10, None), admit(41, 70_000, None)]).unwrap_err();
     assert!(matches!(e, StoreError::TooLarge(_)), "{e}");

@@ -523,10 +523,15 @@ fn widest_of_log(txn: &Txn, change: &LogChange, out: &mut Vec<Shape>) -> Result<
 /// row adds none).
 fn widest_of_change(txn: &Txn, change: &Change, out: &mut Vec<Shape>) -> Result<(), StoreError> {
     match change {
-        Change::Admit { service, outpoint, beef, context, .. } => {
+        Change::Admit { service, outpoint, topic, attributes, beef, context, expires_at } => {
             if let Some((_, old)) = txn.current(service, outpoint)? {
-                // Cheap identity test first: same evidence and context is likely a no-op.
-                if old.beef.hash == sha256(beef) && &old.context == context {
+                // An identical re-admission is no change (as `replace_row` decides).
+                let same = old.topic == *topic
+                    && old.attributes == *attributes
+                    && old.expires_at == *expires_at
+                    && old.context == *context
+                    && old.beef.hash == sha256(beef);
+                if same {
                     return Ok(());
                 }
             }
