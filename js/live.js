@@ -253,8 +253,9 @@ class LiveLookup {
    * `assessment-invalidated` naming the view that ended, then a new `output` for each affected
    * member whose evidence the Engine has since changed. Nothing is withdrawn or spent. If the
    * store cannot tell which members are affected (unreadable evidence, or a member the Engine
-   * no longer has), or the group cannot fit the provider's limits, a new epoch starts instead (sessions get reset-required) and every wrapped
-   * service is backfilled again; the reason is logged.
+   * no longer has), or the group cannot fit the provider's limits, a new epoch starts instead
+   * (sessions get reset-required) and every wrapped service is backfilled again; the reason is
+   * logged.
    * @returns {Promise<{action: 'none'|'invalidated'|'reset', affected: number, refreshed: number, sequence: string|null, reason?: string}>}
    */
   async handleReorg (event) {
