@@ -55,10 +55,21 @@ export declare class NativeLive {
   serviceHasHistory(name: string): boolean
   /**
    * Commits one indivisible group durably. Resolves with its sequence (a decimal
-   * string) once it is flushed and published, or null when nothing changed.
+   * string) once it is flushed and published, or null when nothing changed. A group no
+   * session could ever be served under the provider's limits is refused (`limited`, the
+   * message starting with `permanent-group:`) and nothing of it is written.
    */
   commit(changes: Array<NativeChange>): Promise<string | null>
-  /** Applies expiry timers due now (normally done by opens and reads). */
+  /**
+   * Commits changes that promise no atomicity between them (evidence refreshes, a
+   * starting state) as consecutive groups that each fit the provider's limits, written
+   * and published together. Resolves with the last sequence, or null when nothing changed.
+   */
+  commitDivisible(changes: Array<NativeChange>): Promise<string | null>
+  /**
+   * Applies expiry timers due now (the store's timer does so on its own, and opens and
+   * reads before they capture a watermark).
+   */
   applyExpiries(): Promise<string | null>
   /**
    * An open, answered through the delivery function under `ticket` (see

@@ -34,7 +34,7 @@ function companionWithOffList () {
 async function setup (options = {}) {
   const dir = h.tempDir()
   const logged = []
-  const live = await h.openLive(dir, { log: (e) => logged.push(e) })
+  const live = await h.openLive(dir, { log: (e) => logged.push(e), ...options.live })
   cleanup.push(() => live.close())
   const t = await createTestEngine({
     managers: { [NOTES_TOPIC]: new NotesTopicManager({ retainHistory: !!options.retainHistory }) },
@@ -297,6 +297,39 @@ describe('reorganizations', () => {
     expect(await evidenceTx(out).verify(t.chainTracker)).toBe(true)
     expect(b.groups[0].observations.some(o => o.payload.evidence && o.payload.evidence.txid === p.txid)).toBe(false)
     expect(live.chainView.id).toBe(`chain-view/${b.groups[0].sequence}`)
+  })
+
+  test('a reassessment group larger than the provider limits starts a new epoch re-seeded from the Engine instead', async () => {
+    // The Engine re-proves the three notes of one transaction: one invalidation and three new
+    // outputs are four observations, and this provider serves at most three per batch.
+    let reproved = null
+    const engineReorg = (t) => async function handleReorg (event) {
+      const [stored] = await t.engine.storage.findOutputsForTransaction(reproved, true)
+      const tx = Transaction.fromBEEF(Array.from(stored.beef), reproved)
+      tx.merklePath = t.chainTracker.mint(reproved)
+      await t.engine.storage.updateTransactionBEEF(reproved, tx.toBEEF())
+    }
+    const ctx = await setup({ engineReorg, live: { maxObservations: 3 } })
+    const { live, t, factory, submit, logged } = ctx
+    const created = await factory.createNotes(['a', 'b', 'c'])
+    await submit(created)
+    const height = await prove(t, created.txid)
+    reproved = created.txid
+    const start = await openSession(live)
+    const epoch = live.epoch
+    const r = await t.engine.handleReorg({ orphanedBlockHashes: ['ef'.repeat(32)], rebuildFromHeight: height, newTipHeight: height + 1 })
+    expect(r.action).toBe('reset')
+    expect(r.reason).toContain('cannot fit')
+    expect(logged).toContainEqual(expect.objectContaining({ op: 'chain-reorg', action: 'reset-epoch', reason: r.reason }))
+    expect(live.epoch).not.toBe(epoch)
+    const res = await read(live, start, 0)
+    expect(json(res).error.code).toBe('reset-required')
+    // The new epoch holds the Engine's collection, with the Engine's new evidence.
+    const fresh = await live.open(openBody({ query: {} }), ALICE)
+    const snapshot = (await h.drainSnapshot(live, json(fresh))).flatMap(b => b.groups.flatMap(g => g.observations))
+    expect(snapshot.map(o => `${o.payload.evidence.txid}.${o.payload.evidence.outputIndex}`).sort())
+      .toEqual([0, 1, 2].map(i => `${created.txid}.${i}`))
+    for (const o of snapshot) expect(bumpHeights(o)).not.toContain(height)
   })
 
   test('unreadable stored evidence: a new epoch, reset-required for old cursors, the collection backfilled again', async () => {

@@ -152,6 +152,12 @@ export type Change = AdmitChange | RemoveChange | RefreshChange | InvalidateChan
  */
 export interface ChangeSink {
   commit(changes: Change[]): Promise<unknown>
+  /**
+   * Optional: changes that promise no atomicity between them (a backfill's starting state, the
+   * refreshes of one proof update), which the sink may split into several consecutive groups.
+   * Without it they go to `commit` as one group.
+   */
+  commitDivisible?(changes: Change[]): Promise<unknown>
   /** Optional: told when a proof update refreshes nothing because its proof or a BEEF is bad. */
   log?(entry: { op: string, action: string, txid: string, reason: string }): void
 }
@@ -187,15 +193,18 @@ export interface EngineLike {
  * Brackets engine.submit: everything one submit causes commits as one group (per sink) after the
  * Engine and every hook it started, awaited or not, are done. A rejected submit commits nothing.
  * Also brackets engine.handleNewMerkleProof: after the Engine rewrote the stored BEEF of the
- * proven transaction and its consumedBy descendants, ONE group (per sink) refreshes the evidence
- * of every member whose stored BEEF changed; submits wait meanwhile. No member changed: no group.
+ * proven transaction and its consumedBy descendants, one group (per sink) refreshes the evidence
+ * of every member whose stored BEEF changed, through `sink.commitDivisible` when the sink has it
+ * (which splits it into groups that fit the provider's limits); submits wait meanwhile. No member
+ * changed: no group.
  * `sink`, when given, must be the sink of every wrapped service already registered on the engine.
  */
 export declare function attachEngine(engine: EngineLike, sink?: ChangeSink): AttachHandle
 
 /**
- * Indexes the unspent outputs already in Engine storage for `topics` and commits them as one
- * starting-state group (Engine admission order). Submits on an attached engine wait meanwhile.
+ * Indexes the unspent outputs already in Engine storage for `topics` and commits them as the
+ * starting state (Engine admission order), through `sink.commitDivisible` when the sink has it.
+ * Submits on an attached engine wait meanwhile.
  */
 export declare function backfill(engine: EngineLike, name: string, topics: string[], companion: LiveCompanion, sink: ChangeSink): Promise<{ examined: number, admitted: number }>
 

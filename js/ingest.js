@@ -149,6 +149,15 @@ function outpointKey (o) {
   return `${o.txid}.${o.outputIndex}`
 }
 
+/**
+ * Commits changes that promise no atomicity between them (a starting state, evidence refreshes):
+ * a sink that can split them into groups fitting the provider's limits does (LiveLookup does);
+ * any other sink gets them as one group.
+ */
+function commitDivisible (sink, changes) {
+  return typeof sink.commitDivisible === 'function' ? sink.commitDivisible(changes) : sink.commit(changes)
+}
+
 /** Stages a change in the running submit, or commits it as its own group when there is none. */
 async function stage (scope, sink, change) {
   if (scope !== null && !scope.closed) {
@@ -649,7 +658,7 @@ async function backfill (engine, name, topics, companion, sink) {
   const release = await pauseSubmits(engineStates.get(engine))
   try {
     const { examined, changes } = await collectBackfill(engine, name, topics, companion)
-    if (changes.length > 0) await sink.commit(changes)
+    if (changes.length > 0) await commitDivisible(sink, changes)
     return { examined, admitted: changes.length }
   } finally {
     release()
@@ -729,7 +738,7 @@ async function proofUpdate (engine, state, sink, txid, proof, call) {
     try { result = await call() } catch (e) { failure = e; failed = true }
     const merklePath = before.size > 0 ? await checkedProof(engine, txid, proof, sink) : null
     if (merklePath !== null) {
-      for (const [target, group] of refreshesFor(engine, before, txid, merklePath, sink)) await target.commit(group)
+      for (const [target, group] of refreshesFor(engine, before, txid, merklePath, sink)) await commitDivisible(target, group)
     }
     if (failed) throw failure
     return result

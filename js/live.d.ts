@@ -55,7 +55,11 @@ export interface LiveLookupOptions {
    * re-seeded from the Engine starts (at attach, or resetEpoch). A string is the reason logged.
    */
   restored?: boolean | string
-  /** Operational events: compaction errors, chain reorganizations (op 'chain-reorg'), resets ('reset-epoch'), restores ('restore'), anchor write failures ('anchor'). */
+  /**
+   * Operational events: compaction errors, chain reorganizations (op 'chain-reorg'), resets
+   * ('reset-epoch'), restores ('restore'), anchor write failures ('anchor'), groups refused
+   * because the provider's limits can never serve them (op 'commit', action 'refused').
+   */
   log?: (entry: { op: string; error?: string; action?: string; reason?: string; [k: string]: unknown }) => void
 }
 
@@ -120,8 +124,17 @@ export declare class LiveLookup {
   wrap (name: string, lookupService: LookupService, companion: LiveCompanion): LookupService
   /** Brackets engine.submit (one group per transaction) and backfills new services. */
   attach (engine: unknown): Promise<LiveLookup>
-  /** Commits one indivisible group; resolves with its sequence (decimal) or null. */
+  /**
+   * Commits one indivisible group; resolves with its sequence (decimal) or null. A group no
+   * session could ever be served under the provider's limits rejects with code 'limited' and
+   * `limit: { kind: 'permanent-group' }`; nothing of it is written.
+   */
   commit (changes: Change[]): Promise<string | null>
+  /**
+   * Commits changes with no atomicity between them as consecutive groups that each fit the
+   * provider's limits, written and published together; resolves with the last sequence or null.
+   */
+  commitDivisible (changes: Change[]): Promise<string | null>
   /** `signal` cancels the open: its snapshot scan stops and nothing is stored. */
   open (body: Buffer | string, caller: Caller, options?: { signal?: AbortSignal }): Promise<LiveResponse>
   read (body: Buffer | string, caller: Caller, options?: { signal?: AbortSignal }): Promise<LiveResponse>

@@ -58,7 +58,13 @@ function nativeError (err) {
     err.code = m[1]
     err.status = wire.statusOf(m[1])
   }
+  // A group the provider's limits can never serve (BRC-193 §8 `permanent-group`).
+  if (err && err.code === 'limited' && /^permanent-group: /.test(err.message)) err.limit = { kind: 'permanent-group' }
   return err
+}
+
+function isPermanentGroup (err) {
+  return !!(err && err.limit && err.limit.kind === 'permanent-group')
 }
 
 async function call (promise) {
@@ -152,7 +158,11 @@ class LiveLookup {
         (e) => this.logEvent({ op: 'anchor', error: String(e && e.message) }))
     this.services = new Map()
     this.authorizeHook = options.authorize || defaultAuthorize
-    this.sink = { commit: (changes) => this.commit(changes), log: (entry) => this.logEvent(entry) }
+    this.sink = {
+      commit: (changes) => this.commit(changes),
+      commitDivisible: (changes) => this.commitDivisible(changes),
+      log: (entry) => this.logEvent(entry)
+    }
     this.closed = false
     this.compacting = null
     // Reads and opens are answered in batches through one callback (src/node/delivery.rs):
@@ -187,10 +197,30 @@ class LiveLookup {
     return this.compacting
   }
 
-  /** Commits one indivisible group; resolves with its sequence or null. */
+  /**
+   * Commits one indivisible group; resolves with its sequence or null. A group that no session
+   * could ever be served under the provider's limits (maxObservations, maxBytes) is refused with
+   * a `limited` error (`err.limit.kind === 'permanent-group'`), nothing of it is written, and the
+   * refusal is logged (BRC-193 §8: groups are bounded at admission).
+   */
   async commit (changes) {
     if (!changes || changes.length === 0) return null
-    return call(this.core.commit(changes.map(toNativeChange)))
+    try {
+      return await call(this.core.commit(changes.map(toNativeChange)))
+    } catch (err) {
+      if (isPermanentGroup(err)) this.logEvent({ op: 'commit', action: 'refused', changes: changes.length, reason: err.message })
+      throw err
+    }
+  }
+
+  /**
+   * Commits changes that promise no atomicity between them (evidence refreshes, a starting
+   * state) as consecutive groups that each fit the provider's limits; they are written and
+   * published together. Resolves with the last sequence or null.
+   */
+  async commitDivisible (changes) {
+    if (!changes || changes.length === 0) return null
+    return call(this.core.commitDivisible(changes.map(toNativeChange)))
   }
 
   /**
@@ -270,8 +300,9 @@ class LiveLookup {
    * `assessment-invalidated` naming the view that ended, then a new `output` for each affected
    * member whose evidence the Engine has since changed. Nothing is withdrawn or spent. If the
    * store cannot tell which members are affected (unreadable evidence, or a member the Engine
-   * no longer has), a new epoch starts instead (sessions get reset-required) and every wrapped
-   * service is backfilled again; the reason is logged.
+   * no longer has), or the group cannot fit the provider's limits, a new epoch starts instead
+   * (sessions get reset-required) and every wrapped service is backfilled again; the reason is
+   * logged.
    * @returns {Promise<{action: 'none'|'invalidated'|'reset', affected: number, refreshed: number, sequence: string|null, reason?: string}>}
    */
   async handleReorg (event) {
@@ -293,7 +324,15 @@ class LiveLookup {
       const ended = this.chainView.id
       const reason = reorgReason(e)
       const invalidations = [...this.services.keys()].sort().map(service => ({ op: 'invalidate', service, contextId: ended, reason }))
-      const sequence = await this.commit([...invalidations, ...refreshes])
+      let sequence
+      try {
+        sequence = await call(this.core.commit([...invalidations, ...refreshes].map(toNativeChange)))
+      } catch (err) {
+        // The coherent group cannot fit the provider's own limits (more affected members than
+        // one batch carries): a new epoch re-seeded from the Engine instead (BRC-193 §3).
+        if (!isPermanentGroup(err)) throw err
+        return this.resetForChainEvent(engine, `the reorganization group (${invalidations.length + refreshes.length} changes for ${found.affected.length} affected members) cannot fit the provider's limits: ${err.message}`)
+      }
       this.rememberTip(e.newTipHeight)
       this.logEvent({ op: 'chain-reorg', action: 'invalidated', ended, next: this.chainView.id, affected: found.affected.length, refreshed: refreshes.length })
       return { action: 'invalidated', affected: found.affected.length, refreshed: refreshes.length, sequence }

@@ -20,7 +20,9 @@ function reading (live, dir) {
 
 /**
  * Spends every other row of [0, count) starting at `parity` (with spend evidence) and admits as
- * many new rows from `admitFrom`, in groups of 2000 changes; the number of present rows is kept.
+ * many new rows from `admitFrom`, 2000 changes per commit; the number of present rows is kept.
+ * Each commit is divisible: 3000 observations are more than one batch can carry (1024), so the
+ * provider splits them into groups that fit, written in one store batch as before.
  */
 async function churn (live, templates, count, parity, admitFrom) {
   let next = admitFrom
@@ -29,7 +31,7 @@ async function churn (live, templates, count, parity, admitFrom) {
     for (let n = start + parity; n < Math.min(count, start + 2000); n += 2) changes.push(rows.spendChange(rows.row(templates, n)))
     const spent = changes.length
     for (let k = 0; k < spent; k++) changes.push(rows.admitChange(rows.row(templates, next++)))
-    await live.commit(changes)
+    await live.commitDivisible(changes)
   }
   return next
 }

@@ -23,8 +23,9 @@ type Res<T> = JsResult<T>;
 fn store_error(e: crate::store::StoreError) -> napi::Error<String> {
     use crate::store::StoreError as E;
     let code = match &e {
-        // A configured cap: explicit, and not worth retrying as is.
-        E::Limit { .. } => "limited",
+        // A configured cap, or a group the provider's limits can never serve (its message
+        // starts with `permanent-group:`): explicit, and not worth retrying as is.
+        E::Limit { .. } | E::TooLarge(_) => "limited",
         E::Missing { .. } | E::Invalid(_) => "invalid",
         E::Gone(_) => "reset-required",
         _ => "unavailable",
@@ -354,7 +355,9 @@ impl NativeLive {
     }
 
     /// Commits one indivisible group durably. Resolves with its sequence (a decimal
-    /// string) once it is flushed and published, or null when nothing changed.
+    /// string) once it is flushed and published, or null when nothing changed. A group no
+    /// session could ever be served under the provider's limits is refused (`limited`, the
+    /// message starting with `permanent-group:`) and nothing of it is written.
     #[napi]
     pub async fn commit(&self, changes: Vec<NativeChange>) -> napi::Result<Option<String>> {
         let changes = changes.into_iter().map(to_change).collect::<Res<Vec<_>>>().map_err(to_async)?;
@@ -365,7 +368,21 @@ impl NativeLive {
         .await
     }
 
-    /// Applies expiry timers due now (normally done by opens and reads).
+    /// Commits changes that promise no atomicity between them (evidence refreshes, a
+    /// starting state) as consecutive groups that each fit the provider's limits, written
+    /// and published together. Resolves with the last sequence, or null when nothing changed.
+    #[napi]
+    pub async fn commit_divisible(&self, changes: Vec<NativeChange>) -> napi::Result<Option<String>> {
+        let changes = changes.into_iter().map(to_change).collect::<Res<Vec<_>>>().map_err(to_async)?;
+        let p = self.provider.clone();
+        blocking(move || {
+            p.store().commit_divisible(changes).map(|s| s.map(|v| v.to_string())).map_err(store_error)
+        })
+        .await
+    }
+
+    /// Applies expiry timers due now (the store's timer does so on its own, and opens and
+    /// reads before they capture a watermark).
     #[napi]
     pub async fn apply_expiries(&self) -> napi::Result<Option<String>> {
         let p = self.provider.clone();

@@ -220,6 +220,20 @@ pub fn single_group<E>(
     Ok(RenderedGroup { bytes: out, observations: 1 })
 }
 
+/// Length of what [`observation_raw`] renders for an id, scope, kind and payload of these
+/// lengths (`id` and `kind` need no escaping: the provider makes both).
+pub(crate) fn observation_len(id_len: usize, scope_len: usize, kind: &str, payload_len: usize) -> usize {
+    const FIXED: usize = "{\"id\":\"\",\"scope\":,\"kind\":\"\",\"payload\":}".len();
+    FIXED + id_len + scope_len + kind.len() + payload_len
+}
+
+/// Length of what [`group`] renders for an id of `id_len` bytes at `sequence` with `count`
+/// observations of `observations_len` bytes in all.
+pub(crate) fn group_len(id_len: usize, sequence: u64, count: usize, observations_len: usize) -> usize {
+    const FIXED: usize = "{\"id\":\"\",\"sequence\":\"\",\"observations\":[]}".len();
+    FIXED + id_len + digits(sequence) + observations_len + count.saturating_sub(1)
+}
+
 /// A rendered group and the number of observations in it.
 pub struct RenderedGroup {
     pub bytes: Vec<u8>,
@@ -248,6 +262,9 @@ pub fn group(id: &str, sequence: u64, observations: &[Vec<u8>]) -> RenderedGroup
 /// Accumulates whole groups under the effective limits.
 pub struct Packer {
     limits: Limits,
+    /// The provider's own limits (already within the profile maxima): a group they cannot
+    /// carry is `permanent-group`, whatever the request asks.
+    provider: Limits,
     max_bytes: usize,
     max_observations: usize,
     /// Shared: a live group rendered once serves every session of its view.
@@ -275,9 +292,11 @@ pub enum Offer {
 }
 
 impl Packer {
-    pub fn new(limits: &Limits) -> Packer {
+    /// `limits` are the effective limits of the batch, `provider` the provider's own.
+    pub fn new(limits: &Limits, provider: &Limits) -> Packer {
         Packer {
             limits: *limits,
+            provider: provider.min(Limits::PROFILE_MAX),
             max_bytes: limits.max_bytes as usize,
             max_observations: limits.max_observations as usize,
             groups: Vec::new(),
@@ -316,7 +335,7 @@ impl Packer {
         if !self.groups.is_empty() {
             return Offer::Full;
         }
-        Offer::Limited(limited_for(envelope, g.bytes.len(), g.observations, &self.limits))
+        Offer::Limited(limited_for(envelope, g.bytes.len(), g.observations, &self.limits, &self.provider))
     }
 
     /// Checks that an envelope with no groups fits at all.
@@ -461,15 +480,20 @@ fn limited_error(kind: LimitKind, bytes: Option<u64>, observations: Option<u64>,
     e
 }
 
-fn digits(n: u64) -> usize {
-    n.to_string().len()
+fn digits(mut n: u64) -> usize {
+    let mut d = 1;
+    while n >= 10 {
+        n /= 10;
+        d += 1;
+    }
+    d
 }
 
 /// The smallest `maxBytes` that holds a body of `envelope + group_len` bytes
 /// rendered under `limits`. The body echoes the limits, so their digits count:
 /// `maxBytes` is taken as the answer itself (a fixed point), the other two at
 /// their widest profile values, so the advertised minimum always suffices.
-fn minimum_body(envelope: usize, group_len: usize, limits: &Limits) -> usize {
+pub(crate) fn minimum_body(envelope: usize, group_len: usize, limits: &Limits) -> usize {
     let echoed = digits(limits.max_bytes as u64) + digits(limits.max_observations as u64) + digits(limits.wait_ms as u64);
     let widest_others = digits(PROFILE_MAX_OBSERVATIONS as u64) + digits(crate::wire::limits::PROFILE_MAX_WAIT_MS as u64);
     let base = envelope + group_len + widest_others - echoed;
@@ -480,15 +504,23 @@ fn minimum_body(envelope: usize, group_len: usize, limits: &Limits) -> usize {
     need
 }
 
-/// The `limited` answer for a first group that does not fit (BRC-193 §8).
-fn limited_for(envelope: usize, group_len: usize, group_obs: usize, limits: &Limits) -> WireError {
+/// Whether a group of `observations` observations whose smallest body is `need` bytes (from
+/// [`minimum_body`]) can ever be carried under the provider's limits.
+pub(crate) fn provider_can_carry(need: usize, observations: usize, provider: &Limits) -> bool {
+    need <= provider.max_bytes as usize && observations <= provider.max_observations as usize
+}
+
+/// The `limited` answer for a first group that does not fit (BRC-193 §8). A group the
+/// provider's own limits can never carry is `permanent-group`: no request can raise the
+/// effective limits above them, so a minimum would send the client round in circles.
+fn limited_for(envelope: usize, group_len: usize, group_obs: usize, limits: &Limits, provider: &Limits) -> WireError {
     let need = minimum_body(envelope, group_len, limits);
-    if need > PROFILE_MAX_BYTES as usize || group_obs > PROFILE_MAX_OBSERVATIONS as usize {
+    if !provider_can_carry(need, group_obs, provider) {
         return limited_error(
             LimitKind::PermanentGroup,
             None,
             None,
-            "the next group is larger than this profile can ever deliver",
+            "the next group is larger than this provider can ever deliver in one batch",
         );
     }
     if envelope > limits.max_bytes as usize {
@@ -558,7 +590,7 @@ mod tests {
         let f = frame(400, 10);
         let t = tail("CUR");
         let env = f.envelope_len(&t);
-        let mut p = Packer::new(&f.limits);
+        let mut p = Packer::new(&f.limits, &Limits::PROFILE_MAX);
         let mut taken = 0;
         loop {
             let o = observation("x", b"{}", "withdraw", &serde_json::json!({}));
@@ -579,7 +611,7 @@ mod tests {
         let t = tail("CUR");
         let env = f.envelope_len(&t);
         let packed = || {
-            let mut p = Packer::new(&f.limits);
+            let mut p = Packer::new(&f.limits, &Limits::PROFILE_MAX);
             for i in 0..3 {
                 let o = observation(&format!("l-{i}.0"), b"{}", "withdraw", &serde_json::json!({"reason": "spent"}));
                 assert!(matches!(p.offer(env, group(&format!("l-{i}"), i, &[o])), Offer::Taken));
@@ -602,7 +634,7 @@ mod tests {
         let t = tail("CUR");
         let env = f.envelope_len(&t);
         assert!(env < 400);
-        let mut p = Packer::new(&f.limits);
+        let mut p = Packer::new(&f.limits, &Limits::PROFILE_MAX);
         let big = observation("x", b"{}", "withdraw", &serde_json::json!({"reason": "r".repeat(500)}));
         let g = group("g", 1, &[big]);
         let need = env + g.bytes.len();
@@ -623,11 +655,62 @@ mod tests {
     }
 
     #[test]
+    fn measured_lengths_equal_rendered_lengths() {
+        let scope = br#"{"epoch":"e","access":"x"}"#;
+        for (id, kind, payload) in [("l-7.0", "output", &br#"{"a":1}"#[..]), ("l-123.45", "withdraw", b"{}")] {
+            let o = observation_raw(id, scope, kind, payload);
+            assert_eq!(observation_len(id.len(), scope.len(), kind, payload.len()), o.len());
+        }
+        let o1 = observation_raw("l-12.0", scope, "output", b"{}");
+        let o2 = observation_raw("l-12.1", scope, "spend", b"{\"b\":2}");
+        for obs in [vec![], vec![o1.clone()], vec![o1, o2]] {
+            let g = group("l-12", 12, &obs);
+            assert_eq!(group_len(4, 12, obs.len(), obs.iter().map(Vec::len).sum()), g.bytes.len());
+        }
+        assert_eq!((digits(0), digits(9), digits(10), digits(u64::MAX)), (1, 1, 2, 20));
+    }
+
+    #[test]
+    fn a_group_the_provider_can_never_carry_is_permanent() {
+        let f = frame(100_000, 10);
+        let t = tail("CUR");
+        let env = f.envelope_len(&t);
+        let o = observation("x", b"{}", "withdraw", &serde_json::json!({}));
+        let six = || group("g", 1, &vec![o.clone(); 6]);
+        // The request asks for 3; the provider allows 5: no request can ever get 6.
+        let provider = Limits { max_bytes: 100_000, max_observations: 5, wait_ms: 0 };
+        let mut p = Packer::new(&Limits { max_observations: 3, ..f.limits }, &provider);
+        match p.offer(env, six()) {
+            Offer::Limited(e) => {
+                let l = e.limit.unwrap();
+                assert_eq!(l.kind, LimitKind::PermanentGroup);
+                assert_eq!((l.minimum_bytes, l.minimum_observations), (None, None));
+            }
+            _ => panic!("expected limited"),
+        }
+        // The provider allows 6: the request can be raised, so it is a group limit.
+        let provider = Limits { max_observations: 6, ..provider };
+        let mut p = Packer::new(&Limits { max_observations: 3, ..f.limits }, &provider);
+        match p.offer(env, six()) {
+            Offer::Limited(e) => assert_eq!(e.limit.unwrap().kind, LimitKind::Group),
+            _ => panic!("expected limited"),
+        }
+        // Bytes likewise: a group whose smallest body exceeds the provider's maxBytes.
+        let big = observation("x", b"{}", "withdraw", &serde_json::json!({"r": "r".repeat(70_000)}));
+        let provider = Limits { max_bytes: 65_536, max_observations: 1024, wait_ms: 0 };
+        let mut p = Packer::new(&Limits { max_bytes: 65_536, ..f.limits }, &provider);
+        match p.offer(env, group("g", 1, &[big])) {
+            Offer::Limited(e) => assert_eq!(e.limit.unwrap().kind, LimitKind::PermanentGroup),
+            _ => panic!("expected limited"),
+        }
+    }
+
+    #[test]
     fn observation_count_limit_is_a_group_limit() {
         let f = frame(100_000, 1);
         let t = tail("CUR");
         let env = f.envelope_len(&t);
-        let mut p = Packer::new(&f.limits);
+        let mut p = Packer::new(&f.limits, &Limits::PROFILE_MAX);
         let o = observation("x", b"{}", "withdraw", &serde_json::json!({}));
         match p.offer(env, group("g", 1, &[o.clone(), o])) {
             Offer::Limited(e) => assert_eq!(e.limit.unwrap().minimum_observations, Some(2)),

@@ -14,6 +14,7 @@
 //! selection and the `access` string.
 
 pub mod batch;
+mod budget;
 pub mod cursor;
 pub mod handover;
 mod park;
@@ -272,6 +273,25 @@ fn push_base64(out: &mut Vec<u8>, bytes: &[u8]) {
     out.truncate(start + n);
 }
 
+/// A session's scope as rendered in every batch and observation (BRC-192 Scope).
+fn scope_json(cfg: &ProviderConfig, service: &str, query_digest: &str, rules_digest: &str, access: &str, epoch: &str) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "chain": {"network": cfg.network, "genesisHash": cfg.genesis_hash},
+        "provider": cfg.provider,
+        "service": service,
+        "queryDigest": query_digest,
+        "rulesDigest": rules_digest,
+        "access": access,
+        "epoch": epoch,
+    }))
+    .expect("scope serializes")
+}
+
+/// An outpoint as `withdraw` and `spend` payloads carry it.
+fn outpoint_json(cfg: &ProviderConfig, o: &crate::store::Outpoint) -> Value {
+    json!({"chain": {"network": cfg.network, "genesisHash": cfg.genesis_hash}, "txid": hex::encode(o.txid), "outputIndex": o.output_index})
+}
+
 /// A scan's stop check backed by a request's cancellation token.
 fn stop_check(cancel: &Arc<CancelToken>) -> StopCheck {
     let token = cancel.clone();
@@ -318,6 +338,10 @@ impl Provider {
         // Sessions retained from before a restart count against the per-principal cap
         // and hold the compaction horizon from the start.
         p.load_all_sessions()?;
+        // Groups are bounded by this provider's limits, and expiries follow its clock.
+        p.store.set_group_budget(Some(Arc::new(budget::ProviderBudget::new(&p.cfg))));
+        let clock = Arc::downgrade(&p);
+        p.store.set_clock(Some(Arc::new(move || clock.upgrade().map(|p| p.now_ms()))));
         Ok(p)
     }
 
@@ -342,6 +366,7 @@ impl Provider {
     /// Moves this provider's clock (tests of expiry use it instead of sleeping).
     pub fn advance_clock_ms(&self, ms: i64) {
         self.clock_offset_ms.fetch_add(ms, Ordering::Relaxed);
+        self.store.kick_timer();
     }
 
     /// Registers (or re-registers with new rules) a wrapped service and returns its
@@ -380,16 +405,7 @@ impl Provider {
     }
 
     fn scope_json(&self, rec: &SessionRecord) -> Vec<u8> {
-        serde_json::to_vec(&json!({
-            "chain": {"network": self.cfg.network, "genesisHash": self.cfg.genesis_hash},
-            "provider": self.cfg.provider,
-            "service": rec.service,
-            "queryDigest": rec.query_digest,
-            "rulesDigest": rec.rules_digest,
-            "access": rec.access,
-            "epoch": rec.epoch,
-        }))
-        .expect("scope serializes")
+        scope_json(&self.cfg, &rec.service, &rec.query_digest, &rec.rules_digest, &rec.access, &rec.epoch)
     }
 
     fn frame<'a>(&self, rec: &'a SessionRecord, limits: Limits, scope_json: Arc<[u8]>) -> Frame<'a> {
@@ -414,10 +430,6 @@ impl Provider {
             selection: compiled.or_else(|| Selection::from_json(&rec.selection).ok()),
             selection_json: rec.selection.clone(),
         })
-    }
-
-    fn chain_json(&self) -> Value {
-        json!({"network": self.cfg.network, "genesisHash": self.cfg.genesis_hash})
     }
 
     fn blob_b64(&self, blob: &BlobRef) -> Result<String, WireError> {
@@ -466,7 +478,7 @@ impl Provider {
     }
 
     fn outpoint_json(&self, o: &crate::store::Outpoint) -> Value {
-        json!({"chain": self.chain_json(), "txid": hex::encode(o.txid), "outputIndex": o.output_index})
+        outpoint_json(&self.cfg, o)
     }
 
     // ---------------------------------------------------------------- open
@@ -686,7 +698,7 @@ impl Provider {
         // A cursor is base64url, so it adds exactly its length to the envelope; the
         // tag of a row's cursor is computed only for the row the page ends on.
         let bare_env = frame.envelope_len(&Tail { phase: Phase::Snapshot, cursor: "", snapshot_complete: false, through: rec.w, high_water });
-        let mut packer = Packer::new(&limits);
+        let mut packer = Packer::new(&limits, &self.cfg.limits);
         let mut rows = self.store.snapshot_until(&rec.service, sel, rec.w, after, stop).map_err(store_err)?;
         let mut last_key: Option<Vec<u8>> = None;
         let mut taken = Sha256::new();
@@ -795,7 +807,7 @@ impl Provider {
         let bound_cursor = Cursor { session: *id, epoch, position: Position::Live { through: high_water } };
         let env = frame.envelope_len(&Tail { phase: Phase::Live, cursor: "", snapshot_complete: true, through: high_water, high_water })
             + bound_cursor.encoded_len();
-        let mut packer = Packer::new(&limits);
+        let mut packer = Packer::new(&limits, &self.cfg.limits);
         let mut examined = through;
         let mut count = 0usize;
         // Offers one examined group (None: irrelevant to the view); false once the batch is full.

@@ -21,7 +21,7 @@ use crate::select::{index_values, validate_attributes};
 
 use super::codec::{Invalidation, LogChange, LogGroup, NewVersion, OldVersion, RowVersion};
 use super::crash::crash_point;
-use super::{compact, keys, sha256, BlobRef, Change, Outpoint, RemoveReason, Shared, StoreError};
+use super::{compact, keys, sha256, BlobRef, Change, GroupBudget, Outpoint, RemoveReason, Shape, Shared, StoreError};
 use super::{MAX_BEEF_BYTES, MAX_CONTEXT_BYTES, MAX_INVALIDATION_TEXT_BYTES, MAX_SERVICE_BYTES, MAX_TOPIC_BYTES};
 
 type Reply<T> = SyncSender<Result<T, StoreError>>;
@@ -30,6 +30,8 @@ type Replies = Vec<(Reply<Option<u64>>, Result<Option<u64>, StoreError>)>;
 
 pub(crate) enum Req {
     Commit { changes: Vec<Change>, reply: Reply<Option<u64>> },
+    /// Changes with no atomicity between them: split into groups that fit the budget.
+    CommitDivisible { changes: Vec<Change>, reply: Reply<Option<u64>> },
     Expire { now: u64, reply: Reply<Option<u64>> },
     Compact { horizon: u64, max_items: usize, reply: Reply<bool> },
     /// A new epoch whose first group (sequence 1, unless `first` changes nothing) is written
@@ -215,6 +217,11 @@ impl<'a> Txn<'a> {
             self.put_blob_ref(h, count - 1, len, at);
         }
         Ok(())
+    }
+
+    /// Length of a blob that has a record (0 if it has none).
+    fn blob_len(&self, h: &[u8; 32]) -> Result<u64, StoreError> {
+        Ok(self.blob_ref(h)?.map_or(0, |(_, len, _)| len))
     }
 
     /// (count, length, at) of a blob's record; `None` if it has no record.
@@ -456,6 +463,119 @@ fn due_expiries(db: &sled::Db, now: u64) -> Result<Vec<Change>, StoreError> {
     Ok(out)
 }
 
+/// The earliest expiry timer in the tree (Unix seconds), `u64::MAX` if none. One seek.
+pub(crate) fn first_timer(db: &sled::Db) -> Result<u64, StoreError> {
+    match db.scan_prefix([keys::TIMER]).next() {
+        None => Ok(u64::MAX),
+        Some(kv) => {
+            let (k, _) = kv.map_err(StoreError::io("reading the first timer"))?;
+            // A malformed key reads as due now: the expiry pass then reports it.
+            Ok(keys::parse_timer(&k).map_or(0, |(at, _, _)| at))
+        }
+    }
+}
+
+/// Per service, the observations and bytes a group (or a part of one) gives a session at its
+/// widest, as the budget measures them.
+#[derive(Default, Clone)]
+struct Tally(HashMap<String, (u64, u64)>);
+
+impl Tally {
+    fn add(&mut self, budget: &dyn GroupBudget, service: &str, shape: &Shape) {
+        let bytes = budget.observation_bytes(service, shape);
+        let e = self.0.entry(service.to_string()).or_default();
+        e.0 += 1;
+        e.1 += bytes;
+    }
+
+    /// The first service whose part does not fit, with its observation count.
+    fn misfit(&self, budget: &dyn GroupBudget, seq: u64) -> Option<(&str, u64)> {
+        let mut services: Vec<_> = self.0.iter().collect();
+        services.sort();
+        services
+            .into_iter()
+            .find(|(service, (n, bytes))| !budget.fits(service, seq, *n, *bytes))
+            .map(|(service, (n, _))| (service.as_str(), *n))
+    }
+}
+
+/// The widest observations of one effective change of a group.
+fn widest_of_log(txn: &Txn, change: &LogChange, out: &mut Vec<Shape>) -> Result<(), StoreError> {
+    match &change.new {
+        Some(n) => out.push(Shape::Output {
+            outpoint: change.outpoint.clone(),
+            beef_len: txn.blob_len(&n.beef.hash)?,
+            context: n.context.as_ref().map(|c| (c.schema.clone(), c.bytes.len() as u64)),
+        }),
+        None => {
+            let reason = change.reason.map_or("removed", RemoveReason::as_withdraw_reason);
+            out.push(Shape::Withdraw { outpoint: change.outpoint.clone(), reason });
+            if let Some((spending_txid, blob)) = &change.spend {
+                out.push(Shape::Spend { previous: change.outpoint.clone(), spending_txid: *spending_txid, beef_len: txn.blob_len(&blob.hash)? });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The widest observations `change` would add, read before it is applied: the same as
+/// [`widest_of_log`] gives once it is (an identical re-admission or a removal of an absent
+/// row adds none).
+fn widest_of_change(txn: &Txn, change: &Change, out: &mut Vec<Shape>) -> Result<(), StoreError> {
+    match change {
+        Change::Admit { service, outpoint, topic, attributes, beef, context, expires_at } => {
+            if let Some((_, old)) = txn.current(service, outpoint)? {
+                // An identical re-admission is no change (as `replace_row` decides).
+                let same = old.topic == *topic
+                    && old.attributes == *attributes
+                    && old.expires_at == *expires_at
+                    && old.context == *context
+                    && old.beef.hash == sha256(beef);
+                if same {
+                    return Ok(());
+                }
+            }
+            out.push(Shape::Output {
+                outpoint: outpoint.clone(),
+                beef_len: beef.len() as u64,
+                context: context.as_ref().map(|c| (c.schema.clone(), c.bytes.len() as u64)),
+            });
+        }
+        Change::Refresh { service, outpoint, beef } => {
+            let Some((_, old)) = txn.current(service, outpoint)? else { return Ok(()) };
+            if old.beef.hash != sha256(beef) {
+                out.push(Shape::Output {
+                    outpoint: outpoint.clone(),
+                    beef_len: beef.len() as u64,
+                    context: old.context.as_ref().map(|c| (c.schema.clone(), c.bytes.len() as u64)),
+                });
+            }
+        }
+        Change::Remove { service, outpoint, reason, spend } => {
+            if txn.current(service, outpoint)?.is_none() {
+                return Ok(());
+            }
+            out.push(Shape::Withdraw { outpoint: outpoint.clone(), reason: reason.as_withdraw_reason() });
+            if let Some(s) = spend {
+                out.push(Shape::Spend { previous: outpoint.clone(), spending_txid: s.spending_txid, beef_len: s.beef.len() as u64 });
+            }
+        }
+        Change::Invalidate { context_id, reason, .. } => {
+            out.push(Shape::Invalidated { context_id: context_id.clone(), reason: reason.clone() });
+        }
+    }
+    Ok(())
+}
+
+fn change_service(c: &Change) -> &str {
+    match c {
+        Change::Admit { service, .. }
+        | Change::Remove { service, .. }
+        | Change::Refresh { service, .. }
+        | Change::Invalidate { service, .. } => service,
+    }
+}
+
 /// The committer's private state (the applied, not necessarily durable, state of the store).
 pub(crate) struct Committer {
     pub db: sled::Db,
@@ -621,19 +741,21 @@ impl Committer {
     fn handle(&mut self, reqs: Vec<Req>) -> bool {
         let mut drain = self.new_drain();
         for req in reqs {
+            if matches!(req, Req::Commit { .. } | Req::CommitDivisible { .. }) {
+                // Expiries due by now are numbered before any group staged from now on.
+                if let Some(now) = self.due_now() {
+                    let _ = self.expire(&mut drain, now);
+                }
+            }
             match req {
                 Req::Commit { changes, reply } => self.stage(&mut drain, changes, reply),
+                Req::CommitDivisible { changes, reply } => {
+                    let r = self.stage_divisible(&mut drain, changes);
+                    self.answer_with_drain(&mut drain, reply, r);
+                }
                 Req::Expire { now, reply } => {
-                    // Timers are read from the tree, so earlier staged groups are applied first.
-                    let d = std::mem::replace(&mut drain, self.new_drain());
-                    self.finish(d);
-                    drain = self.new_drain();
-                    match self.failed_check().and_then(|_| due_expiries(&self.db, now)) {
-                        Ok(changes) => self.stage(&mut drain, changes, reply),
-                        Err(e) => {
-                            let _ = reply.send(Err(e));
-                        }
-                    }
+                    let r = self.expire(&mut drain, now);
+                    self.answer_with_drain(&mut drain, reply, r);
                 }
                 Req::Compact { horizon, max_items, reply } => {
                     let d = std::mem::replace(&mut drain, self.new_drain());
@@ -663,6 +785,137 @@ impl Committer {
         true
     }
 
+    /// The clock's time in seconds when an expiry timer is due by it.
+    fn due_now(&self) -> Option<u64> {
+        let next = self.shared.next_timer.load(Ordering::Acquire);
+        if next == u64::MAX {
+            return None;
+        }
+        let clock = self.shared.clock.read().unwrap_or_else(|p| p.into_inner()).clone()?;
+        let now = clock()? / 1000;
+        (next <= now).then_some(now)
+    }
+
+    /// Commits the expiries due at `now` (read from the tree, so what is staged so far is
+    /// applied first) and waits until they are published: only then does `next_timer` move
+    /// past them, so a reader that finds no timer due already sees their withdraws.
+    fn expire(&mut self, drain: &mut Drain, now: u64) -> Result<Option<u64>, StoreError> {
+        self.failed_check()?;
+        self.flush_drain(drain);
+        let r = due_expiries(&self.db, now).and_then(|changes| self.stage_divisible(drain, changes));
+        self.flush_drain(drain);
+        self.barrier();
+        let exact = first_timer(&self.db).inspect(|first| self.shared.next_timer.store(*first, Ordering::Release));
+        r.and_then(|seq| exact.map(|_| seq))
+    }
+
+    /// Applies what is staged in `drain` and starts it anew after what was applied.
+    fn flush_drain(&mut self, drain: &mut Drain) {
+        let d = std::mem::replace(drain, self.new_drain());
+        self.finish(d);
+        // Made after the finish: it numbers on from what the finish applied.
+        *drain = self.new_drain();
+    }
+
+    /// Replies once the drain holding the result's groups is durable; an error at once.
+    fn answer_with_drain(&self, drain: &mut Drain, reply: Reply<Option<u64>>, r: Result<Option<u64>, StoreError>) {
+        match r {
+            Ok(seq) => drain.replies.push((reply, Ok(seq))),
+            Err(e) => {
+                let _ = reply.send(Err(e));
+            }
+        }
+    }
+
+    /// Stages `changes` as consecutive groups that each fit the budget (see
+    /// `Store::commit_divisible`). On error nothing of them stays staged.
+    fn stage_divisible(&mut self, drain: &mut Drain, changes: Vec<Change>) -> Result<Option<u64>, StoreError> {
+        self.failed_check()?;
+        if changes.is_empty() {
+            return Ok(None);
+        }
+        // Whatever was staged before is applied first, so a failure here discards only these.
+        self.flush_drain(drain);
+        let chunks = self.partition(drain, changes)?;
+        let mut last = None;
+        for chunk in chunks {
+            match self.stage_group(drain, chunk) {
+                Ok(Some(seq)) => last = Some(seq),
+                Ok(None) => {}
+                Err(e) => {
+                    *drain = self.new_drain();
+                    return Err(e);
+                }
+            }
+        }
+        Ok(last)
+    }
+
+    /// Splits `changes`, in order, into runs whose widest observations fit the budget for
+    /// every service (one run without a budget). Each change's observations are read from the
+    /// state before it; the changes of a divisible commit touch distinct rows, so that is the
+    /// state it is applied to.
+    fn partition(&self, drain: &Drain, changes: Vec<Change>) -> Result<Vec<Vec<Change>>, StoreError> {
+        let Some(budget) = self.budget() else { return Ok(vec![changes]) };
+        let txn = Txn::new(&self.db, &drain.writes, drain.stats);
+        let mut runs = Vec::new();
+        let mut run: Vec<Change> = Vec::new();
+        let mut tally = Tally::default();
+        let mut shapes = Vec::new();
+        for c in changes {
+            shapes.clear();
+            widest_of_change(&txn, &c, &mut shapes)?;
+            let mut with = tally.clone();
+            for sh in &shapes {
+                with.add(&*budget, change_service(&c), sh);
+            }
+            let seq = drain.last_seq + 1 + runs.len() as u64;
+            if !run.is_empty() && !shapes.is_empty() && with.misfit(&*budget, seq).is_some() {
+                runs.push(std::mem::take(&mut run));
+                tally = Tally::default();
+                for sh in &shapes {
+                    tally.add(&*budget, change_service(&c), sh);
+                }
+            } else {
+                tally = with;
+            }
+            run.push(c);
+        }
+        if !run.is_empty() {
+            runs.push(run);
+        }
+        Ok(runs)
+    }
+
+    fn budget(&self) -> Option<Arc<dyn GroupBudget>> {
+        self.shared.budget.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Refuses a group that no session could ever be served (BRC-193 §8).
+    fn check_budget(&self, txn: &Txn, seq: u64, group: &LogGroup) -> Result<(), StoreError> {
+        let Some(budget) = self.budget() else { return Ok(()) };
+        let mut tally = Tally::default();
+        for inv in &group.invalidations {
+            let shape = Shape::Invalidated { context_id: inv.context_id.clone(), reason: inv.reason.clone() };
+            tally.add(&*budget, &inv.service, &shape);
+        }
+        let mut shapes = Vec::new();
+        for ch in &group.changes {
+            shapes.clear();
+            widest_of_log(txn, ch, &mut shapes)?;
+            for sh in &shapes {
+                tally.add(&*budget, &ch.service, sh);
+            }
+        }
+        match tally.misfit(&*budget, seq) {
+            None => Ok(()),
+            Some((service, n)) => Err(StoreError::TooLarge(format!(
+                "this group gives a session of {service} {n} observations, more than the provider can ever serve in one batch ({})",
+                budget.describe()
+            ))),
+        }
+    }
+
     fn failed_check(&self) -> Result<(), StoreError> {
         match self.shared.failed.lock().unwrap_or_else(|p| p.into_inner()).clone() {
             Some(msg) => Err(StoreError::Failed(msg)),
@@ -678,13 +931,17 @@ impl Committer {
 
     /// Stage one group into the drain, or reply with its error (nothing of it is staged).
     fn stage(&mut self, drain: &mut Drain, changes: Vec<Change>, reply: Reply<Option<u64>>) {
-        if let Err(e) = self.failed_check() {
-            let _ = reply.send(Err(e));
-            return;
-        }
+        let result = self.stage_group(drain, changes);
+        drain.replies.push((reply, result));
+    }
+
+    /// Stage one group into the drain; on error nothing of it is staged.
+    fn stage_group(&mut self, drain: &mut Drain, changes: Vec<Change>) -> Result<Option<u64>, StoreError> {
+        self.failed_check()?;
         let seq = drain.last_seq + 1;
         let mut txn = Txn::new(&self.db, &drain.writes, drain.stats).with_known_services(&self.services);
         let result = apply_changes(&mut txn, seq, changes).and_then(|group| {
+            self.check_budget(&txn, seq, &group)?;
             if !record_group(&mut txn, seq, group) {
                 return Ok(None);
             }
@@ -699,7 +956,7 @@ impl Committer {
             drain.stats = stats;
             drain.last_seq = seq;
         }
-        drain.replies.push((reply, result));
+        result
     }
 
     /// Caps apply only to growth: a group that shrinks the store always commits.
@@ -728,11 +985,11 @@ impl Committer {
             return;
         }
         writes.insert(keys::meta("state"), Some(state_record(last_seq, &stats)));
-        let adds_timer = writes.iter().any(|(k, v)| k.first() == Some(&keys::TIMER) && v.is_some());
-        let outcome = self.apply(writes, "committing a group");
-        if adds_timer && outcome.is_ok() {
-            // After the apply: see `Store::apply_expiries`.
-            self.shared.timers_added.fetch_add(1, Ordering::AcqRel);
+        let touches_timers = writes.keys().any(|k| k.first() == Some(&keys::TIMER));
+        let mut outcome = self.apply(writes, "committing a group");
+        if touches_timers && outcome.is_ok() {
+            // After the apply and before the publish: see `Store::apply_expiries`.
+            outcome = self.note_timers();
         }
         self.note_failure(&outcome);
         match outcome {
@@ -759,6 +1016,18 @@ impl Committer {
                 }
             }
         }
+    }
+
+    /// Lowers `next_timer` to the earliest timer in the tree and wakes the timer thread when
+    /// it moved earlier. It is never raised here: a removed timer may belong to a group not
+    /// yet published, and `expire` raises it once that is (until then a stale earlier value
+    /// only costs one expiry pass that finds nothing).
+    fn note_timers(&self) -> Result<(), StoreError> {
+        let first = first_timer(&self.db)?;
+        if first < self.shared.next_timer.fetch_min(first, Ordering::AcqRel) {
+            super::timer::kick(&self.shared);
+        }
+        Ok(())
     }
 
     /// One atomic batch (not yet flushed).
@@ -805,13 +1074,15 @@ impl Committer {
         };
         writes.insert(keys::meta("state"), Some(state_record(seq, &stats)));
         self.apply(writes, "resetting the epoch")?;
-        self.shared.timers_added.fetch_add(1, Ordering::AcqRel); // the first group may add timers
         self.db.flush().map_err(StoreError::io("flushing the reset"))?;
         *self.shared.epoch.write().unwrap_or_else(|p| p.into_inner()) = epoch.clone();
         self.shared.compacted.store(0, Ordering::Release);
         self.high_water = seq;
         self.stats = stats;
+        // Exact: the old timers went with the old epoch, and the first group may add some.
+        self.shared.next_timer.store(first_timer(&self.db)?, Ordering::Release);
         publish(&self.shared, seq);
+        super::timer::kick(&self.shared);
         Ok((epoch, (seq > 0).then_some(seq)))
     }
 }

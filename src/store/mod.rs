@@ -13,9 +13,9 @@
 //! - Compaction never removes anything a reader positioned after the horizon could need.
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 
 use sha2::{Digest, Sha256};
@@ -30,6 +30,7 @@ pub mod crash;
 mod keys;
 mod project;
 mod scan;
+mod timer;
 
 pub use codec::{Invalidation, LogChange, LogGroup, NewVersion, OldVersion};
 pub use keys::VERSION_KEY_LEN;
@@ -129,6 +130,37 @@ pub enum Change {
     Invalidate { service: String, context_id: String, reason: String },
 }
 
+/// One observation a log group can give a session, as a [`GroupBudget`] measures it: every
+/// change at its widest (a row present after the change as its `output`, a removed row as its
+/// `withdraw` and, for a spend with evidence, its `spend`), which is what a session whose
+/// selection holds the row sees.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Shape {
+    Output { outpoint: Outpoint, beef_len: u64, context: Option<(String, u64)> },
+    Withdraw { outpoint: Outpoint, reason: &'static str },
+    Spend { previous: Outpoint, spending_txid: Txid, beef_len: u64 },
+    Invalidated { context_id: String, reason: String },
+}
+
+/// The provider's own limits on the live groups it serves, installed by the layer that renders
+/// them (src/session/budget.rs). With a budget installed, a group that no session could ever
+/// be served is refused at commit ([`StoreError::TooLarge`]), and the groups the store makes
+/// itself (expiries, [`Store::commit_divisible`]) are split to fit (BRC-193 §8: groups are
+/// bounded at mutation admission).
+pub trait GroupBudget: Send + Sync {
+    /// Bytes one observation of `service` adds to its group, its id excluded.
+    fn observation_bytes(&self, service: &str, obs: &Shape) -> u64;
+    /// Whether a group at `seq` whose part for `service` has `observations` observations of
+    /// `bytes` bytes (sums of `observation_bytes`) can be served to a session of that service.
+    fn fits(&self, service: &str, seq: u64, observations: u64, bytes: u64) -> bool;
+    /// The limits, for error messages.
+    fn describe(&self) -> String;
+}
+
+/// Wall-clock milliseconds as the provider counts them (`None`: no clock any more). With a clock
+/// installed, due expiries are committed by the store itself (see [`Store::set_clock`]).
+pub type Clock = Arc<dyn Fn() -> Option<u64> + Send + Sync>;
+
 /// Meta record: the sequence of the latest group carrying an invalidation in this epoch.
 pub(crate) const VIEW_SINCE: &str = "view-since";
 
@@ -171,6 +203,8 @@ pub enum StoreError {
     Closed,
     /// An earlier write failed; the store must be reopened before writing again.
     Failed(String),
+    /// The group can never be served under the installed [`GroupBudget`]; nothing was written.
+    TooLarge(String),
 }
 
 impl fmt::Display for StoreError {
@@ -191,6 +225,8 @@ impl fmt::Display for StoreError {
             StoreError::Cancelled => write!(f, "the scan was cancelled"),
             StoreError::Closed => write!(f, "store is closed"),
             StoreError::Failed(m) => write!(f, "store failed earlier and must be reopened: {m}"),
+            // The prefix names the BRC-193 §8 limit kind; js/live.js reads it.
+            StoreError::TooLarge(m) => write!(f, "permanent-group: {m}"),
         }
     }
 }
@@ -240,12 +276,18 @@ pub(crate) struct Shared {
     pub failed: Mutex<Option<String>>,
     pub max_rows: Option<u64>,
     pub max_retained_bytes: Option<u64>,
-    /// Bumped by the committer after it applies a batch that adds an expiry timer.
-    pub timers_added: AtomicU64,
-    /// `(timers_added, earliest timer)` as last read from the tree by `apply_expiries`.
-    /// A read lock on the fast path: every read and every woken poll checks it, from
-    /// whichever thread builds the batch.
-    pub timer_hint: RwLock<Option<(u64, u64)>>,
+    /// At or before the earliest expiry timer that is in the tree or whose removal is not yet
+    /// published (Unix seconds; `u64::MAX`: none). The committer lowers it right after applying
+    /// a batch that adds timers, before that batch is published, and raises it only after an
+    /// expiry pass is published (`commit.rs`, `Committer::expire`).
+    pub next_timer: AtomicU64,
+    /// See [`GroupBudget`]; `None`: groups are not bounded.
+    pub budget: RwLock<Option<Arc<dyn GroupBudget>>>,
+    /// See [`Clock`]; `None`: expiries are applied only when asked (`apply_expiries`).
+    pub clock: RwLock<Option<Clock>>,
+    /// Wakes the expiry timer thread (`timer.rs`): a generation count and its condition.
+    pub timer_kick: (Mutex<u64>, Condvar),
+    pub timer_stop: AtomicBool,
     /// When the latest sequence was published (made visible to readers) in this process.
     pub published_at: Mutex<Option<std::time::Instant>>,
     /// Entries snapshot scans read ([`Store::scan_examined`]).
@@ -258,6 +300,7 @@ pub struct Store {
     db: RwLock<Option<sled::Db>>,
     tx: Mutex<Option<mpsc::Sender<Req>>>,
     committer: Mutex<Option<JoinHandle<()>>>,
+    timer: Mutex<Option<JoinHandle<()>>>,
 }
 
 pub(crate) fn sha256(b: &[u8]) -> [u8; 32] {
@@ -423,26 +466,65 @@ impl Store {
             failed: Mutex::new(None),
             max_rows: cfg.max_rows,
             max_retained_bytes: cfg.max_retained_bytes,
-            timers_added: AtomicU64::new(0),
-            timer_hint: RwLock::new(None),
+            next_timer: AtomicU64::new(commit::first_timer(&db)?),
+            budget: RwLock::new(None),
+            clock: RwLock::new(None),
+            timer_kick: (Mutex::new(0), Condvar::new()),
+            timer_stop: AtomicBool::new(false),
             scan_examined: Arc::new(AtomicU64::new(0)),
         });
         let (tx, rx) = mpsc::channel();
         let committer = commit::spawn(db.clone(), shared.clone(), meta.stats, rx)
             .map_err(|e| StoreError::Invalid(format!("cannot start the committer thread: {e}")))?;
-        Ok(Arc::new(Store {
+        let store = Arc::new(Store {
             shared,
             secret: meta.secret,
             db: RwLock::new(Some(db)),
             tx: Mutex::new(Some(tx)),
             committer: Mutex::new(Some(committer)),
-        }))
+            timer: Mutex::new(None),
+        });
+        let handle = timer::spawn(Arc::downgrade(&store), store.shared.clone())
+            .map_err(|e| StoreError::Invalid(format!("cannot start the expiry timer thread: {e}")))?;
+        *store.timer.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
+        Ok(store)
+    }
+
+    /// Installs the provider's group limits (see [`GroupBudget`]).
+    pub fn set_group_budget(&self, budget: Option<Arc<dyn GroupBudget>>) {
+        *self.shared.budget.write().unwrap_or_else(|p| p.into_inner()) = budget;
+    }
+
+    /// Installs the provider's clock. From then on due expiries are committed promptly by a
+    /// timer thread of the store (within about a second of their due time, with no request
+    /// needed), and the committer applies every expiry due before it stages a later group,
+    /// so an expiry's withdraw is numbered before any group committed after its due time
+    /// (BRC-193 §8).
+    pub fn set_clock(&self, clock: Option<Clock>) {
+        *self.shared.clock.write().unwrap_or_else(|p| p.into_inner()) = clock;
+        self.kick_timer();
+    }
+
+    /// Tells the timer thread to look at the clock and the earliest timer again (the
+    /// clock moved, e.g. a test's offset).
+    pub fn kick_timer(&self) {
+        timer::kick(&self.shared);
     }
 
     /// Stop the committer (pending commits finish first), flush, and release the database so
     /// the path can be reopened in this process. Idempotent. Iterators still alive keep sled
     /// open until they are dropped.
     pub fn close(&self) -> Result<(), StoreError> {
+        // The timer first: it commits through the committer, which is still running.
+        self.shared.timer_stop.store(true, Ordering::SeqCst);
+        timer::kick(&self.shared);
+        let timer = self.timer.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(h) = timer {
+            // The timer thread may itself drop the last handle of the store (and run this).
+            if h.thread().id() != std::thread::current().id() {
+                let _ = h.join();
+            }
+        }
         let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(tx) = tx {
             let _ = tx.send(Req::Shutdown);
@@ -519,35 +601,25 @@ impl Store {
         self.request(|reply| Req::Commit { changes, reply })
     }
 
-    /// Commit ONE group withdrawing every row with `expires_at <= now`, ordered by
-    /// (expiresAt, service, outpoint), reason `expired` (BRC-193 §8). `None` if none were due.
+    /// Commit several groups: `changes` that promise no atomicity between them (evidence
+    /// refreshes, a starting state), in order, split between changes into consecutive groups
+    /// that each fit the installed [`GroupBudget`] (one group without a budget). All of them
+    /// are written in one atomic batch and published together. Returns the last sequence, or
+    /// `None` when nothing changed. A single change that cannot fit fails the whole call
+    /// with [`StoreError::TooLarge`], and nothing is written.
+    pub fn commit_divisible(&self, changes: Vec<Change>) -> Result<Option<u64>, StoreError> {
+        commit::validate(&changes)?;
+        self.request(|reply| Req::CommitDivisible { changes, reply })
+    }
+
+    /// Withdraw every row with `expires_at <= now`, ordered by (expiresAt, service, outpoint),
+    /// reason `expired` (BRC-193 §8): one group, or consecutive groups that each fit the
+    /// installed [`GroupBudget`]. Returns the last sequence; `None` if none were due.
     pub fn apply_expiries(&self, now: u64) -> Result<Option<u64>, StoreError> {
         // Fast path, taken by nearly every read: when the earliest timer is not due, there is
         // nothing to commit, so the committer is not asked (a round trip to it would also end
-        // its current group-commit batch early). A timer of a group applied but not yet
-        // published may be missed here; that group's rows are not visible to the caller yet
-        // either, and the next call sees the timer.
-        //
-        // The earliest timer is remembered with the count of timer-adding batches seen before
-        // reading it. The committer bumps that count only after applying such a batch, so a
-        // hint with the current count was read from a tree holding every timer applied so far
-        // (removals only make it earlier than the truth, which costs a scan, never a miss).
-        let added = self.shared.timers_added.load(Ordering::Acquire);
-        let hint = *self.shared.timer_hint.read().unwrap_or_else(|p| p.into_inner());
-        if let Some((seen, earliest)) = hint {
-            if seen == added && earliest > now {
-                return Ok(None);
-            }
-        }
-        let earliest = match self.db()?.scan_prefix([keys::TIMER]).next() {
-            None => u64::MAX,
-            Some(kv) => {
-                let (k, _) = kv.map_err(StoreError::io("reading the first timer"))?;
-                keys::parse_timer(&k).map_or(0, |(at, _, _)| at)
-            }
-        };
-        *self.shared.timer_hint.write().unwrap_or_else(|p| p.into_inner()) = Some((added, earliest));
-        if earliest > now {
+        // its current group-commit batch early). `next_timer` covers every published group.
+        if self.shared.next_timer.load(Ordering::Acquire) > now {
             return Ok(None);
         }
         self.request(|reply| Req::Expire { now, reply })
