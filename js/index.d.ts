@@ -3,5 +3,6 @@ export { LiveLookup, LiveLookupOptions, Caller, LiveResponse, LiveStats, Authori
 export { LiveLookupClient, CheckpointStore, LiveLookupError, SourceKey, Member, Checkpoint } from './client'
 export { createRouter, RouterOptions, LiveRouter, PROFILE } from './router'
 export { mountOnOverlayExpress } from './overlay-express'
+export { NativeWallet, WalletProtocol, WalletCounterparty } from './wallet'
 export { digest, canonicalize, parseOpen, parseRead, parseClose, Open, Read, Close, WireError, WireErrorCode } from './wire'
 export { LiveCompanion, LookupService, Change } from './ingest'

@@ -5,6 +5,7 @@ const { LiveLookup } = require('./live')
 const { LiveLookupClient, CheckpointStore, LiveLookupError } = require('./client')
 const { createRouter, PROFILE } = require('./router')
 const { mountOnOverlayExpress } = require('./overlay-express')
+const { NativeWallet } = require('./wallet')
 
 module.exports = {
   LiveLookup,
@@ -13,6 +14,7 @@ module.exports = {
   LiveLookupError,
   createRouter,
   mountOnOverlayExpress,
+  NativeWallet,
   digest: wire.digest,
   canonicalize: wire.canonicalize,
   parseOpen: wire.parseOpen,

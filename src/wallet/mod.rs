@@ -22,6 +22,7 @@ use secp256k1::{ecdsa, Message, PublicKey, Scalar, SecretKey, SECP256K1};
 use sha2::{Digest, Sha256};
 
 pub mod counterparty;
+pub mod der;
 pub mod invoice;
 
 pub use counterparty::{parse_public_key, Counterparty};
@@ -215,6 +216,26 @@ impl Wallet {
         };
         signature.normalize_s();
         Ok(public.verify(SECP256K1, Message::from_digest(*hash), &signature).is_ok())
+    }
+
+    /// `verifySignature` of a DER signature, parsed like the SDK parses it
+    /// ([`der::parse`]). A key argument error is reported before a DER error,
+    /// in the SDK's order.
+    pub fn verify_signature_der(
+        &self,
+        key: &KeyRef<'_>,
+        for_self: bool,
+        hash: &[u8; 32],
+        signature: &[u8],
+    ) -> Result<bool, WalletError> {
+        match der::parse(signature) {
+            Ok(Some(compact)) => self.verify_signature(key, for_self, hash, &compact),
+            Ok(None) => self.derive_public_key(key, for_self).map(|_| false),
+            Err(e) => {
+                self.derive_public_key(key, for_self)?;
+                Err(e)
+            }
+        }
     }
 }
 
