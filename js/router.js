@@ -286,9 +286,11 @@ function createRouter (live, options = {}) {
   const allowedOrigins = new Set(options.allowedOrigins || [])
   if (allowedOrigins.has('*')) throw new TypeError('a wildcard origin is not allowed: list exact origins')
   let auth = null
+  let wallet = null
   if (authentication === 'brc103') {
     // The identity's crypto runs in the Rust core unless a wallet is given.
-    auth = options.authMiddleware || createAuth(options.wallet || NativeWallet.fromPrivateKey(options.privateKey))
+    wallet = options.authMiddleware ? options.wallet || null : options.wallet || NativeWallet.fromPrivateKey(options.privateKey)
+    auth = options.authMiddleware || createAuth(wallet)
   }
   const inTurn = createTurns()
   const log = typeof options.log === 'function' ? options.log : () => {}
@@ -385,6 +387,10 @@ function createRouter (live, options = {}) {
 
   router.all(prefix + '/{*rest}', (req, res) => sendError(res, 'not-found', 'unknown route'))
   router.manifest = manifest
+  // The BRC-104 wallet and middleware in use (null in public mode), for
+  // diagnostics; the wallet never exposes its key.
+  router.wallet = wallet
+  router.auth = auth
   return router
 }
 
