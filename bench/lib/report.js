@@ -466,6 +466,21 @@ client latency p50 ${cell(a.firstContact.clientLatencyP50Ms)} ms.
 `
 }
 
+function submitSection (s) {
+  return `## 11. The live layer's cost to \`Engine.submit\`
+
+Two real \`@bsv/overlay\` Engines (SQLite) in one process: the notes lookup service plain, and the
+same service wrapped (\`live.wrap\`) with the Engine attached (\`live.attach\`). Each round submits
+${s.batch} fresh signed note transactions (built before timing) to each Engine with W concurrent
+submitters, the order of the two alternating per round; ${s.rounds} rounds after a warm-up round. The
+ratio pairs the two throughputs of one round.
+
+${table(['submitters', 'plain, submits/s', 'wrapped, submits/s', 'wrapped / plain'], s.widths.map(w => [
+    String(w.submitters), cell(w.plainPerSec), cell(w.wrappedPerSec), cell(w.wrappedOverPlain)
+  ]))}
+`
+}
+
 function caveats (r) {
   const c = r.sections.catalogue
   const items = [
@@ -521,6 +536,7 @@ flushes.
   const http = httpSection(s.catalogue, s.http)
   if (http) parts.push(http)
   if (s.auth) parts.push(authSection(s.auth))
+  if (s.submit) parts.push(submitSection(s.submit))
   parts.push(caveats(r))
   return parts.join('\n') + '\n'
 }
