@@ -4,8 +4,10 @@
 // BRC-103 (the router's default native wallet). Started with fork(); answers IPC messages:
 //   {cmd: 'cpu'}     -> {cpuMicros}: user + system CPU of this process so far
 //   {cmd: 'waiters'} -> {waiters}: long polls parked in the store
-//   {cmd: 'commit'}  -> {at}: commits one group; `at` is the wall clock (ms since the epoch,
-//                       sub-millisecond) just before live.commit is called
+//   {cmd: 'commit', expect} -> {at, lastWrittenAt}: commits one group; `at` is the wall clock
+//                       (ms since the epoch, sub-millisecond) just before live.commit is called;
+//                       with `expect`, lastWrittenAt is when the expect-th read answer after it
+//                       was completely handed to the OS (the response's 'finish')
 //   {cmd: 'close'}
 // The first message it sends is {ready: {base, port, headers}}.
 const fs = require('node:fs')
@@ -44,6 +46,13 @@ async function main () {
   await rows.loadLive(live, templates, 0, 10, 10)
   let next = 10
   const server = await startServer(live, { authentication, privateKey: key.toHex(), keepAliveTimeoutMs: 120000 })
+  let finished = null // {count, expect, resolve} while a commit's answers are counted
+  server.server.on('request', (req, res) => {
+    if (req.url !== '/overlay/v1/lookup/read') return
+    res.once('finish', () => {
+      if (finished && ++finished.count === finished.expect) finished.resolve(wallClock())
+    })
+  })
   process.on('message', async (m) => {
     if (m.cmd === 'cpu') {
       const u = process.cpuUsage()
@@ -51,9 +60,12 @@ async function main () {
     } else if (m.cmd === 'waiters') {
       process.send({ waiters: live.stats().waiters })
     } else if (m.cmd === 'commit') {
+      const written = m.expect ? new Promise((resolve) => { finished = { count: 0, expect: m.expect, resolve } }) : null
       const at = wallClock()
       await live.commit([rows.admitChange(rows.row(templates, next++))])
-      process.send({ at })
+      const lastWrittenAt = written ? await written : null
+      finished = null
+      process.send({ at, lastWrittenAt })
     } else if (m.cmd === 'close') {
       await server.close()
       await live.close()

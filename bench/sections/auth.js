@@ -6,7 +6,8 @@
 //     authenticated reads/s with 1, 16 and 64 client processes (one session each);
 // (b) commit-to-delivery of one group to N authenticated long polls (N = 100, 1,000), from the
 //     moment the server calls live.commit to each answer received and verified by its client
-//     (wall clocks of processes on one machine);
+//     (wall clocks of processes on one machine), and until the server handed its last signed
+//     answer to the OS;
 // (c) first contact: server CPU and client latency of a new identity's first request (the
 //     BRC-103 handshake, then an open).
 
@@ -82,7 +83,7 @@ async function readFigure (server, authentication, processes, runs, ms) {
 async function pollFigure (server, n, processes, runs) {
   const clients = await startClients(server, 'brc103', processes, Math.ceil(n / processes))
   const total = Math.ceil(n / processes) * processes
-  const p50 = []; const p99 = []; const max = []; const cpuPerAnswer = []
+  const p50 = []; const p99 = []; const max = []; const cpuPerAnswer = []; const written = []
   try {
     for (let r = 0; r <= runs; r++) {
       const answered = clients.map((c) => c.ask({ cmd: 'park' }, 'parked').then(() => c.ask(null, 'answered')))
@@ -91,18 +92,21 @@ async function pollFigure (server, n, processes, runs) {
         await new Promise((resolve) => setTimeout(resolve, 20))
       }
       const c0 = await cpu(server)
-      const { at } = await server.ask({ cmd: 'commit' }, 'at')
-      const times = (await Promise.all(answered)).flatMap((m) => m.answered).map((t) => t - at)
+      const done = server.ask({ cmd: 'commit', expect: total }, 'at')
+      const times = (await Promise.all(answered)).flatMap((m) => m.answered)
+      const { at, lastWrittenAt } = await done
+      for (let i = 0; i < times.length; i++) times[i] -= at
       const c1 = await cpu(server)
       if (r === 0) continue // warm-up
       p50.push(percentile(times, 50)); p99.push(percentile(times, 99)); max.push(percentile(times, 100))
       cpuPerAnswer.push((c1 - c0) / 1000 / total)
+      written.push(lastWrittenAt - at)
       progress(`auth polls ${total}: run ${r}/${runs} p50 ${percentile(times, 50).toFixed(1)} ms p99 ${percentile(times, 99).toFixed(1)} ms`)
     }
   } finally {
     for (const c of clients) await c.stop()
   }
-  return { pollers: total, clientProcesses: processes, p50Ms: summary(p50, 'ms'), p99Ms: summary(p99, 'ms'), maxMs: summary(max, 'ms'), serverCpuMsPerAnswer: summary(cpuPerAnswer, 'ms') }
+  return { pollers: total, clientProcesses: processes, p50Ms: summary(p50, 'ms'), p99Ms: summary(p99, 'ms'), maxMs: summary(max, 'ms'), lastWrittenMs: summary(written, 'ms'), serverCpuMsPerAnswer: summary(cpuPerAnswer, 'ms') }
 }
 
 /** A new identity's first request (handshake + open), `n` in turn, `runs` times. */
