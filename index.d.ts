@@ -142,6 +142,18 @@ export declare class NativeLive {
   closeStore(): Promise<void>
 }
 
+export declare class NativeWalletCore {
+  static fromPrivateKey(hexKey: string): NativeWalletCore
+  identityKey(): string
+  derivePublicKey(level: number, protocol: string, keyId: string, counterparty: string, forSelf: boolean): string
+  createSignature(level: number, protocol: string, keyId: string, counterparty: string, data?: Buffer | undefined | null, hash?: Buffer | undefined | null): Buffer
+  verifySignature(level: number, protocol: string, keyId: string, counterparty: string, forSelf: boolean, compact: Buffer, data?: Buffer | undefined | null, hash?: Buffer | undefined | null): boolean
+  /** Like `verify_signature`, with the signature in DER as the SDK reads it. */
+  verifySignatureDer(level: number, protocol: string, keyId: string, counterparty: string, forSelf: boolean, signature: Buffer, data?: Buffer | undefined | null, hash?: Buffer | undefined | null): boolean
+  createHmac(level: number, protocol: string, keyId: string, counterparty: string, data: Buffer): Buffer
+  verifyHmac(level: number, protocol: string, keyId: string, counterparty: string, data: Buffer, hmac: Buffer): boolean
+}
+
 /**
  * Client side: verifies and checks a received `{body, signature}` manifest.
  * `expectation` = `{identity?, baseURL, network, genesisHash, now, maxFutureSkew}`

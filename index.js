@@ -839,6 +839,7 @@ module.exports.CheckpointStore = nativeBinding.CheckpointStore
 module.exports.JsCheckpointStore = nativeBinding.JsCheckpointStore
 module.exports.NativeCancel = nativeBinding.NativeCancel
 module.exports.NativeLive = nativeBinding.NativeLive
+module.exports.NativeWalletCore = nativeBinding.NativeWalletCore
 module.exports.acceptManifest = nativeBinding.acceptManifest
 module.exports.buildManifest = nativeBinding.buildManifest
 module.exports.capabilityDigest = nativeBinding.capabilityDigest

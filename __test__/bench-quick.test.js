@@ -7,7 +7,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { spawnSync } = require('node:child_process')
 
-const SECTIONS = ['catalogue', 'commits', 'waiters', 'http', 'disk', 'caps']
+const SECTIONS = ['catalogue', 'commits', 'waiters', 'http', 'disk', 'caps', 'auth', 'submit']
 
 test('npm run bench -- --quick runs every section and writes RESULTS.md, results.json and the plots', () => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-quick-'))
@@ -52,6 +52,12 @@ test('npm run bench -- --quick runs every section and writes RESULTS.md, results
     }
     expect(http.authReads.caughtUp.map(f => f.clients)).toEqual(hp.authClients)
     for (const f of http.authReads.caughtUp) expect(f.readsPerSec.n).toBe(hp.authRuns)
+    const auth = results.sections.auth
+    expect(auth.authReads.map(f => f.processes)).toEqual(results.plans.auth.clientProcesses)
+    for (const f of auth.authReads) expect(f.serverCpuMsPerRead.n).toBe(results.plans.auth.runs)
+    expect(auth.polls.map(p => p.pollers)).toEqual(results.plans.auth.pollers)
+    expect(auth.firstContact.serverCpuMsPerContact.n).toBe(results.plans.auth.runs)
+    expect(results.sections.submit.widths.map(w => w.wrappedOverPlain.n)).toEqual(results.plans.submit.widths.map(() => results.plans.submit.rounds))
     expect(results.sections.commits.eightOverOne.n).toBe(results.plans.commits.runs)
     expect(results.sections.disk.afterCompactionBytesPerRow.n).toBe(results.plans.disk.runs)
 
@@ -66,7 +72,7 @@ test('npm run bench -- --quick runs every section and writes RESULTS.md, results
     for (const c of refused.filter(c => c.status !== 431)) expect(typeof c.code).toBe('string')
 
     const md = fs.readFileSync(path.join(out, 'RESULTS.md'), 'utf8')
-    for (const heading of ['## Machine', '## 1. Catalogue size', '## 2. Snapshot drain', '## 3. Durable commit', '## 4. Commit-to-delivery', '## 5. Memory', '## 6. Bytes on disk', '## 7. Behaviour past each cap', '## 8. Native benchmarks', '## 9. HTTP transport', '### 9a.', '### 9b.', '### 9c.']) {
+    for (const heading of ['## Machine', '## 1. Catalogue size', '## 2. Snapshot drain', '## 3. Durable commit', '## 4. Commit-to-delivery', '## 5. Memory', '## 6. Bytes on disk', '## 7. Behaviour past each cap', '## 8. Native benchmarks', '## 9. HTTP transport', '### 9a.', '### 9b.', '### 9c.', '## 10. BRC-103', '## 11. The live layer']) {
       expect(md).toContain(heading)
     }
     expect(md).toContain('npm run bench -- --quick --out ' + out)

@@ -7,7 +7,7 @@
 //   npm run bench -- --quick           tiny sizes, 2 runs: checks the harness in under a minute
 //   npm run bench -- --out DIR         write the results elsewhere (the Jest test does this)
 //   npm run bench -- --cargo           also run the native `cargo bench` targets and include them
-//   npm run bench -- --only a,b        only these sections (catalogue, commits, waiters, http, disk, caps)
+//   npm run bench -- --only a,b        only these sections (catalogue, commits, waiters, http, disk, caps, auth, submit)
 //   npm run bench -- --engine-at-1m    also measure Engine.lookup at 1M rows (slow, several GB of heap)
 //   node bench/run.js --render FILE    rewrite RESULTS.md and the plots from an existing results.json
 // Figures are min/median/max of repeated runs; ratios pair values of the same run.
@@ -19,7 +19,7 @@ const { fork, execFileSync, spawn } = require('node:child_process')
 const { linePlot } = require('./lib/svg')
 const { renderReport } = require('./lib/report')
 
-const SECTIONS = ['catalogue', 'commits', 'waiters', 'http', 'disk', 'caps']
+const SECTIONS = ['catalogue', 'commits', 'waiters', 'http', 'disk', 'caps', 'auth', 'submit']
 
 function parseArgs (argv) {
   const a = { quick: false, out: __dirname, cargo: false, only: null, engineAt1m: false, tmp: os.tmpdir() }
@@ -47,7 +47,9 @@ function plans (args) {
       waiters: { runs: 2, sizes: [10, 100] },
       http: { pollers: [20], runs: 2, clients: [1, 4], snapshotRows: 500, windowMs: 200, readRuns: 2, authClients: [1, 2], authRuns: 2 },
       disk: { runs: 2, rows: 2000 },
-      caps: {}
+      caps: {},
+      auth: { windowMs: 300, runs: 2, cpuProcesses: 2, clientProcesses: [1, 2], pollers: [20], pollProcesses: 2, pollRuns: 1, firstContacts: 3 },
+      submit: { widths: [1, 8], batch: 8, rounds: 2 }
     }
   }
   return {
@@ -73,7 +75,11 @@ function plans (args) {
     // usual file-descriptor limit); reads/s over 1-second windows.
     http: { pollers: [1000], runs: 5, clients: [1, 16], snapshotRows: 20000, windowMs: 1000, readRuns: 3, authClients: [1, 16], authRuns: 3 },
     disk: { runs: 5, rows: 20000 },
-    caps: {}
+    caps: {},
+    // Server and clients in separate processes (BRC-103 clients: AuthFetch with NativeWallet).
+    auth: { windowMs: 2000, runs: 3, cpuProcesses: 16, clientProcesses: [1, 16, 64], pollers: [100, 1000], pollProcesses: 4, pollRuns: 3, firstContacts: 40 },
+    // Engine.submit with the lookup service plain and wrapped, interleaved rounds.
+    submit: { widths: [1, 8], batch: 60, rounds: 5 }
   }
 }
 

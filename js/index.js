@@ -6,6 +6,7 @@ const { LiveLookupClient, CheckpointStore, LiveLookupError } = require('./client
 const { createRouter, PROFILE } = require('./router')
 const { mountOnOverlayExpress } = require('./overlay-express')
 const { gaspRouter, scheduleGASPSync } = require('./gasp')
+const { NativeWallet } = require('./wallet')
 
 module.exports = {
   LiveLookup,
@@ -16,6 +17,7 @@ module.exports = {
   mountOnOverlayExpress,
   gaspRouter,
   scheduleGASPSync,
+  NativeWallet,
   digest: wire.digest,
   canonicalize: wire.canonicalize,
   parseOpen: wire.parseOpen,

@@ -6,9 +6,9 @@ export interface RouterOptions {
   /** The advertised base URL; routes live at {path}/overlay/v1/... */
   baseURL: string
   authentication: 'brc103' | 'none'
-  /** Provider identity private key, 64 hex: signs the manifest (and BRC-104 unless wallet/authMiddleware). */
+  /** Provider identity private key, 64 hex: signs the manifest, and BRC-104 through a NativeWallet unless wallet/authMiddleware. */
   privateKey: string
-  /** A BRC-100 wallet for the BRC-104 middleware. */
+  /** A BRC-100 wallet for the BRC-104 middleware (default: NativeWallet.fromPrivateKey(privateKey)). */
   wallet?: unknown
   /** A ready createAuthMiddleware(...) instance. */
   authMiddleware?: RequestHandler
@@ -28,6 +28,10 @@ export interface LiveRouter extends RequestHandler {
     digest (): string
     bytes (): Buffer
   }
+  /** The BRC-104 wallet in use (a NativeWallet by default); null in public mode or with only authMiddleware. */
+  wallet: import('./wallet').NativeWallet | unknown | null
+  /** The BRC-104 middleware in use (null in public mode); the router's own assembly has `peer`, its Peer. */
+  auth: (RequestHandler & { peer?: unknown }) | null
 }
 
 export declare const PROFILE: 'https://bsv.brc.dev/overlays/0193#lookup-live-v1'

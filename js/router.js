@@ -8,9 +8,10 @@
 // the BRC-104 middleware that shape this file.
 
 const express = require('express')
-const { PrivateKey, ProtoWallet } = require('@bsv/sdk')
+const { Peer, SessionManager } = require('@bsv/sdk')
 const wire = require('./wire')
 const { CapabilityManifest, PROFILE } = require('./manifest')
+const { NativeWallet } = require('./wallet')
 
 const MAX_BODY = 1024 * 1024
 const MAX_HEADER_BYTES = 16 * 1024
@@ -21,6 +22,12 @@ const AUTH_HEADERS = [
   'x-bsv-auth-your-nonce', 'x-bsv-auth-signature', 'x-bsv-auth-request-id', 'x-bsv-auth-requested-certificates'
 ]
 const EXPOSED = [...AUTH_HEADERS, ...SELECTION_HEADERS]
+/**
+ * Signed answers sent per event-loop turn. A commit can wake many
+ * authenticated polls at once; each answer is signed on the JS thread, so
+ * they go out a few at a time and other requests are read in between.
+ */
+const SIGNED_PER_TURN = 16
 
 /** The path part of the advertised base URL, without a trailing slash. */
 function basePath (baseURL) {
@@ -138,6 +145,109 @@ function readBody (req) {
   })
 }
 
+/**
+ * Answers a CORS preflight (it carries no credentials, so it is answered
+ * before authentication): the allowed methods and headers for a configured
+ * origin, the unauthorized envelope for any other.
+ */
+function preflight (req, res, allowedOrigins) {
+  const origin = req.headers.origin
+  if (origin && allowedOrigins.has(origin)) {
+    res.setHeader('Access-Control-Allow-Methods', 'GET, POST, OPTIONS')
+    res.setHeader('Access-Control-Allow-Headers', ['content-type', 'cache-control', ...EXPOSED].join(', '))
+    res.setHeader('Access-Control-Max-Age', '600')
+    return res.status(204).end()
+  }
+  sendError(res, 'unauthorized', 'origin not allowed')
+}
+
+/**
+ * The BRC-104 middleware, assembled from its parts the way
+ * createAuthMiddleware does, so that the router holds its Peer. What the
+ * middleware registers for one request (a general-message listener, which it
+ * removes only when the request verifies; a certificate listener per new
+ * identity's handshake, removed only when certificates arrive, which the
+ * router never requests; the handshake's response handle, kept when the
+ * handshake fails) is released when that request's response closes, so
+ * failed or forged requests leave nothing behind.
+ */
+function createAuth (wallet) {
+  const { ExpressTransport } = require('@bsv/auth-express-middleware')
+  const transport = new ExpressTransport(true)
+  // Unauthenticated requests pass as 'unknown' so that the public manifest
+  // stays readable with a plain GET; lookup routes refuse them.
+  const peer = new Peer(wallet, transport, undefined, new SessionManager())
+  transport.setPeer(peer)
+  let registered = null
+  const track = (listen, stop) => {
+    const original = peer[listen].bind(peer)
+    const release = peer[stop].bind(peer)
+    peer[listen] = (callback) => {
+      const id = original(callback)
+      if (registered) registered.push(() => release(id))
+      return id
+    }
+  }
+  track('listenForGeneralMessages', 'stopListeningForGeneralMessages')
+  track('listenForCertificatesReceived', 'stopListeningForCertificatesReceived')
+  const middleware = (req, res, next) => {
+    const mine = registered = []
+    try {
+      transport.handleIncomingRequest(req, res, next)
+    } finally {
+      registered = null
+    }
+    if (mine.length > 0 || req.path === '/.well-known/auth') {
+      res.once('close', () => {
+        for (const release of mine) release()
+        const handles = transport.openNonGeneralHandles
+        for (const key of Object.keys(handles)) {
+          handles[key] = handles[key].filter((h) => h.res !== res)
+          if (handles[key].length === 0) delete handles[key]
+        }
+      })
+    }
+  }
+  middleware.peer = peer
+  return middleware
+}
+
+/**
+ * Runs the BRC-104 middleware and then `onPass`. A request that fails
+ * authentication (the middleware answers those itself with its own JSON,
+ * 401 or, for a forged nonce, 500) gets the profile's 401 `unauthorized`
+ * envelope (BRC-193 §6) with the §8 headers instead, whatever the reason.
+ */
+function authenticate (auth, req, res, onPass) {
+  let passed = false
+  const refuse = () => sendError(res, 'unauthorized', 'BRC-103 authentication failed')
+  const json = res.json
+  res.json = function (body) {
+    // The middleware's failures are `{status: 'error', ...}`; its handshake
+    // answer (an AuthMessage sent with res.send) also arrives here.
+    if (!passed && body && body.status === 'error') return refuse()
+    return json.call(this, body)
+  }
+  auth(req, res, (err) => {
+    if (err) return refuse()
+    passed = true
+    onPass()
+  })
+}
+
+/** Queues `fn` to run in a later event-loop turn, SIGNED_PER_TURN per turn. */
+function createTurns () {
+  const queue = []
+  const drain = () => {
+    for (const fn of queue.splice(0, SIGNED_PER_TURN)) fn()
+    if (queue.length > 0) setImmediate(drain)
+  }
+  return (fn) => {
+    queue.push(fn)
+    if (queue.length === 1) setImmediate(drain)
+  }
+}
+
 function validateProvider (live, options, manifest) {
   const provider = live.options.provider
   if (options.authentication === 'brc103') {
@@ -176,45 +286,46 @@ function createRouter (live, options = {}) {
   const allowedOrigins = new Set(options.allowedOrigins || [])
   if (allowedOrigins.has('*')) throw new TypeError('a wildcard origin is not allowed: list exact origins')
   let auth = null
+  let wallet = null
   if (authentication === 'brc103') {
-    auth = options.authMiddleware
-    if (!auth) {
-      const { createAuthMiddleware } = require('@bsv/auth-express-middleware')
-      const wallet = options.wallet || new ProtoWallet(PrivateKey.fromHex(options.privateKey))
-      // Unauthenticated requests pass the middleware as 'unknown' so that the
-      // public manifest stays readable with a plain GET; lookup routes refuse them.
-      auth = createAuthMiddleware({ wallet, allowUnauthenticated: true })
-    }
+    // The identity's crypto runs in the Rust core unless a wallet is given.
+    wallet = options.authMiddleware ? options.wallet || null : options.wallet || NativeWallet.fromPrivateKey(options.privateKey)
+    auth = options.authMiddleware || createAuth(wallet)
   }
+  const inTurn = createTurns()
   const log = typeof options.log === 'function' ? options.log : () => {}
   const prefix = basePath(options.baseURL) + '/overlay/v1'
   const router = express.Router()
 
   if (auth) {
     // BRC-103 handshakes always go to the origin root; the middleware needs the
-    // parsed JSON there (and only there).
-    router.post('/.well-known/auth', express.json({ limit: '64kb' }), auth)
+    // parsed JSON there (and only there). Browsers preflight it like the
+    // lookup routes, and its answers carry the same §8 headers.
+    router.options('/.well-known/auth', (req, res) => {
+      baseHeaders(req, res, allowedOrigins)
+      preflight(req, res, allowedOrigins)
+    })
+    const json = express.json({ limit: '64kb' })
+    router.post('/.well-known/auth', (req, res, next) => {
+      baseHeaders(req, res, allowedOrigins)
+      json(req, res, (err) => {
+        if (err) return sendError(res, err.status === 413 ? 'limited' : 'invalid', 'unreadable handshake body')
+        authenticate(auth, req, res, () => sendError(res, 'not-found', 'unknown route'))
+      })
+    })
   }
 
   router.use(prefix, (req, res, next) => {
     if (!auth) res.locals.overlayLiveDirect = true
     baseHeaders(req, res, allowedOrigins)
     if (req.method !== 'OPTIONS') return next()
-    // Preflights carry no credentials; they are answered before authentication.
-    const origin = req.headers.origin
-    if (origin && allowedOrigins.has(origin)) {
-      res.setHeader('Access-Control-Allow-Methods', 'GET, POST, OPTIONS')
-      res.setHeader('Access-Control-Allow-Headers', ['content-type', 'cache-control', ...EXPOSED].join(', '))
-      res.setHeader('Access-Control-Max-Age', '600')
-      return res.status(204).end()
-    }
-    sendError(res, 'unauthorized', 'origin not allowed')
+    preflight(req, res, allowedOrigins)
   })
 
   router.get(prefix + '/capabilities', (req, res, next) => {
     const serve = () => send(res, 200, manifest.bytes())
     if (!auth) return serve()
-    auth(req, res, (err) => (err ? next(err) : serve()))
+    authenticate(auth, req, res, serve)
   })
 
   const handlers = {
@@ -258,7 +369,10 @@ function createRouter (live, options = {}) {
         if (ac.signal.aborted) return
         // Cursors and bodies never reach the log.
         log({ op, status: out.status, principal: caller.principal || null, bytes: out.body.length })
-        send(res, out.status, out.body)
+        if (!auth) return send(res, out.status, out.body)
+        inTurn(() => {
+          try { send(res, out.status, out.body) } catch (e) { fail(e) }
+        })
       } finally {
         res.off('close', onClose)
       }
@@ -268,11 +382,15 @@ function createRouter (live, options = {}) {
       sendError(res, 'unavailable', 'the provider failed to answer')
     }
     if (!auth) return run().catch(fail)
-    auth(req, res, (err) => (err ? next(err) : run().catch(fail)))
+    authenticate(auth, req, res, () => run().catch(fail))
   })
 
   router.all(prefix + '/{*rest}', (req, res) => sendError(res, 'not-found', 'unknown route'))
   router.manifest = manifest
+  // The BRC-104 wallet and middleware in use (null in public mode), for
+  // diagnostics; the wallet never exposes its key.
+  router.wallet = wallet
+  router.auth = auth
   return router
 }
 

@@ -4,6 +4,7 @@ pub mod manifest;
 pub mod select;
 pub mod session;
 pub mod store;
+pub mod wallet;
 pub mod wire;
 
 mod node;

@@ -413,7 +413,7 @@ ${r.snapshotPage.maxObservations}-observation page of a ${r.rows.toLocaleString(
 a new one, not counted as a read). **Caught-up live reads**: \`read\` with \`waitMs\` 0 on a session whose
 snapshot is complete and with nothing new (an empty batch). Public mode: node:http keep-alive
 \`Agent\` clients. BRC-103: one \`AuthFetch\` (own \`ProtoWallet\` identity) per client, the router with
-\`@bsv/auth-express-middleware\`; every request and answer is signed and verified,
+\`@bsv/auth-express-middleware\` on its default native wallet (section 10 has the server alone); every request and answer is signed and verified,
 and the handshake happens before the timing (collection of ${h.authReads ? h.authReads.rows : '—'} rows). Clients and server share one process (and the 2 cores
 with it).
 
@@ -430,6 +430,56 @@ Everything here goes through Express on loopback with the real router (\`js/rout
 client parses every answer.
 
 ` + parts.join('\n')
+}
+
+function authSection (a) {
+  const reads = a.authReads.map(x => [String(x.processes), cell(x.readsPerSec), cell(x.serverCpuMsPerRead)])
+  return `## 10. BRC-103 authenticated serving, server in its own process
+
+The server (\`bench/lib/live-server.js\`: a 10-row collection behind the real router) runs in its own
+process and reports its own CPU time (\`process.cpuUsage\`, user + system); clients run in other
+processes (\`bench/lib/live-client.js\`), one session per client process for the reads. BRC-103
+clients are \`AuthFetch\` with the package's \`NativeWallet\`; the router uses its default native
+wallet. Public-mode clients are node:http keep-alive requests. Reads are caught-up live reads
+(\`waitMs\` 0, an empty batch) back to back over ${num(a.windowMs / 1000)}-second windows after a warm-up; cells are
+median (min–max) over windows. The 2 cores are shared by the server, every client process and
+whatever else ran on the machine.
+
+${table(['mode', 'client processes', 'reads/s', 'server CPU per read, ms'], [
+    ['public', String(a.publicReads.processes), cell(a.publicReads.readsPerSec), cell(a.publicReads.serverCpuMsPerRead)],
+    ...reads.map(r => ['BRC-103', ...r])
+  ])}
+Server CPU per authenticated read over per public read (medians, ${a.publicReads.processes} client processes): **${a.cpuRatio === null ? '—' : num(a.cpuRatio)}**.
+
+**Commit-to-delivery to authenticated long polls**: one session per poll (16 sessions per client
+identity), polls spread over ${a.polls.length ? a.polls[0].clientProcesses : '—'} client processes; once the server counts every poll as waiting it
+calls \`live.commit\` of one group; each latency runs from just before that call (server wall clock)
+to the answer received and verified by its client (client wall clock, same machine); *server done*
+is until the server handed the last signed answer to the OS. A warm-up round first; cells over the
+measured rounds.
+
+${table(['authenticated polls', 'p50, ms', 'p99, ms', 'max, ms', 'server done, ms', 'server CPU per signed answer, ms'], a.polls.map(p => [
+    p.pollers.toLocaleString('en-US'), cell(p.p50Ms), cell(p.p99Ms), cell(p.maxMs), cell(p.lastWrittenMs), cell(p.serverCpuMsPerAnswer)
+  ]))}
+**First contact**: ${a.firstContact.contacts} new client identities in turn, each sending one \`open\` (AuthFetch first
+runs the BRC-103 handshake): server CPU per new client ${cell(a.firstContact.serverCpuMsPerContact)} ms (handshake and the open),
+client latency p50 ${cell(a.firstContact.clientLatencyP50Ms)} ms.
+`
+}
+
+function submitSection (s) {
+  return `## 11. The live layer's cost to \`Engine.submit\`
+
+Two real \`@bsv/overlay\` Engines (SQLite) in one process: the notes lookup service plain, and the
+same service wrapped (\`live.wrap\`) with the Engine attached (\`live.attach\`). Each round submits
+${s.batch} fresh signed note transactions (built before timing) to each Engine with W concurrent
+submitters, the order of the two alternating per round; ${s.rounds} rounds after a warm-up round. The
+ratio pairs the two throughputs of one round.
+
+${table(['submitters', 'plain, submits/s', 'wrapped, submits/s', 'wrapped / plain'], s.widths.map(w => [
+    String(w.submitters), cell(w.plainPerSec), cell(w.wrappedPerSec), cell(w.wrappedOverPlain)
+  ]))}
+`
 }
 
 function caveats (r) {
@@ -486,6 +536,8 @@ flushes.
   parts.push(cargoSection(r.cargo))
   const http = httpSection(s.catalogue, s.http)
   if (http) parts.push(http)
+  if (s.auth) parts.push(authSection(s.auth))
+  if (s.submit) parts.push(submitSection(s.submit))
   parts.push(caveats(r))
   return parts.join('\n') + '\n'
 }

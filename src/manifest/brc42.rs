@@ -42,7 +42,7 @@ pub fn anyone_public() -> PublicKey {
 }
 
 /// Compressed ECDH point `counterparty · mine`, the HMAC key of BRC-42.
-fn shared_point(mine: &SecretKey, counterparty: &PublicKey) -> Result<[u8; 33], DerivationError> {
+pub fn shared_point(mine: &SecretKey, counterparty: &PublicKey) -> Result<[u8; 33], DerivationError> {
     let point = counterparty
         .mul_tweak(SECP256K1, &Scalar::from(*mine))
         .map_err(|_| DerivationError)?;
@@ -51,7 +51,7 @@ fn shared_point(mine: &SecretKey, counterparty: &PublicKey) -> Result<[u8; 33], 
 
 /// HMAC output interpreted as an integer mod n. The HMAC is below 2^256 < 2n,
 /// so at most one subtraction of n is needed.
-fn reduce_mod_n(mut value: [u8; 32]) -> Scalar {
+pub fn reduce_mod_n(mut value: [u8; 32]) -> Scalar {
     if let Ok(scalar) = Scalar::from_be_bytes(value) {
         return scalar;
     }
@@ -64,7 +64,8 @@ fn reduce_mod_n(mut value: [u8; 32]) -> Scalar {
     Scalar::from_be_bytes(value).expect("value - n is below n")
 }
 
-fn tweak(shared: &[u8; 33], invoice: &str) -> Scalar {
+/// The BRC-42 tweak for `invoice` from a shared point (HMAC-SHA256 mod n).
+pub fn tweak(shared: &[u8; 33], invoice: &str) -> Scalar {
     let mut mac = Hmac::<Sha256>::new_from_slice(shared).expect("HMAC accepts any key length");
     mac.update(invoice.as_bytes());
     reduce_mod_n(mac.finalize().into_bytes().into())

@@ -6,6 +6,7 @@ mod delivery;
 mod error;
 mod live;
 mod manifest;
+mod wallet;
 mod wire;
 
 #[napi]

@@ -1,0 +1,22 @@
+'use strict'
+// An authenticated node (helpers/authnode.js) in its own process, for tests
+// that measure the server alone. GET /__heap collects garbage (the process
+// runs with --expose-gc) and answers the heap in use. 'close' stops it.
+const { startAuthNode } = require('./authnode')
+
+;(async () => {
+  const node = await startAuthNode({
+    before: (app) => app.get('/__heap', (req, res) => {
+      global.gc()
+      global.gc()
+      res.json({ heapUsed: process.memoryUsage().heapUsed })
+    })
+  })
+  process.on('message', async (m) => {
+    if (m === 'close') {
+      await node.close()
+      process.exit(0)
+    }
+  })
+  process.send({ origin: node.origin, capability: node.capability })
+})().catch((e) => { console.error(e); process.exit(1) })

@@ -1,0 +1,95 @@
+'use strict'
+// A benchmark client in its own process. Public mode: node:http keep-alive requests. BRC-103:
+// AuthFetch with the package's NativeWallet, one identity per 16 sessions. Started with fork();
+// config {base, port, headers, authentication, sessions}. It opens its sessions (snapshot read to
+// the end, then caught up), sends {ready}, then answers:
+//   {cmd: 'reads', ms}  -> {reads}: back-to-back caught-up reads (waitMs 0) on every session for ms
+//   {cmd: 'park'}       -> sends one long poll (waitMs 25 s) per session, replies {parked} at once,
+//                          then {answered: [wall-clock ms when each answer was received and parsed]}
+//   {cmd: 'first', n}   -> {firstMs: [...]}: n new identities in turn, each one read of a new
+//                          session with its first (handshake) request timed
+//   {cmd: 'close'}
+const { AuthFetch, PrivateKey } = require('@bsv/sdk')
+const { NativeWallet } = require('../../js')
+const { agent, postRaw } = require('./http')
+const client = require('./client')
+
+const NOWAIT = { maxBytes: 65536, maxObservations: 100, waitMs: 0 }
+const WAIT = { ...NOWAIT, waitMs: 25000 }
+const wallClock = () => performance.timeOrigin + performance.now()
+
+function poster (server, authentication, ag) {
+  if (authentication === 'none') {
+    return async (op, body) => {
+      const res = await postRaw(ag, server, op, body)
+      if (res.status !== 200) throw new Error(`${op} answered ${res.status}: ${String(res.body).slice(0, 200)}`)
+      return res.body
+    }
+  }
+  const af = new AuthFetch(NativeWallet.fromPrivateKey(PrivateKey.fromRandom().toHex()))
+  return async (op, body) => {
+    const res = await af.fetch(`${server.base}/overlay/v1/lookup/${op}`, { method: 'POST', headers: server.headers, body: body.toString('utf8') })
+    const text = await res.text()
+    if (res.status !== 200) throw new Error(`BRC-103 ${op} answered ${res.status}: ${text.slice(0, 200)}`)
+    return JSON.parse(text)
+  }
+}
+
+async function openCaughtUp (post) {
+  let b = await post('open', client.openBody({}, NOWAIT))
+  while (!b.snapshotComplete) b = await post('read', client.readBody(b.session, b.cursor, NOWAIT))
+  b = await post('read', client.readBody(b.session, b.cursor, NOWAIT))
+  return { post, session: b.session, cursor: b.cursor }
+}
+
+async function main () {
+  const cfg = JSON.parse(process.argv[2])
+  const server = { base: cfg.base, port: cfg.port, headers: cfg.headers }
+  const ag = agent(cfg.sessions + 8)
+  const sessions = []
+  let post = null
+  for (let i = 0; i < cfg.sessions; i++) {
+    if (i % 16 === 0) post = poster(server, cfg.authentication, ag)
+    sessions.push(await openCaughtUp(post))
+  }
+  process.on('message', async (m) => {
+    if (m.cmd === 'reads') {
+      let reads = 0
+      const end = performance.now() + m.ms
+      await Promise.all(sessions.map(async (s) => {
+        while (performance.now() < end) {
+          const b = await s.post('read', client.readBody(s.session, s.cursor, NOWAIT))
+          if (b.groups.length !== 0) throw new Error('a caught-up read returned groups')
+          s.cursor = b.cursor
+          reads++
+        }
+      }))
+      process.send({ reads })
+    } else if (m.cmd === 'park') {
+      const polls = sessions.map(async (s) => {
+        const b = await s.post('read', client.readBody(s.session, s.cursor, WAIT))
+        const at = wallClock()
+        if (b.groups.length !== 1) throw new Error('a woken poll did not hold exactly one group')
+        s.cursor = b.cursor
+        return at
+      })
+      process.send({ parked: true })
+      process.send({ answered: await Promise.all(polls) })
+    } else if (m.cmd === 'first') {
+      const firstMs = []
+      for (let i = 0; i < m.n; i++) {
+        const p = poster(server, cfg.authentication, ag)
+        const t0 = performance.now()
+        await p('open', client.openBody({}, NOWAIT))
+        firstMs.push(performance.now() - t0)
+      }
+      process.send({ firstMs })
+    } else if (m.cmd === 'close') {
+      ag.destroy()
+      process.exit(0)
+    }
+  })
+  process.send({ ready: true })
+}
+
+main().catch((e) => { process.stderr.write(String(e && e.stack) + '\n'); process.exit(1) })

@@ -1,0 +1,90 @@
+'use strict'
+// The live layer's cost to Engine.submit: two real @bsv/overlay Engines (SQLite, real signed note
+// transactions from NoteFactory) in this one process, one with the notes lookup service plain and
+// one with it wrapped (live.wrap) and the Engine attached (live.attach). Rounds interleave the two
+// (the order alternates per round) with 1 and 8 concurrent submitters; each round submits `batch`
+// fresh transactions to each Engine and the ratio wrapped/plain pairs the two throughputs of one
+// round. Transactions are built before timing.
+
+const fs = require('node:fs')
+const path = require('node:path')
+const { LiveLookup } = require('../../js')
+const { createTestEngine, NoteFactory } = require('../../__test__/helpers/engine')
+const { NotesLookupService } = require('../../demo/notes/NotesLookupService')
+const { NotesTopicManager } = require('../../demo/notes/NotesTopicManager')
+const { createNotesCompanion } = require('../../demo/notes/notesCompanion')
+const { NOTES_TOPIC } = require('../../demo/notes/notesProtocol')
+const { summary, progress } = require('../lib/common')
+
+async function engineOf (dir, wrapped) {
+  let live = null
+  if (wrapped) {
+    live = await LiveLookup.open({
+      dataDir: path.join(dir, 'live'),
+      create: true,
+      chain: { network: 'test', genesisHash: '00'.repeat(32) },
+      provider: '02' + '11'.repeat(32),
+      compactionIntervalMs: 0
+    })
+  }
+  const t = await createTestEngine({
+    dir: fs.mkdtempSync(path.join(dir, 'engine-')),
+    managers: { [NOTES_TOPIC]: new NotesTopicManager() },
+    lookupServices: async (knex) => {
+      const inner = new NotesLookupService(knex)
+      await inner.init()
+      return { ls_notes: wrapped ? live.wrap('ls_notes', inner, createNotesCompanion()) : inner }
+    }
+  })
+  if (live) await live.attach(t.engine)
+  return { t, live, factory: new NoteFactory(t.chainTracker) }
+}
+
+/** Submits `txs` with `width` concurrent submitters; resolves submits per second. */
+async function submitAll (e, txs, width) {
+  let next = 0
+  const t0 = performance.now()
+  await Promise.all(Array.from({ length: width }, async () => {
+    while (next < txs.length) {
+      const tx = txs[next++]
+      await e.t.engine.submit({ beef: tx.beef, topics: [NOTES_TOPIC] })
+    }
+  }))
+  return txs.length / ((performance.now() - t0) / 1000)
+}
+
+async function run (cfg) {
+  const dir = fs.mkdtempSync(path.join(cfg.dir, 'submit-'))
+  const plain = await engineOf(dir, false)
+  const wrapped = await engineOf(dir, true)
+  const out = { batch: cfg.batch, rounds: cfg.rounds, widths: [] }
+  try {
+    for (const width of cfg.widths) {
+      const build = async (e) => {
+        const txs = []
+        for (let i = 0; i < cfg.batch; i++) txs.push(await e.factory.createNotes([`submit bench ${width} ${i} ${Math.random()}`]))
+        return txs
+      }
+      // Warm-up round (not counted).
+      await submitAll(plain, await build(plain), width)
+      await submitAll(wrapped, await build(wrapped), width)
+      const p = []; const w = []; const ratio = []
+      for (let r = 0; r < cfg.rounds; r++) {
+        const [a, b] = [await build(plain), await build(wrapped)]
+        let pr, wr
+        if (r % 2 === 0) { pr = await submitAll(plain, a, width); wr = await submitAll(wrapped, b, width) } else { wr = await submitAll(wrapped, b, width); pr = await submitAll(plain, a, width) }
+        p.push(pr); w.push(wr); ratio.push(wr / pr)
+        progress(`submit ${width} submitter(s): round ${r + 1}/${cfg.rounds} plain ${pr.toFixed(1)}/s wrapped ${wr.toFixed(1)}/s ratio ${(wr / pr).toFixed(3)}`)
+      }
+      out.widths.push({ submitters: width, plainPerSec: summary(p, 'submits/s'), wrappedPerSec: summary(w, 'submits/s'), wrappedOverPlain: summary(ratio, 'ratio') })
+    }
+  } finally {
+    await plain.t.close()
+    await wrapped.t.close()
+    await wrapped.live.close()
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+  return out
+}
+
+module.exports = { run }
