@@ -22,14 +22,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
 use super::chain::Finality;
 use super::fixture;
 use super::journal::{Anchor, Placement};
 use super::parse::Chain;
 use super::reconcile::{Received, ReconcilerConfig, VerificationResult, VerificationStatus};
-use super::tx::{parse_prefix, parse_tx, Hash32, Outpoint, Reader, Txid};
+use super::tx::{parse_tx, Hash32, Outpoint, Txid};
 use super::{CheckpointStore, CommitOptions, SourceKey};
 
 pub struct Corpus {
@@ -57,10 +56,6 @@ pub fn chain() -> Chain {
     Chain { network: "reconciliation-corpus".into(), genesis_hash: fixture::GENESIS.into() }
 }
 
-fn sha256d(a: &[u8]) -> [u8; 32] {
-    Sha256::digest(Sha256::digest(a)).into()
-}
-
 fn s<'a>(v: &'a Value, f: &str) -> Result<&'a str, String> {
     v[f].as_str().ok_or_else(|| format!("field {f} missing in {v}"))
 }
@@ -70,68 +65,14 @@ fn b64(s: &str) -> Result<Vec<u8>, String> {
     base64::engine::general_purpose::STANDARD.decode(s).map_err(|e| e.to_string())
 }
 
-/// The Merkle root (wire order) that a BEEF's BUMP gives for its subject transaction,
-/// and the BUMP's block height. Accepts Atomic BEEF (BRC-95) around BEEF V1 (BRC-62).
+/// The subject, BUMP height and Merkle root (wire order) of an Atomic BEEF.
 pub fn bump_root(beef: &[u8]) -> Result<(Txid, u64, [u8; 32]), String> {
-    let e = |x: super::ClientError| x.message;
-    let mut r = Reader::new(beef);
-    let mut subject = None;
-    if beef.starts_with(&[1, 1, 1, 1]) {
-        r.take(4).map_err(e)?;
-        subject = Some(Hash32::from_wire(r.take(32).map_err(e)?));
-    }
-    if r.take(4).map_err(e)? != [0x01, 0x00, 0xbe, 0xef] {
-        return Err("not a BEEF V1".into());
-    }
-    let mut bumps = Vec::new();
-    for _ in 0..r.count(2).map_err(e)? {
-        let height = r.varint().map_err(e)?;
-        let tree = r.take(1).map_err(e)?[0] as usize;
-        let mut levels: Vec<BTreeMap<u64, Option<[u8; 32]>>> = Vec::new();
-        for _ in 0..tree {
-            let mut level = BTreeMap::new();
-            for _ in 0..r.count(2).map_err(e)? {
-                let offset = r.varint().map_err(e)?;
-                let flags = r.take(1).map_err(e)?[0];
-                let hash = if flags & 1 == 1 { None } else { Some(<[u8; 32]>::try_from(r.take(32).map_err(e)?).unwrap()) };
-                level.insert(offset, hash);
-            }
-            levels.push(level);
-        }
-        bumps.push((height, levels));
-    }
-    let mut found = None;
-    for _ in 0..r.count(10).map_err(e)? {
-        let (tx, len) = parse_prefix(r.rest()).map_err(e)?;
-        r.take(len).map_err(e)?;
-        let has = r.take(1).map_err(e)?[0];
-        let bump = if has == 1 { Some(r.varint().map_err(e)? as usize) } else { None };
-        found = Some((tx.txid, bump));
-        if subject == Some(tx.txid) {
-            break;
-        }
-    }
-    let (txid, bump) = found.ok_or("BEEF holds no transaction")?;
-    if subject.is_some_and(|s| s != txid) {
-        return Err("atomic subject not found".into());
-    }
-    let (height, levels) = bump.and_then(|i| bumps.get(i)).ok_or("subject has no BUMP")?;
-    let mut wire = txid.0;
-    wire.reverse();
-    let mut offset = *levels.first().and_then(|l| l.iter().find(|(_, h)| **h == Some(wire)).map(|(o, _)| o)).ok_or("txid not in BUMP")?;
-    let mut h = wire;
-    for (depth, level) in levels.iter().enumerate() {
-        let sib = match level.get(&(offset ^ 1)) {
-            Some(Some(x)) => *x,
-            Some(None) => h,
-            // A block of one transaction: its root is the txid itself.
-            None if depth + 1 == levels.len() && offset == 0 && level.len() == 1 => break,
-            None => return Err("BUMP lacks a sibling".into()),
-        };
-        h = if offset & 1 == 0 { sha256d(&[h, sib].concat()) } else { sha256d(&[sib, h].concat()) };
-        offset >>= 1;
-    }
-    Ok((txid, *height, h))
+    let b = super::beef::parse_beef(beef).map_err(|e| e.message)?;
+    let subject = b.subject.ok_or("not an Atomic BEEF")?;
+    let t = b.find(&subject).ok_or("subject missing")?;
+    let bump = &b.bumps[t.bump.ok_or("subject has no BUMP")?];
+    let root = super::beef::merkle_root(bump, &subject).ok_or("BUMP does not cover the subject")?;
+    Ok((subject, bump.height, root))
 }
 
 /// Per trace generation of a membership source: what was sent, so a replay resends

@@ -270,3 +270,40 @@ impl CheckpointStore {
         })))
     }
 }
+
+/// One coherent revision of a followed source for an application: membership and the
+/// reconciled state read under the commit lock, so no commit lands between them.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RevisionSnapshot {
+    pub members: Vec<super::MemberView>,
+    #[serde(rename = "partialMembers")]
+    pub partial_members: Vec<super::MemberView>,
+    pub state: super::SourceState,
+    /// `None` until the reconciler is configured.
+    pub reconciled: Option<ReconciledView>,
+    /// Currentness of each present member's outpoint (same order as `members`;
+    /// `None` for absent rows or when the reconciler is not configured).
+    pub currentness: Vec<Option<OutputState>>,
+}
+
+impl CheckpointStore {
+    pub fn revision_snapshot(&self, source: &super::SourceKey) -> Result<RevisionSnapshot, ClientError> {
+        let _g = self.guard();
+        let members = self.members(source)?;
+        let partial_members = self.partial_members(source)?;
+        let state = self.state(source)?;
+        let reconciled = self.reconciled_view()?;
+        let currentness = if reconciled.is_some() {
+            let ops: Vec<Outpoint> = members
+                .iter()
+                .filter(|m| m.row.present)
+                .map(|m| Ok(Outpoint { txid: super::tx::Hash32::from_hex(&m.row.outpoint.txid)?, vout: m.row.outpoint.output_index }))
+                .collect::<Result<_, ClientError>>()?;
+            let mut states = self.output_states(&ops)?.into_iter();
+            members.iter().map(|m| if m.row.present { states.next().map(|o| o.state) } else { None }).collect()
+        } else {
+            vec![None; members.len()]
+        };
+        Ok(RevisionSnapshot { members, partial_members, state, reconciled, currentness })
+    }
+}

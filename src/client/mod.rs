@@ -8,6 +8,7 @@
 //! - [`store`]: the sled-backed [`CheckpointStore`].
 //!
 //! Spend reconciliation (BRC-192 §10), one module per concept, on the same store:
+//! - [`beef`]: the transactions and BUMPs a BEEF bundle carries.
 //! - [`tx`]: raw transactions (txid from the bytes, ordered inputs, locktime).
 //! - [`chain`]: headers, chain views, exact finality and the replacement relation.
 //! - [`journal`]: the durable ingress journal and the records it keeps.
@@ -16,6 +17,7 @@
 //! - [`reconcile`]: the durable steps (receive, context, verification port).
 //! - [`current`]: currentness and the reported `ReconciledState`.
 
+pub mod beef;
 pub mod chain;
 pub mod checks;
 pub mod conformance;

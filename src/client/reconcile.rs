@@ -220,79 +220,13 @@ impl CheckpointStore {
     /// actual inputs. Nothing is written if any raw transaction fails to parse.
     pub fn receive_transactions(&self, source: &str, items: &[Received]) -> Result<StepOutcome, ClientError> {
         super::parse::check_text("source", source)?;
-        let mut parsed = Vec::with_capacity(items.len());
-        for it in items {
-            let p = parse_tx(&it.raw)?;
-            let evidence = if it.evidence.is_empty() { &it.raw } else { &it.evidence };
-            parsed.push((p, variant_id(evidence), it.raw.clone()));
-        }
-        parsed.sort_by(|a, b| a.0.txid.cmp(&b.0.txid));
         let _g = self.guard();
         let mut tx = Tx::new(&self.tree);
-        let mut meta = Self::meta(&tx)?;
-        let position = meta.position.checked_add(1).ok_or_else(|| ClientError::new(ErrorCode::Limited, "journal position overflow"))?;
-        meta.position = position;
-        let context = meta.current().id.clone();
-        let mut touched: BTreeSet<u64> = BTreeSet::new();
-        let mut txids = Vec::new();
-        let mut new_index = 0u32;
-        let new_count = parsed.iter().filter(|(p, _, _)| tx.get(&tx_key(&p.txid)).ok().flatten().is_none()).count() as u32;
-        let mut old_index = new_count;
-        for (p, variant, raw) in parsed {
-            if txids.last() == Some(&p.txid) {
-                // The same transaction twice in one receive: one more variant at most.
-                if let Some(mut rec) = tx.get_json::<TxRecord>(&tx_key(&p.txid))? {
-                    let index = rec.first_raw.index;
-                    add_variant(&mut rec, variant, IngressPosition { position, index }, source);
-                    tx.put_json(tx_key(&p.txid), &rec);
-                }
-                continue;
-            }
-            txids.push(p.txid);
-            match tx.get_json::<TxRecord>(&tx_key(&p.txid))? {
-                Some(mut rec) => {
-                    // A duplicate or alternative proof keeps the first raw position.
-                    add_variant(&mut rec, variant, IngressPosition { position, index: old_index }, source);
-                    old_index += 1;
-                    touched.insert(rec.component);
-                    tx.put_json(tx_key(&p.txid), &rec);
-                }
-                None => {
-                    let at = IngressPosition { position, index: new_index };
-                    new_index += 1;
-                    let comp = link(&mut tx, &mut meta, &p.txid, &p.inputs)?;
-                    let rec = TxRecord {
-                        txid: p.txid,
-                        raw,
-                        inputs: p.inputs.clone(),
-                        outputs: p.outputs,
-                        locktime: p.locktime,
-                        first_raw: at,
-                        variants: vec![Variant { id: variant, receipts: vec![Receipt { at, source: source.to_string() }], verdict: None }],
-                        placements: vec![],
-                        component: comp,
-                        published: None,
-                    };
-                    tx.put_json(tx_key(&p.txid), &rec);
-                    for i in &p.inputs {
-                        tx.put(edge_key(&i.prev, &p.txid), vec![]);
-                    }
-                    touched.insert(comp);
-                }
-            }
-        }
-        // Components may have merged while linking: recompute the survivors.
-        let touched: BTreeSet<u64> = touched
-            .into_iter()
-            .filter_map(|c| tx.get(&component_key(c)).ok().flatten().map(|_| c))
-            .collect();
-        tx.put_json(entry_key(position), &Entry::Receive { source: source.to_string(), txids, context });
-        tx.put_json(META.to_vec(), &meta);
-        let n = recompute_all(&mut tx, &meta, &touched)?;
+        let (position, components) = receive_in(&mut tx, source, items)?.ok_or_else(|| ClientError::invalid("nothing to receive"))?;
         let revision = tx.bump_revision()?;
         crate::store::crash::crash_point("client-receipt");
         tx.finish(&self.db)?;
-        Ok(StepOutcome { revision, position: Some(position), components: n, ..Default::default() })
+        Ok(StepOutcome { revision, position: Some(position), components, ..Default::default() })
     }
 
     /// Makes a defined context active; it takes the next journal position. Components
@@ -422,6 +356,108 @@ impl CheckpointStore {
     pub fn reconciler_meta(&self) -> Result<Option<Meta>, ClientError> {
         Tx::new(&self.tree).get_json(META)
     }
+}
+
+
+/// The journal part of a receive, inside the caller's commit: the next position, the
+/// new transactions indexed by ascending txid, their edges and components. `None`
+/// when there is nothing to receive.
+pub(crate) fn receive_in(tx: &mut Tx, source: &str, items: &[Received]) -> Result<Option<(u64, usize)>, ClientError> {
+    if items.is_empty() {
+        return Ok(None);
+    }
+    let mut parsed = Vec::with_capacity(items.len());
+    for it in items {
+        let p = parse_tx(&it.raw)?;
+        let evidence = if it.evidence.is_empty() { &it.raw } else { &it.evidence };
+        parsed.push((p, variant_id(evidence), it.raw.clone()));
+    }
+    parsed.sort_by(|a, b| a.0.txid.cmp(&b.0.txid));
+    let mut meta: Meta = tx.get_json(META)?.ok_or_else(|| ClientError::invalid("the reconciler is not configured"))?;
+    let position = meta.position.checked_add(1).ok_or_else(|| ClientError::new(ErrorCode::Limited, "journal position overflow"))?;
+    meta.position = position;
+    let context = meta.current().id.clone();
+    let mut touched: BTreeSet<u64> = BTreeSet::new();
+    let mut txids = Vec::new();
+    let mut new_index = 0u32;
+    let new_count = parsed.iter().filter(|(p, _, _)| tx.get(&tx_key(&p.txid)).ok().flatten().is_none()).count() as u32;
+    let mut old_index = new_count;
+    for (p, variant, raw) in parsed {
+        if txids.last() == Some(&p.txid) {
+            // The same transaction twice in one receive: one more variant at most.
+            if let Some(mut rec) = tx.get_json::<TxRecord>(&tx_key(&p.txid))? {
+                let index = rec.first_raw.index;
+                add_variant(&mut rec, variant, IngressPosition { position, index }, source);
+                tx.put_json(tx_key(&p.txid), &rec);
+            }
+            continue;
+        }
+        txids.push(p.txid);
+        match tx.get_json::<TxRecord>(&tx_key(&p.txid))? {
+            Some(mut rec) => {
+                // A duplicate or alternative proof keeps the first raw position.
+                add_variant(&mut rec, variant, IngressPosition { position, index: old_index }, source);
+                old_index += 1;
+                touched.insert(rec.component);
+                tx.put_json(tx_key(&p.txid), &rec);
+            }
+            None => {
+                let at = IngressPosition { position, index: new_index };
+                new_index += 1;
+                let comp = link(tx, &mut meta, &p.txid, &p.inputs)?;
+                let rec = TxRecord {
+                    txid: p.txid,
+                    raw,
+                    inputs: p.inputs.clone(),
+                    outputs: p.outputs,
+                    locktime: p.locktime,
+                    first_raw: at,
+                    variants: vec![Variant { id: variant, receipts: vec![Receipt { at, source: source.to_string() }], verdict: None }],
+                    placements: vec![],
+                    component: comp,
+                    published: None,
+                };
+                tx.put_json(tx_key(&p.txid), &rec);
+                for i in &p.inputs {
+                    tx.put(edge_key(&i.prev, &p.txid), vec![]);
+                }
+                touched.insert(comp);
+            }
+        }
+    }
+    // Components may have merged while linking: recompute the survivors.
+    let touched: BTreeSet<u64> = touched
+        .into_iter()
+        .filter_map(|c| tx.get(&component_key(c)).ok().flatten().map(|_| c))
+        .collect();
+    tx.put_json(entry_key(position), &Entry::Receive { source: source.to_string(), txids, context });
+    tx.put_json(META.to_vec(), &meta);
+    let n = recompute_all(tx, &meta, &touched)?;
+    Ok(Some((position, n)))
+}
+
+/// The raw transactions carried by the evidence of these groups' observations, each
+/// with its bundle as evidence bytes. A bundle that does not parse, or does not hold
+/// its asserted target, adds nothing: it could never verify (its receipt stays in the
+/// checkpoint store).
+pub(crate) fn batch_evidence(groups: &[&super::parse::ParsedGroup]) -> Vec<Received> {
+    use base64::Engine;
+    let mut out = Vec::new();
+    for o in groups.iter().flat_map(|g| &g.observations) {
+        let Some((target, b64)) = &o.evidence else { continue };
+        let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(b64) else { continue };
+        let Ok(beef) = super::beef::parse_beef(&bytes) else { continue };
+        let Ok(target) = Hash32::from_hex(target) else { continue };
+        if beef.find(&target).is_none() {
+            continue;
+        }
+        for t in &beef.txs {
+            if parse_tx(&t.raw).is_ok() {
+                out.push(Received { raw: t.raw.clone(), evidence: bytes.clone() });
+            }
+        }
+    }
+    out
 }
 
 fn define(tx: &mut Tx, def: ContextDef) -> Result<(), ClientError> {

@@ -493,6 +493,14 @@ impl CheckpointStore {
         }
         checks::check_batch(&gen.position(), source, &batch, &limits)?;
         let applied = receive(&mut tx, &sid, &mut gen, &batch, &identities, opts.verified)?;
+        // The transactions this batch carries enter the reconciliation journal in the
+        // same commit, at one new ingress position (BRC-192 §10.2).
+        if tx.get(super::journal::META)?.is_some() {
+            let fresh: Vec<&parse::ParsedGroup> =
+                batch.groups.iter().zip(&identities).filter(|(_, i)| matches!(i, Identity::New)).map(|(g, _)| g).collect();
+            let items = super::reconcile::batch_evidence(&fresh);
+            super::reconcile::receive_in(&mut tx, &batch.scope.provider, &items)?;
+        }
         if let (None, Some(label)) = (expected_cursor, &opts.open_label) {
             tx.writes.insert(pending_open_key(label), None);
         }
