@@ -269,9 +269,11 @@ pub struct AnchorRecord {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Anchor {
-    /// Configured as verified for every context (e.g. a checkpointed root).
+    /// Configured as verified (e.g. a checkpointed root).
     Preverified,
-    /// Included at a block; confirmed in views whose chain holds that block.
+    /// Verified inclusion at a block, retained with the anchor. This version treats
+    /// every anchor as a confirmed parent in every context (anchors are configured by
+    /// the application); placements of journal transactions are checked per view.
     Placed { placement: Placement },
 }
 
