@@ -132,3 +132,28 @@ fn malformed_transactions_and_unknown_contexts_change_nothing() {
     assert!(st.transaction(&r.txids["A"]).unwrap().is_none());
     r.close().unwrap();
 }
+
+#[test]
+fn an_anchor_counts_only_where_its_block_is_on_the_chain() {
+    use overlay_lookup_live::client::chain::Finality;
+    use overlay_lookup_live::client::current::OutputState;
+    use overlay_lookup_live::client::tx::Outpoint;
+    let corpus = conformance::load(&conformance::vendored()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = Runner::new(&corpus, dir.path(), true, "anchor").unwrap();
+    r.store().define_context("headerless", Finality { tip_height: 200, mtp: 1_000_000_000 }).unwrap();
+    r.receive(&names(&["A"]), "h").unwrap();
+    r.verify(&names(&["A"]), None).unwrap();
+    let (p, a) = (r.txids["P"], r.txids["A"]);
+    let status = |r: &Runner| r.store().transaction(&a).unwrap().unwrap().published.unwrap().status;
+    assert_eq!(status(&r), Status::SelectedFinal);
+    // P's placement is in block "base": a context without that chain does not confirm it.
+    r.set_view("headerless").unwrap();
+    assert_eq!(status(&r), Status::Unresolved);
+    let p1 = Outpoint { txid: p, vout: 1 };
+    assert_eq!(r.store().output_states(&[p1]).unwrap()[0].state, OutputState::Unknown);
+    r.set_view("fork").unwrap(); // fork builds on base: P is confirmed again
+    assert_eq!(status(&r), Status::SelectedFinal);
+    assert_eq!(r.store().output_states(&[p1]).unwrap()[0].state, OutputState::Current);
+    r.close().unwrap();
+}

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use super::journal::*;
 use super::parse::Chain;
-use super::reconcile::outpoint_edges;
+use super::reconcile::{anchor_confirmed, outpoint_edges};
 use super::store::{decode, CheckpointStore, Tx};
 use super::tx::{Outpoint, Txid};
 use super::ClientError;
@@ -105,7 +105,10 @@ impl Loaded {
     }
     fn output(&self, tx: &Tx, op: Outpoint) -> Result<OutputView, ClientError> {
         let view = |state, spent_by| Ok(OutputView { outpoint: op, state, spent_by });
-        let creator_ok = if self.anchors.contains_key(&op.txid) {
+        let creator_ok = if let Some(a) = self.anchors.get(&op.txid) {
+            if op.vout >= a.outputs || !anchor_confirmed(tx, self.meta.current().tip, a)? {
+                return view(OutputState::Unknown, None);
+            }
             true
         } else if let Some(r) = self.txs.get(&op.txid) {
             if op.vout >= r.outputs {

@@ -271,9 +271,7 @@ pub struct AnchorRecord {
 pub enum Anchor {
     /// Configured as verified (e.g. a checkpointed root).
     Preverified,
-    /// Verified inclusion at a block, retained with the anchor. This version treats
-    /// every anchor as a confirmed parent in every context (anchors are configured by
-    /// the application); placements of journal transactions are checked per view.
+    /// Included at a block: confirmed only in views whose chain holds that block.
     Placed { placement: Placement },
 }
 

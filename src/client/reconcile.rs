@@ -534,6 +534,15 @@ fn recompute_all(tx: &mut Tx, meta: &Meta, comps: &BTreeSet<u64>) -> Result<usiz
     Ok(comps.len())
 }
 
+/// An anchor counts as a confirmed parent when it is preverified or its placement is
+/// on the current view's chain (a proof on another branch is not an anchor).
+pub(crate) fn anchor_confirmed(tx: &Tx, tip: Option<Hash32>, a: &AnchorRecord) -> Result<bool, ClientError> {
+    match &a.anchor {
+        Anchor::Preverified => Ok(true),
+        Anchor::Placed { placement } => on_chain(tx, tip, placement),
+    }
+}
+
 /// Whether `p` is on the chain of the context's tip.
 fn on_chain(tx: &Tx, tip: Option<Hash32>, p: &Placement) -> Result<bool, ClientError> {
     let Some(mut at) = tip else { return Ok(false) };
@@ -559,12 +568,19 @@ fn recompute(tx: &mut Tx, meta: &Meta, id: u64) -> Result<(), ClientError> {
     }
     let mut anchors = BTreeSet::new();
     let mut included = BTreeSet::new();
+    let mut placed_parent = false;
     let tip = meta.current().tip;
     for rec in members.values() {
         for i in &rec.inputs {
             let p = i.prev.txid;
-            if !members.contains_key(&p) && !anchors.contains(&p) && tx.get(&anchor_key(&p))?.is_some() {
-                anchors.insert(p);
+            if members.contains_key(&p) || anchors.contains(&p) {
+                continue;
+            }
+            if let Some(a) = tx.get_json::<AnchorRecord>(&anchor_key(&p))? {
+                placed_parent |= matches!(a.anchor, Anchor::Placed { .. });
+                if anchor_confirmed(tx, tip, &a)? {
+                    anchors.insert(p);
+                }
             }
         }
         for pl in &rec.placements {
@@ -590,7 +606,7 @@ fn recompute(tx: &mut Tx, meta: &Meta, id: u64) -> Result<(), ClientError> {
         None => comp.pending = outcome.pending,
     }
     tx.put_json(component_key(id), &comp);
-    if select::context_sensitive(&members) {
+    if placed_parent || select::context_sensitive(&members) {
         tx.put(sensitive_key(id), vec![]);
     } else {
         tx.writes.insert(sensitive_key(id), None);
