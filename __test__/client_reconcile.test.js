@@ -68,8 +68,11 @@ test('a committed batch feeds the journal; currentness comes from the graph, not
 
   snap = store.revisionSnapshot(key)
   expect(snap.members[0].currentness).toBe('current')
-  expect(snap.reconciled.current).toContainEqual({ txid: b.txid, outputIndex: 0 })
-  expect(snap.reconciled.spent).toEqual([{ outpoint: { txid: tx('P').txid, outputIndex: 0 }, by: b.txid }])
+  // The revision's current/spent cover this source's members; reconciledView() is store-wide.
+  expect(snap.reconciled.current).toEqual([{ txid: b.txid, outputIndex: 0 }])
+  expect(snap.reconciled.spent).toEqual([])
+  expect(store.reconciledView().spent).toEqual([{ outpoint: { txid: tx('P').txid, outputIndex: 0 }, by: b.txid }])
+  expect(store.reconciledView().current).toContainEqual({ txid: b.txid, outputIndex: 0 })
 
   // A competing spend of P:0 received later loses to B (first selectable).
   store.receiveTransactions('host-b', [{ raw: Buffer.from(tx('A').raw, 'hex') }])
@@ -89,7 +92,8 @@ test('a committed batch feeds the journal; currentness comes from the graph, not
   }], 'c2', 6))
   snap = store.revisionSnapshot(key)
   expect(snap.members[0]).toMatchObject({ present: false, currentness: null })
-  expect(snap.reconciled.current).toContainEqual({ txid: b.txid, outputIndex: 0 })
+  expect(snap.reconciled.current).toEqual([])
+  expect(store.reconciledView().current).toContainEqual({ txid: b.txid, outputIndex: 0 })
 
   const beforeRestart = store.reconciledState({ network: 'main', genesisHash: GENESIS })
   expect(beforeRestart.transactions).toEqual(state.transactions)

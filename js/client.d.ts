@@ -246,7 +246,10 @@ export interface RevisionEvent {
   members: MemberWithCurrentness[]
   partialMembers: Member[]
   state: SourceState
-  /** The reconciled state of the same commit (null before configureReconciler). */
+  /**
+   * The reconciled state of the same commit (null before configureReconciler): `current` and
+   * `spent` among this source's present members; `pending`, `stale`, `conflicting` store-wide.
+   */
   reconciled: ReconciledView | null
   outcome: CommitOutcome
   /** The exact response bytes that were committed. */

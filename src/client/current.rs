@@ -5,6 +5,7 @@
 //! included transaction spends it. A source re-entering a spent output changes that
 //! source's membership row, never this.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
@@ -14,7 +15,7 @@ use super::journal::*;
 use super::parse::Chain;
 use super::reconcile::{anchor_confirmed, outpoint_edges};
 use super::store::{decode, CheckpointStore, Tx};
-use super::tx::{Outpoint, Txid};
+use super::tx::{Hash32, Outpoint, Txid};
 use super::ClientError;
 
 /// Currentness of one output, as an application shows it.
@@ -62,113 +63,175 @@ pub struct ReconciledView {
     pub stale: Vec<(Txid, Status)>,
 }
 
-struct Loaded {
+/// Records read on demand (and cached) within one read of the store.
+struct Loaded<'a> {
+    tx: &'a Tx<'a>,
     meta: Meta,
-    txs: BTreeMap<Txid, TxRecord>,
-    pending: BTreeMap<u64, String>,
-    replacements: Vec<Replacement>,
-    anchors: BTreeMap<Txid, AnchorRecord>,
+    txs: RefCell<BTreeMap<Txid, Option<TxRecord>>>,
+    comps: RefCell<BTreeMap<u64, Option<Component>>>,
+    anchors: RefCell<BTreeMap<Txid, Option<AnchorRecord>>>,
 }
 
-fn load(tx: &Tx) -> Result<Option<Loaded>, ClientError> {
+fn load<'a>(tx: &'a Tx<'a>) -> Result<Option<Loaded<'a>>, ClientError> {
     let Some(meta) = tx.get_json::<Meta>(META)? else { return Ok(None) };
-    let mut txs = BTreeMap::new();
-    for (_, v) in tx.scan(TX_PREFIX)? {
-        let r: TxRecord = decode(&v)?;
-        txs.insert(r.txid, r);
-    }
-    let mut pending = BTreeMap::new();
-    let mut replacements = Vec::new();
-    for (_, v) in tx.scan(COMPONENT_PREFIX)? {
-        let c: Component = decode(&v)?;
-        if let Some(p) = c.pending {
-            pending.insert(c.id, p);
-        }
-        replacements.extend(c.replacements);
-    }
-    // Replacement records keep their replay frontier order (never sorted by txid).
-    replacements.sort_by_key(|r| r.at);
-    let mut anchors = BTreeMap::new();
-    for (_, v) in tx.scan(ANCHOR_PREFIX)? {
-        let a: AnchorRecord = decode(&v)?;
-        anchors.insert(a.txid, a);
-    }
-    Ok(Some(Loaded { meta, txs, pending, replacements, anchors }))
+    Ok(Some(Loaded { tx, meta, txs: RefCell::default(), comps: RefCell::default(), anchors: RefCell::default() }))
 }
 
-impl Loaded {
-    fn is_pending(&self, t: &Txid) -> bool {
-        self.txs.get(t).is_some_and(|r| self.pending.contains_key(&r.component))
+impl<'a> Loaded<'a> {
+    /// Loads every transaction, component and anchor (for the store-wide views).
+    fn load_all(&self) -> Result<(), ClientError> {
+        for (_, v) in self.tx.scan(TX_PREFIX)? {
+            let r: TxRecord = decode(&v)?;
+            self.txs.borrow_mut().insert(r.txid, Some(r));
+        }
+        for (_, v) in self.tx.scan(COMPONENT_PREFIX)? {
+            let c: Component = decode(&v)?;
+            self.comps.borrow_mut().insert(c.id, Some(c));
+        }
+        for (_, v) in self.tx.scan(ANCHOR_PREFIX)? {
+            let a: AnchorRecord = decode(&v)?;
+            self.anchors.borrow_mut().insert(a.txid, Some(a));
+        }
+        Ok(())
     }
-    fn status(&self, t: &Txid) -> Option<Status> {
-        self.txs.get(t).and_then(|r| r.published.as_ref()).map(|p| p.status)
+    fn rec(&self, t: &Txid) -> Result<Option<TxRecord>, ClientError> {
+        if let Some(r) = self.txs.borrow().get(t) {
+            return Ok(r.clone());
+        }
+        let r: Option<TxRecord> = self.tx.get_json(&tx_key(t))?;
+        self.txs.borrow_mut().insert(*t, r.clone());
+        Ok(r)
     }
-    fn output(&self, tx: &Tx, op: Outpoint) -> Result<OutputView, ClientError> {
+    fn comp(&self, id: u64) -> Result<Option<Component>, ClientError> {
+        if let Some(c) = self.comps.borrow().get(&id) {
+            return Ok(c.clone());
+        }
+        let c: Option<Component> = self.tx.get_json(&component_key(id))?;
+        self.comps.borrow_mut().insert(id, c.clone());
+        Ok(c)
+    }
+    fn anchor(&self, t: &Txid) -> Result<Option<AnchorRecord>, ClientError> {
+        if let Some(a) = self.anchors.borrow().get(t) {
+            return Ok(a.clone());
+        }
+        let a: Option<AnchorRecord> = self.tx.get_json(&anchor_key(t))?;
+        self.anchors.borrow_mut().insert(*t, a.clone());
+        Ok(a)
+    }
+    fn is_pending(&self, t: &Txid) -> Result<bool, ClientError> {
+        Ok(match self.rec(t)? {
+            Some(r) => self.comp(r.component)?.is_some_and(|c| c.pending.is_some()),
+            None => false,
+        })
+    }
+    fn status(&self, t: &Txid) -> Result<Option<Status>, ClientError> {
+        Ok(self.rec(t)?.and_then(|r| r.published).map(|p| p.status))
+    }
+    /// A settled transaction whose spend counts today.
+    fn spends(&self, t: &Txid) -> Result<bool, ClientError> {
+        Ok(!self.is_pending(t)? && self.status(t)?.is_some_and(|s| s.spends()))
+    }
+    fn output(&self, op: Outpoint) -> Result<OutputView, ClientError> {
         let view = |state, spent_by| Ok(OutputView { outpoint: op, state, spent_by });
-        let creator_ok = if let Some(a) = self.anchors.get(&op.txid) {
-            if op.vout >= a.outputs || !anchor_confirmed(tx, self.meta.current().tip, a)? {
+        if let Some(a) = self.anchor(&op.txid)? {
+            if op.vout >= a.outputs || !anchor_confirmed(self.tx, self.meta.current().tip, &a)? {
                 return view(OutputState::Unknown, None);
             }
-            true
-        } else if let Some(r) = self.txs.get(&op.txid) {
+        } else if let Some(r) = self.rec(&op.txid)? {
             if op.vout >= r.outputs {
                 return view(OutputState::Unknown, None);
             }
-            if self.is_pending(&op.txid) {
+            if self.is_pending(&op.txid)? {
                 return view(if r.published.is_some() { OutputState::Stale } else { OutputState::Pending }, None);
             }
-            match self.status(&op.txid) {
-                Some(s) if s.spends() => true,
+            match r.published.map(|p| p.status) {
+                Some(s) if s.spends() => {}
                 Some(Status::Conflicting | Status::DependentConflict) => return view(OutputState::Conflicting, None),
                 _ => return view(OutputState::Unknown, None),
             }
         } else {
-            false
-        };
-        if !creator_ok {
             return view(OutputState::Unknown, None);
         }
-        let spenders = outpoint_edges(tx, &op)?;
-        if let Some(s) = spenders.iter().find(|s| !self.is_pending(s) && self.status(s).is_some_and(|st| st.spends())) {
-            return view(OutputState::Spent, Some(*s));
+        let spenders = outpoint_edges(self.tx, &op)?;
+        for s in &spenders {
+            if self.spends(s)? {
+                return view(OutputState::Spent, Some(*s));
+            }
         }
-        if let Some(s) = spenders.iter().find(|s| self.is_pending(s)) {
-            let stale = self.txs[s].published.is_some();
-            return view(if stale { OutputState::Stale } else { OutputState::Pending }, None);
+        for s in &spenders {
+            if self.is_pending(s)? {
+                let stale = self.rec(s)?.is_some_and(|r| r.published.is_some());
+                return view(if stale { OutputState::Stale } else { OutputState::Pending }, None);
+            }
         }
         view(OutputState::Current, None)
+    }
+    /// Pending and stale transactions, from the index of pending components.
+    fn pending_lists(&self) -> Result<(Vec<Txid>, Vec<(Txid, Status)>), ClientError> {
+        let mut pending = Vec::new();
+        let mut stale = Vec::new();
+        for (k, _) in self.tx.scan(PENDING_PREFIX)? {
+            let id = u64::from_be_bytes(k[2..10].try_into().unwrap());
+            let Some(c) = self.comp(id)? else { continue };
+            for m in &c.members {
+                pending.push(*m);
+                if let Some(p) = self.rec(m)?.and_then(|r| r.published) {
+                    stale.push((*m, p.status));
+                }
+            }
+        }
+        pending.sort();
+        stale.sort();
+        Ok((pending, stale))
+    }
+    /// Settled losers of a conflict, from the conflict index.
+    fn conflicting(&self) -> Result<Vec<Txid>, ClientError> {
+        let mut out = Vec::new();
+        for (k, _) in self.tx.scan(CONFLICT_PREFIX)? {
+            let t = Hash32::from_key_bytes(&k[2..34]);
+            if !self.is_pending(&t)? {
+                out.push(t);
+            }
+        }
+        Ok(out)
     }
 }
 
 impl CheckpointStore {
     /// Currentness of the given outputs (any outpoint; unknown ones are `unknown`).
+    /// Reads only the records these outputs involve.
     pub fn output_states(&self, outpoints: &[Outpoint]) -> Result<Vec<OutputView>, ClientError> {
         let tx = Tx::new(&self.tree);
         let Some(l) = load(&tx)? else {
             return Ok(outpoints.iter().map(|o| OutputView { outpoint: *o, state: OutputState::Unknown, spent_by: None }).collect());
         };
-        outpoints.iter().map(|o| l.output(&tx, *o)).collect()
+        outpoints.iter().map(|o| l.output(*o)).collect()
     }
 
-    /// The summary an application shows for the current accepted revision.
+    /// The store-wide summary: every current and spent output the store knows. Reads
+    /// every record (its cost grows with the tracked transactions).
     pub fn reconciled_view(&self) -> Result<Option<ReconciledView>, ClientError> {
         let tx = Tx::new(&self.tree);
         let Some(l) = load(&tx)? else { return Ok(None) };
+        l.load_all()?;
         let mut current = Vec::new();
         let mut spent = Vec::new();
-        let creators: Vec<(Txid, u32)> = l
-            .anchors
-            .values()
-            .map(|a| (a.txid, a.outputs))
-            .chain(l.txs.values().filter(|r| !l.is_pending(&r.txid) && l.status(&r.txid).is_some_and(|s| s.spends())).map(|r| (r.txid, r.outputs)))
-            .collect();
+        let mut creators: Vec<(Txid, u32)> = l.anchors.borrow().values().flatten().map(|a| (a.txid, a.outputs)).collect();
+        let settled: Vec<TxRecord> = l.txs.borrow().values().flatten().cloned().collect();
+        let mut spending = Vec::new();
+        for r in &settled {
+            if l.spends(&r.txid)? {
+                creators.push((r.txid, r.outputs));
+                spending.push(r);
+            }
+        }
         let mut seen = BTreeSet::new();
         for (t, n) in creators {
             if !seen.insert(t) {
                 continue;
             }
             for vout in 0..n {
-                let o = l.output(&tx, Outpoint { txid: t, vout })?;
+                let o = l.output(Outpoint { txid: t, vout })?;
                 match o.state {
                     OutputState::Current => current.push(o.outpoint),
                     OutputState::Spent => spent.push((o.outpoint, o.spent_by.expect("spent has a spender"))),
@@ -177,7 +240,7 @@ impl CheckpointStore {
             }
         }
         // Spends of outputs whose creator is not known as confirmed are still spends.
-        for r in l.txs.values().filter(|r| !l.is_pending(&r.txid) && l.status(&r.txid).is_some_and(|s| s.spends())) {
+        for r in spending {
             for i in &r.inputs {
                 if !seen.contains(&i.prev.txid) {
                     spent.push((i.prev, r.txid));
@@ -186,14 +249,7 @@ impl CheckpointStore {
         }
         current.sort();
         spent.sort();
-        let pending: Vec<Txid> = l.txs.keys().filter(|t| l.is_pending(t)).copied().collect();
-        let stale = l.txs.values().filter(|r| l.is_pending(&r.txid)).filter_map(|r| r.published.as_ref().map(|p| (r.txid, p.status))).collect();
-        let conflicting = l
-            .txs
-            .keys()
-            .filter(|t| !l.is_pending(t) && matches!(l.status(t), Some(Status::Conflicting | Status::DependentConflict)))
-            .copied()
-            .collect();
+        let (pending, stale) = l.pending_lists()?;
         Ok(Some(ReconciledView {
             revision: self.revision()?,
             context: l.meta.current().id.clone(),
@@ -201,9 +257,45 @@ impl CheckpointStore {
             current,
             spent,
             pending,
-            conflicting,
+            conflicting: l.conflicting()?,
             stale,
         }))
+    }
+
+    /// The summary for a set of outputs (a source's members): `current` and `spent`
+    /// among them, `pending`, `stale` and `conflicting` store-wide from their indexes.
+    /// Reads only what those outputs and indexes involve.
+    pub fn reconciled_view_of(&self, outpoints: &[Outpoint]) -> Result<Option<(ReconciledView, Vec<OutputState>)>, ClientError> {
+        let tx = Tx::new(&self.tree);
+        let Some(l) = load(&tx)? else { return Ok(None) };
+        let mut current = Vec::new();
+        let mut spent = Vec::new();
+        let mut states = Vec::with_capacity(outpoints.len());
+        for o in outpoints {
+            let v = l.output(*o)?;
+            match v.state {
+                OutputState::Current => current.push(v.outpoint),
+                OutputState::Spent => spent.push((v.outpoint, v.spent_by.expect("spent has a spender"))),
+                _ => {}
+            }
+            states.push(v.state);
+        }
+        current.sort();
+        current.dedup();
+        spent.sort();
+        spent.dedup();
+        let (pending, stale) = l.pending_lists()?;
+        let view = ReconciledView {
+            revision: self.revision()?,
+            context: l.meta.current().id.clone(),
+            through: l.meta.position,
+            current,
+            spent,
+            pending,
+            conflicting: l.conflicting()?,
+            stale,
+        };
+        Ok(Some((view, states)))
     }
 
     /// The §10.5 `ReconciledState` (JSON, U64 values as decimal strings), with the
@@ -211,12 +303,14 @@ impl CheckpointStore {
     pub fn reconciled_state(&self, chain: &Chain) -> Result<Option<Value>, ClientError> {
         let tx = Tx::new(&self.tree);
         let Some(l) = load(&tx)? else { return Ok(None) };
+        l.load_all()?;
         let journal = l.meta.journal_id.clone();
         let pos = |p: &IngressPosition| json!({"journalId": journal, "position": p.position.to_string(), "index": p.index});
         let outpoint = |o: &Outpoint| json!({"chain": chain, "txid": o.txid, "outputIndex": o.vout});
         let mut transactions = Vec::new();
-        for r in l.txs.values() {
-            let pending = l.is_pending(&r.txid);
+        let records: Vec<TxRecord> = l.txs.borrow().values().flatten().cloned().collect();
+        for r in &records {
+            let pending = l.is_pending(&r.txid)?;
             let mut evidence: Vec<String> = r
                 .variants
                 .iter()
@@ -253,10 +347,15 @@ impl CheckpointStore {
             transactions.push(t);
         }
         let mut pending_components = Vec::new();
-        for (id, reason) in &l.pending {
-            let comp: Component = tx.get_json(&component_key(*id))?.ok_or_else(|| ClientError::storage("component missing"))?;
-            pending_components.push(json!({"txids": comp.members, "reason": reason}));
+        let mut replacements = Vec::new();
+        for c in l.comps.borrow().values().flatten() {
+            if let Some(reason) = &c.pending {
+                pending_components.push(json!({"txids": c.members, "reason": reason}));
+            }
+            replacements.extend(c.replacements.iter().cloned());
         }
+        // Replacement records keep their replay frontier order (never sorted by txid).
+        replacements.sort_by_key(|r| r.at);
         let memberships = self.memberships_json(chain)?;
         Ok(Some(json!({
             "profile": PROFILE,
@@ -266,7 +365,7 @@ impl CheckpointStore {
             "contextId": l.meta.current().id,
             "transactions": transactions,
             "memberships": memberships,
-            "replacements": l.replacements.iter().map(|r| json!({
+            "replacements": replacements.iter().map(|r| json!({
                 "previous": r.previous, "replacement": r.replacement, "at": r.at.to_string(), "contextId": r.context_id
             })).collect::<Vec<_>>(),
             "pendingComponents": pending_components,
@@ -282,7 +381,8 @@ pub struct RevisionSnapshot {
     #[serde(rename = "partialMembers")]
     pub partial_members: Vec<super::MemberView>,
     pub state: super::SourceState,
-    /// `None` until the reconciler is configured.
+    /// `None` until the reconciler is configured. `current` and `spent` cover this
+    /// source's present members; `pending`, `stale` and `conflicting` are store-wide.
     pub reconciled: Option<ReconciledView>,
     /// Currentness of each present member's outpoint (same order as `members`;
     /// `None` for absent rows or when the reconciler is not configured).
@@ -295,17 +395,18 @@ impl CheckpointStore {
         let members = self.members(source)?;
         let partial_members = self.partial_members(source)?;
         let state = self.state(source)?;
-        let reconciled = self.reconciled_view()?;
-        let currentness = if reconciled.is_some() {
-            let ops: Vec<Outpoint> = members
-                .iter()
-                .filter(|m| m.row.present)
-                .map(|m| Ok(Outpoint { txid: super::tx::Hash32::from_hex(&m.row.outpoint.txid)?, vout: m.row.outpoint.output_index }))
-                .collect::<Result<_, ClientError>>()?;
-            let mut states = self.output_states(&ops)?.into_iter();
-            members.iter().map(|m| if m.row.present { states.next().map(|o| o.state) } else { None }).collect()
-        } else {
-            vec![None; members.len()]
+        let ops: Vec<Outpoint> = members
+            .iter()
+            .filter(|m| m.row.present)
+            .map(|m| Ok(Outpoint { txid: super::tx::Hash32::from_hex(&m.row.outpoint.txid)?, vout: m.row.outpoint.output_index }))
+            .collect::<Result<_, ClientError>>()?;
+        let (reconciled, currentness) = match self.reconciled_view_of(&ops)? {
+            Some((view, states)) => {
+                let mut states = states.into_iter();
+                let c = members.iter().map(|m| if m.row.present { states.next() } else { None }).collect();
+                (Some(view), c)
+            }
+            None => (None, vec![None; members.len()]),
         };
         Ok(RevisionSnapshot { members, partial_members, state, reconciled, currentness })
     }

@@ -13,6 +13,8 @@
 //! | `Xv` id | [`ContextDef`]: a named chain view or finality context |
 //! | `Xk` component | [`Component`]: members, pending reason, replacement journal |
 //! | `Xs` component | marker: the component's result can depend on the chain context |
+//! | `Xp` component | marker: the component is pending |
+//! | `Xc` txid | marker: the transaction's published status is a lost conflict |
 //!
 //! Positions, component ids and heights are u64 big-endian; txids are 32 bytes in
 //! display order (so `Xt` scans are in txid order).
@@ -69,6 +71,14 @@ pub fn sensitive_key(id: u64) -> Vec<u8> {
     [b"Xs".as_slice(), &id.to_be_bytes()].concat()
 }
 pub const SENSITIVE_PREFIX: &[u8] = b"Xs";
+pub fn pending_key(id: u64) -> Vec<u8> {
+    [b"Xp".as_slice(), &id.to_be_bytes()].concat()
+}
+pub const PENDING_PREFIX: &[u8] = b"Xp";
+pub fn conflict_key(txid: &Txid) -> Vec<u8> {
+    [b"Xc".as_slice(), &txid.0].concat()
+}
+pub const CONFLICT_PREFIX: &[u8] = b"Xc";
 
 /// The registered profile of §10.
 pub const PROFILE: &str = "https://bsv.brc.dev/apps/0192#bitcoin-spend-reconciliation-v1";

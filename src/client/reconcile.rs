@@ -520,6 +520,7 @@ fn link(tx: &mut Tx, meta: &mut Meta, txid: &Txid, inputs: &[super::tx::Input]) 
         survivor.members.extend(other.members);
         tx.writes.insert(component_key(*c), None);
         tx.writes.insert(sensitive_key(*c), None);
+        tx.writes.insert(pending_key(*c), None);
     }
     survivor.members.push(*txid);
     survivor.members.sort();
@@ -594,6 +595,11 @@ fn recompute(tx: &mut Tx, meta: &Meta, id: u64) -> Result<(), ClientError> {
         Some(published) => {
             for (t, p) in published {
                 let rec = members.get_mut(&t).expect("member");
+                if matches!(p.status, Status::Conflicting | Status::DependentConflict) {
+                    tx.put(conflict_key(&t), vec![]);
+                } else {
+                    tx.writes.insert(conflict_key(&t), None);
+                }
                 if rec.published.as_ref() != Some(&p) {
                     rec.published = Some(p);
                     tx.put_json(tx_key(&t), rec);
@@ -604,6 +610,12 @@ fn recompute(tx: &mut Tx, meta: &Meta, id: u64) -> Result<(), ClientError> {
         }
         // Pending: the previous accepted results stay as they were (shown stale).
         None => comp.pending = outcome.pending,
+    }
+    match comp.pending {
+        Some(_) => tx.put(pending_key(id), vec![]),
+        None => {
+            tx.writes.insert(pending_key(id), None);
+        }
     }
     tx.put_json(component_key(id), &comp);
     if placed_parent || select::context_sensitive(&members) {

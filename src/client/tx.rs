@@ -29,6 +29,12 @@ impl Hash32 {
         hex::decode_to_slice(s, &mut b).map_err(|_| ClientError::invalid("hash is not hex"))?;
         Ok(Hash32(b))
     }
+    /// From 32 bytes already in display order (as stored in keys).
+    pub fn from_key_bytes(b: &[u8]) -> Hash32 {
+        let mut d = [0u8; 32];
+        d.copy_from_slice(b);
+        Hash32(d)
+    }
     pub fn to_hex(&self) -> String {
         hex::encode(self.0)
     }
