@@ -157,3 +157,36 @@ fn an_anchor_counts_only_where_its_block_is_on_the_chain() {
     assert_eq!(r.store().output_states(&[p1]).unwrap()[0].state, OutputState::Current);
     r.close().unwrap();
 }
+
+/// A BEEF V1 bundle of unmined transactions (no BUMPs).
+fn beef_of(raws: &[Vec<u8>]) -> String {
+    use base64::Engine;
+    let mut b = vec![0x01, 0x00, 0xbe, 0xef, 0x00, raws.len() as u8];
+    for r in raws {
+        b.extend_from_slice(r);
+        b.push(0);
+    }
+    base64::engine::general_purpose::STANDARD.encode(b)
+}
+
+#[test]
+fn a_bundle_journals_its_target_and_unconfirmed_ancestors_only() {
+    let corpus = conformance::load(&conformance::vendored()).unwrap();
+    let raw = |n: &str| hex::decode(corpus.vectors["transactions"][n]["raw"].as_str().unwrap()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let r = Runner::new(&corpus, dir.path(), true, "bundle").unwrap();
+    let s = fixture::scope("02aa", "svc", "q", "public", "e1");
+    let key = fixture::source_key(&s);
+    let st = r.store();
+    let g = st.begin_generation(&key, None).unwrap();
+    // Target QC with its parent Q in the bundle, plus an unrelated A: Q and QC only.
+    let mut out = fixture::output("o1", &s, &r.txids["QC"].to_hex(), 0, None);
+    out["payload"]["evidence"]["beef"] = serde_json::json!(beef_of(&[raw("A"), raw("Q"), raw("QC")]));
+    let body = fixture::batch("sess", &s, "snapshot", vec![fixture::group("g1", 3, vec![out])], "c1", true, 3, 3);
+    st.commit_batch(&key, g, None, &body, &CommitOptions::default()).unwrap();
+    assert!(st.transaction(&r.txids["A"]).unwrap().is_none(), "an unrelated bundle member is not journaled");
+    let (q, qc) = (st.transaction(&r.txids["Q"]).unwrap().unwrap(), st.transaction(&r.txids["QC"]).unwrap().unwrap());
+    // One receive: new transactions indexed by ascending txid (Q 1977.. before QC 3b90..).
+    assert_eq!((q.first_raw.position, q.first_raw.index, qc.first_raw.position, qc.first_raw.index), (1, 0, 1, 1));
+    r.close().unwrap();
+}

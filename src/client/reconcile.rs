@@ -437,9 +437,12 @@ pub(crate) fn receive_in(tx: &mut Tx, source: &str, items: &[Received]) -> Resul
 }
 
 /// The raw transactions carried by the evidence of these groups' observations, each
-/// with its bundle as evidence bytes. A bundle that does not parse, or does not hold
-/// its asserted target, adds nothing: it could never verify (its receipt stays in the
-/// checkpoint store).
+/// with its bundle as evidence bytes: the asserted target and its unconfirmed
+/// ancestors in the bundle (never an unrelated transaction of an aggregate bundle).
+/// Ancestors carrying a BUMP are left to the verifier, which supplies them as anchors
+/// once their proofs check; until then the target waits for them as unresolved. A
+/// bundle that does not parse, or does not hold its target, adds nothing: it could
+/// never verify (its receipt stays in the checkpoint store).
 pub(crate) fn batch_evidence(groups: &[&super::parse::ParsedGroup]) -> Vec<Received> {
     use base64::Engine;
     let mut out = Vec::new();
@@ -448,13 +451,16 @@ pub(crate) fn batch_evidence(groups: &[&super::parse::ParsedGroup]) -> Vec<Recei
         let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(b64) else { continue };
         let Ok(beef) = super::beef::parse_beef(&bytes) else { continue };
         let Ok(target) = Hash32::from_hex(target) else { continue };
-        if beef.find(&target).is_none() {
-            continue;
-        }
-        for t in &beef.txs {
-            if parse_tx(&t.raw).is_ok() {
-                out.push(Received { raw: t.raw.clone(), evidence: bytes.clone() });
+        let mut todo = vec![target];
+        let mut seen = BTreeSet::new();
+        while let Some(t) = todo.pop() {
+            let Some(bt) = beef.find(&t) else { continue };
+            if !seen.insert(t) || (t != target && bt.bump.is_some()) {
+                continue;
             }
+            let Ok(parsed) = parse_tx(&bt.raw) else { continue };
+            todo.extend(parsed.inputs.iter().map(|i| i.prev.txid));
+            out.push(Received { raw: bt.raw.clone(), evidence: bytes.clone() });
         }
     }
     out
