@@ -117,3 +117,78 @@ test('bad input to the reconciler is an error with a code, and writes nothing', 
   expect(store.reconciledView().through).toBe('0')
   store.close()
 })
+
+// End to end: the project's server (LiveLookup behind createRouter on real Express,
+// public mode) serves B and then A, each with its real BEEF, as outputs; the client
+// follows with a reconciler-configured store. Each revision carries membership and
+// the reconciled state of the same commit; verification goes through the port.
+describe('LiveLookupClient revisions carry the reconciled state', () => {
+  const express = require('express')
+  const { PrivateKey } = require('@bsv/sdk')
+  const { LiveLookup } = require('../js/live')
+  const { createRouter } = require('../js/router')
+  const { LiveLookupClient } = require('../js/client.js')
+  const { CHAIN, plainService, notesCompanion, admit } = require('./helpers/live')
+
+  let server, live, origin, routerRef
+  beforeEach(async () => {
+    const app = express()
+    app.use((req, res, next) => routerRef(req, res, next))
+    await new Promise(resolve => { server = app.listen(0, '127.0.0.1', resolve) })
+    origin = `http://127.0.0.1:${server.address().port}`
+    live = await LiveLookup.open({ dataDir: path.join(dir, 'server'), create: true, chain: CHAIN, provider: origin })
+    live.wrap('ls_notes', plainService(), notesCompanion())
+    routerRef = createRouter(live, { authentication: 'none', baseURL: origin, allowLocalHttp: true, privateKey: PrivateKey.fromRandom().toHex() })
+  })
+  afterEach(async () => {
+    server.closeAllConnections()
+    await new Promise(resolve => server.close(resolve))
+    await live.close()
+  })
+
+  // An Atomic BEEF of one unmined transaction (BRC-95 around BEEF V1).
+  const atomic = name => Buffer.concat([
+    Buffer.from('01010101', 'hex'), Buffer.from(tx(name).txid, 'hex').reverse(),
+    Buffer.from('0100beef0001', 'hex'), Buffer.from(tx(name).raw, 'hex'), Buffer.from([0])
+  ])
+
+  test('pending, then current and conflicting after verification', async () => {
+    await live.commit([admit(0, { txid: tx('B').txid, beef: Buffer.from(vectors.inclusion.beef, 'base64') })])
+    const store = CheckpointStore.open(path.join(dir, 'client'))
+    setUp(store)
+    const client = new LiveLookupClient({ baseURL: origin, fetch, store, limits: { waitMs: 2000 } })
+    const ac = new AbortController()
+    const events = []
+    let sentA = false
+    await client.follow('ls_notes', { author: 'alice' }, {
+      signal: ac.signal,
+      async onRevision (e) {
+        events.push(e)
+        const byTxid = Object.fromEntries(e.members.map(m => [m.outpoint.txid, m.currentness]))
+        if (byTxid[tx('B').txid] === 'pending' && !sentA) {
+          sentA = true
+          // The verifier answers B's job; then the provider admits A (spends P:0 too).
+          const results = store.pendingVerifications(tx('B').txid).map(j => ({ ...j, status: 'verified', raw: Buffer.from(tx('B').raw, 'hex'), reason: 'ok' }))
+          store.acceptVerifications(results)
+          await live.commit([admit(1, { txid: tx('A').txid, beef: atomic('A') })])
+        }
+        if (byTxid[tx('A').txid] === 'pending') {
+          // Evidence for A is unverified: its component (with B) waits, B shown stale.
+          expect(e.reconciled.stale).toEqual([{ txid: tx('B').txid, status: 'selected-final' }])
+          expect(byTxid[tx('B').txid]).toBe('stale')
+          const results = store.pendingVerifications(tx('A').txid).map(j => ({ ...j, status: 'verified', raw: Buffer.from(tx('A').raw, 'hex'), reason: 'ok' }))
+          store.acceptVerifications(results)
+          ac.abort()
+        }
+      }
+    })
+    expect(sentA).toBe(true)
+    const key = events[0].sourceKey
+    const snap = store.revisionSnapshot(key)
+    const byTxid = Object.fromEntries(snap.members.map(m => [m.outpoint.txid, m.currentness]))
+    expect(byTxid).toEqual({ [tx('B').txid]: 'current', [tx('A').txid]: 'conflicting' })
+    expect(snap.reconciled).toMatchObject({ pending: [], stale: [], conflicting: [tx('A').txid], current: [{ txid: tx('B').txid, outputIndex: 0 }] })
+    expect(store.reconciledView().spent).toEqual([{ outpoint: { txid: tx('P').txid, outputIndex: 0 }, by: tx('B').txid }])
+    store.close()
+  })
+})
