@@ -39,6 +39,35 @@ export declare class CheckpointStore {
   partialMembers(sourceKey: SourceKey): any /* see js/client.d.ts: Member[] */
   state(sourceKey: SourceKey): any /* see js/client.d.ts: SourceState */
   revision(): number
+  /** Creates the reconciliation journal (or checks an existing one's configuration). */
+  configureReconciler(config: JsReconcilerConfig): void
+  /** Adds 80-byte block headers (linked, proof of work checked). Returns how many were new. */
+  addHeaders(headers: Array<Buffer>): number
+  /** Names a chain view by its tip header (display hex). */
+  defineView(id: string, tipHash: string): void
+  /** Names a finality context without headers: tip height and median time past (U64 strings). */
+  defineContext(id: string, tipHeight: string, medianTimePast: string): void
+  /** A confirmed transaction outside the journal: preverified, or placed in a block. */
+  addAnchor(raw: Buffer, placement?: JsPlacement | undefined | null): any /* see js/client.d.ts: StepOutcome */
+  /** One receive of raw transactions: the next journal position. */
+  receiveTransactions(source: string, items: Array<JsReceived>): any /* see js/client.d.ts: StepOutcome */
+  /** Makes a defined context active (takes a journal position; reassesses affected components). */
+  setContext(id: string): any /* see js/client.d.ts: StepOutcome */
+  /** Verification work for the current context (of one txid, or all). */
+  pendingVerifications(txid?: string | undefined | null): any /* see js/client.d.ts: VerificationJob[] */
+  /** Hands verifier results back through the port, all in one commit. */
+  acceptVerifications(results: Array<JsVerificationResult>): any /* see js/client.d.ts: StepOutcome */
+  /** Records a verified Merkle placement of a journal transaction. */
+  addPlacement(txid: string, placement: JsPlacement): any /* see js/client.d.ts: StepOutcome */
+  /** Current / spent / pending / conflicting / stale summary, or null before configuration. */
+  reconciledView(): any /* see js/client.d.ts: ReconciledView | null */
+  /** The BRC-192 §10.5 ReconciledState (U64 values as strings), or null. */
+  reconciledState(network: string, genesisHash: string): any /* see js/client.d.ts: ReconciledState | null */
+  /**
+   * Members, partial members, source state and the reconciled view of one revision,
+   * read together under the commit lock.
+   */
+  revisionSnapshot(sourceKey: SourceKey): any /* see js/client.d.ts: RevisionSnapshot */
 }
 export type JsCheckpointStore = CheckpointStore
 
@@ -201,6 +230,38 @@ export interface EpochReset {
   epoch: string
   /** Sequence (decimal) of the new epoch's first group, or null when it changed nothing. */
   sequence?: string
+}
+
+export interface JsPlacement {
+  /** Block hash, display hex. */
+  block: string
+  height: number
+}
+
+export interface JsReceived {
+  raw: Buffer
+  /** The exact evidence bytes (e.g. the BEEF); the variant id is their SHA-256. */
+  evidence?: Buffer
+}
+
+export interface JsReconcilerConfig {
+  journalId: string
+  /** The `{nonFinal}` policy parameter. */
+  nonFinal: boolean
+  /** A context defined beforehand (defineView / defineContext), active at position 0. */
+  initialContext: string
+}
+
+export interface JsVerificationResult {
+  txid: string
+  variantId: string
+  contextId: string
+  /** verified | invalid | unresolved | limited | cancelled | context-changed */
+  status: string
+  /** The verified transaction's raw bytes (required for `verified`). */
+  raw?: Buffer
+  placement?: JsPlacement
+  reason: string
 }
 
 export interface LiveConfig {

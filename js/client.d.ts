@@ -111,6 +111,128 @@ export declare class CheckpointStore {
   partialMembers (sourceKey: SourceKey): Member[]
   state (sourceKey: SourceKey): SourceState
   revision (): number
+
+  // --- spend reconciliation (BRC-192 §10) ---
+  configureReconciler (config: ReconcilerConfig): void
+  addHeaders (headers: Buffer[]): number
+  defineView (id: string, tipHash: string): void
+  defineContext (id: string, finality: { tipHeight: U64; medianTimePast: U64 }): void
+  addAnchor (raw: Buffer, placement?: Placement | null): StepOutcome
+  receiveTransactions (source: string, items: Array<{ raw: Buffer; evidence?: Buffer }>): StepOutcome
+  setContext (id: string): StepOutcome
+  pendingVerifications (txid?: string | null): VerificationJob[]
+  acceptVerifications (results: VerificationResultInput[]): StepOutcome
+  addPlacement (txid: string, placement: Placement): StepOutcome
+  reconciledView (): ReconciledView | null
+  reconciledState (chain: { network: string; genesisHash: string }): ReconciledState | null
+  revisionSnapshot (sourceKey: SourceKey): RevisionSnapshot
+}
+
+export interface ReconcilerConfig {
+  journalId: string
+  /** The BRC-192 §10 `{nonFinal}` policy parameter. */
+  nonFinal: boolean
+  /** A context defined beforehand with defineView/defineContext, active at position 0. */
+  initialContext: string
+}
+
+export interface Placement { block: string; height: number }
+
+export interface StepOutcome {
+  revision: number
+  /** Journal position taken by a receive or context change. */
+  position: U64 | null
+  accepted: number
+  /** Results for another context than the current one (not recorded). */
+  stale: number
+  ignored: number
+  components: number
+}
+
+export interface VerificationJob {
+  txid: string
+  variantId: string
+  contextId: string
+  firstRaw: { position: U64; index: number }
+}
+
+export interface VerificationResultInput {
+  txid: string
+  variantId: string
+  contextId: string
+  status: 'verified' | 'invalid' | 'unresolved' | 'limited' | 'cancelled' | 'context-changed'
+  /** The transaction's raw bytes; required for `verified`. */
+  raw?: Buffer
+  placement?: Placement
+  reason: string
+}
+
+export interface OutpointRef { txid: string; outputIndex: number }
+
+/** What an application shows for an output (docs/client.md). */
+export type Currentness = 'current' | 'spent' | 'pending' | 'stale' | 'conflicting' | 'unknown'
+
+export type TransactionStatus =
+  | 'unresolved' | 'invalid' | 'limited' | 'unsupported' | 'conflicting'
+  | 'dependent-conflict' | 'selected-non-final' | 'selected-final' | 'included'
+
+export interface ReconciledView {
+  revision: number
+  /** The active chain view / finality context. */
+  context: string
+  /** The current journal frontier. */
+  through: U64
+  current: OutpointRef[]
+  spent: Array<{ outpoint: OutpointRef; by: string }>
+  /** Transactions whose component waits for verification (or a consistent view). */
+  pending: string[]
+  conflicting: string[]
+  /** Previous accepted status of pending transactions, shown until they settle. */
+  stale: Array<{ txid: string; status: TransactionStatus }>
+}
+
+export interface IngressPosition { journalId: string; position: U64; index: number }
+
+export interface ReconciledTransaction {
+  txid: string
+  evidenceIds: string[]
+  firstRaw: IngressPosition
+  order?: { firstRaw: IngressPosition; readyAt: U64; depth: number; readyContextId: string }
+  eligible?: { at: U64; contextId: string }
+  status: TransactionStatus
+  reason: string
+  dependencies: Array<{ chain: { network: string; genesisHash: string }; txid: string; outputIndex: number }>
+  replaces?: string
+  conflictsWith: string[]
+}
+
+/** BRC-192 §10.5 ReconciledState. */
+export interface ReconciledState {
+  profile: 'https://bsv.brc.dev/apps/0192#bitcoin-spend-reconciliation-v1'
+  nonFinal: boolean
+  journalId: string
+  through: U64
+  contextId: string
+  transactions: ReconciledTransaction[]
+  memberships: Array<{
+    scope: unknown; generation: U64
+    outpoint: { chain: { network: string; genesisHash: string }; txid: string; outputIndex: number }
+    present: boolean; phase: 'snapshot' | 'live' | 'finite'; sequence: U64; observationId: string
+  }>
+  replacements: Array<{ previous: string; replacement: string; at: U64; contextId: string }>
+  pendingComponents: Array<{ txids: string[]; reason: string }>
+}
+
+export interface MemberWithCurrentness extends Member {
+  /** From the reconciled graph, never from membership; null for absent rows or before configureReconciler. */
+  currentness: Currentness | null
+}
+
+export interface RevisionSnapshot {
+  members: MemberWithCurrentness[]
+  partialMembers: Member[]
+  state: SourceState
+  reconciled: ReconciledView | null
 }
 
 export interface Limits {
@@ -121,9 +243,14 @@ export interface Limits {
 
 export interface RevisionEvent {
   sourceKey: SourceKey
-  members: Member[]
+  members: MemberWithCurrentness[]
   partialMembers: Member[]
   state: SourceState
+  /**
+   * The reconciled state of the same commit (null before configureReconciler): `current` and
+   * `spent` among this source's present members; `pending`, `stale`, `conflicting` store-wide.
+   */
+  reconciled: ReconciledView | null
   outcome: CommitOutcome
   /** The exact response bytes that were committed. */
   batch: Buffer

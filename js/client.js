@@ -59,6 +59,22 @@ class CheckpointStore {
   partialMembers (sourceKey) { return nativeCall(() => this._inner.partialMembers(sourceKey)) }
   state (sourceKey) { return nativeCall(() => this._inner.state(sourceKey)) }
   revision () { return nativeCall(() => this._inner.revision()) }
+
+  // Spend reconciliation (BRC-192 §10), on the same sled store. See docs/client.md.
+  configureReconciler (config) { return nativeCall(() => this._inner.configureReconciler(config)) }
+  addHeaders (headers) { return nativeCall(() => this._inner.addHeaders(headers)) }
+  defineView (id, tipHash) { return nativeCall(() => this._inner.defineView(id, tipHash)) }
+  defineContext (id, { tipHeight, medianTimePast }) { return nativeCall(() => this._inner.defineContext(id, tipHeight, medianTimePast)) }
+  addAnchor (raw, placement) { return nativeCall(() => this._inner.addAnchor(raw, placement ?? null)) }
+  receiveTransactions (source, items) { return nativeCall(() => this._inner.receiveTransactions(source, items)) }
+  setContext (id) { return nativeCall(() => this._inner.setContext(id)) }
+  pendingVerifications (txid) { return nativeCall(() => this._inner.pendingVerifications(txid ?? null)) }
+  acceptVerifications (results) { return nativeCall(() => this._inner.acceptVerifications(results)) }
+  addPlacement (txid, placement) { return nativeCall(() => this._inner.addPlacement(txid, placement)) }
+  reconciledView () { return nativeCall(() => this._inner.reconciledView()) }
+  reconciledState (chain) { return nativeCall(() => this._inner.reconciledState(chain.network, chain.genesisHash)) }
+  /** Membership and reconciled state of one revision, read together. */
+  revisionSnapshot (sourceKey) { return nativeCall(() => this._inner.revisionSnapshot(sourceKey)) }
 }
 
 // --- digests (BRC-192 §1) ----------------------------------------------------
@@ -332,13 +348,17 @@ class LiveLookupClient {
     }
   }
 
+  // One revision per accepted commit: membership and reconciled state come from a
+  // single native read under the store's commit lock, so they describe the same commit.
   _emit (onRevision, key, outcome, bytes) {
     if (!onRevision) return
+    const snap = this.store.revisionSnapshot(key)
     return onRevision({
       sourceKey: key,
-      members: this.store.members(key),
-      partialMembers: this.store.partialMembers(key),
-      state: this.store.state(key),
+      members: snap.members,
+      partialMembers: snap.partialMembers,
+      state: snap.state,
+      reconciled: snap.reconciled,
       outcome,
       batch: bytes
     })

@@ -1,235 +1,111 @@
-//! Replays the membership-only traces of `spec/reconciliation-traces.json` through the
-//! real on-disk CheckpointStore (BRC-193 §9, BRC-192 §10.5). Each `membership` step
-//! becomes a real batch body (a live step in a fresh generation is preceded by an
-//! empty completed snapshot, as an open would deliver); `restart` closes and reopens
-//! the sled store; `expect` compares the published memberships
-//! (`source/generation/outpoint/present|absent/sequence`). The transaction-level parts
-//! of the traces (receive/verify/states/current/spent) belong to the BRC-192 graph
-//! and are not part of this store; they are skipped and said so here.
+//! The whole public reconciliation corpus (BRC-192 §10, BRC-193 §9), vendored in
+//! tests/fixtures/spec, replayed through the real on-disk store: every one of the 34
+//! traces, every field of every `expect` step (`restart` closes and reopens sled).
+//! The replay is `client::conformance`, the same code `npm run conformance:client`
+//! runs. The second test shows that each trace can fail: one wrong expectation per
+//! trace must be reported as that trace's first difference.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-
-use overlay_lookup_live::client::fixture::{self, hex32};
-use overlay_lookup_live::client::{CheckpointStore, CommitOptions, CommitOutcome, SourceKey};
+use overlay_lookup_live::client::conformance;
 use serde_json::{json, Value};
 
-const TRACES: [&str; 5] = [
-    "withdrawal-reentry-never-revives-spent-output",
-    "membership-verification-preserves-source-order",
-    "generation-reset-fences-old-workers",
-    "within-group-membership-array-order",
-    "snapshot-groups-sharing-watermark-retain-page-order",
-];
-
-fn traces() -> Vec<Value> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/spec/reconciliation-traces.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("trace file {} is required: {e}", path.display()));
-    serde_json::from_str(&text).expect("trace file is JSON")
+#[test]
+fn every_trace_of_the_corpus_passes_through_the_durable_store() {
+    let corpus = conformance::load(&conformance::vendored()).unwrap();
+    assert_eq!(corpus.traces.len(), 34, "the corpus has 34 traces");
+    let dir = tempfile::tempdir().unwrap();
+    let results = conformance::run_all(&corpus, dir.path());
+    let failures: Vec<String> = results.iter().filter_map(|(n, r)| r.as_ref().err().map(|e| format!("{n}: {e}"))).collect();
+    assert!(failures.is_empty(), "failing traces:\n{}", failures.join("\n"));
+    assert_eq!(results.len(), 34);
 }
 
-/// Per trace generation: what the harness sent, so a replay resends the same bytes
-/// against the same cursor, as a repeated read would.
-#[derive(Default)]
-struct GenState {
-    cursor: Option<String>,
-    sent: BTreeMap<String, (Option<String>, Vec<u8>)>,
-    store_generation: u64,
-}
-
-struct Harness {
-    dir: tempfile::TempDir,
-    store: Option<CheckpointStore>,
-    gens: BTreeMap<(String, u64), GenState>,
-    names: BTreeMap<String, String>,
-}
-
-impl Harness {
-    fn new() -> Harness {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Some(CheckpointStore::open(dir.path().join("store")).unwrap());
-        Harness { dir, store, gens: BTreeMap::new(), names: BTreeMap::new() }
-    }
-
-    fn store(&self) -> &CheckpointStore {
-        self.store.as_ref().unwrap()
-    }
-
-    fn restart(&mut self) {
-        self.store.take().unwrap().close().unwrap();
-        self.store = Some(CheckpointStore::open(self.dir.path().join("store")).unwrap());
-    }
-
-    fn scope(source: &str, generation: u64) -> Value {
-        fixture::scope(&format!("host-{source}"), "ls_trace", "trace-query", "public", &format!("epoch-{generation}"))
-    }
-
-    fn key(source: &str) -> SourceKey {
-        fixture::source_key(&Self::scope(source, 0))
-    }
-
-    /// "P:0" -> (txid, 0); remembers the name for printing memberships back.
-    fn outpoint(&mut self, name: &str) -> (String, u32) {
-        let (tx, idx) = name.split_once(':').unwrap();
-        let txid = hex32(&format!("tx:{tx}"));
-        self.names.insert(txid.clone(), tx.to_string());
-        (txid, idx.parse().unwrap())
-    }
-
-    fn commit(&mut self, source: &str, generation: u64, expected: Option<String>, body: Vec<u8>, verified: bool) -> CommitOutcome {
-        let g = self.gens[&(source.to_string(), generation)].store_generation;
-        let opts = CommitOptions { verified, ..CommitOptions::default() };
-        self.store().commit_batch(&Self::key(source), g, expected.as_deref(), &body, &opts).unwrap()
-    }
-
-    fn membership(&mut self, step: &Value) {
-        let source = step["source"].as_str().unwrap().to_string();
-        let generation = step["generation"].as_u64().unwrap();
-        let sequence = step["sequence"].as_u64().unwrap();
-        let id = step["id"].as_str().unwrap().to_string();
-        let verified = step["verified"].as_bool().unwrap_or(true);
-        let complete = step["complete"].as_bool().unwrap_or(false);
-        let phase = step["phase"].as_str().unwrap_or(if complete { "snapshot" } else { "live" }).to_string();
-        let scope = Self::scope(&source, generation);
-        let session = format!("session-{source}-{generation}");
-        let gk = (source.clone(), generation);
-
-        if !self.gens.contains_key(&gk) {
-            let g = self.store().begin_generation(&Self::key(&source), None).unwrap();
-            assert_eq!(g, generation, "store generations are numbered like the trace's");
-            self.gens.insert(gk.clone(), GenState { store_generation: g, ..Default::default() });
-            if phase == "live" {
-                // What an open of a source with an empty collection returns: a completed
-                // snapshot at W = 0; the live groups follow it.
-                let body = fixture::batch(&session, &scope, "snapshot", vec![], "open", true, 0, 0);
-                self.commit(&source, generation, None, body, true);
-                self.gens.get_mut(&gk).unwrap().cursor = Some("open".into());
-            }
+/// A wrong value for the given expect field (always differs from the right one).
+fn corrupt(field: &str, v: &Value) -> Value {
+    match (field, v) {
+        ("walletActions", _) => json!(1),
+        ("view", _) => json!("no-such-view"),
+        ("orders", Value::Object(m)) => {
+            let mut m = m.clone();
+            let (k, o) = m.iter().next().map(|(k, o)| (k.clone(), o.clone())).unwrap();
+            let mut o = o;
+            o["readyAt"] = json!(o["readyAt"].as_u64().unwrap() + 1);
+            m.insert(k, o);
+            Value::Object(m)
         }
-
-        if let Some((expected, body)) = self.gens[&gk].sent.get(&id).cloned() {
-            // Replay of a committed group: the same read returns the same bytes.
-            let out = self.commit(&source, generation, expected, body, verified);
-            assert_eq!((out.applied, out.accepted), (0, 0), "replay of {id} must be a no-op");
-            return;
+        (_, Value::Array(a)) => {
+            let mut a = a.clone();
+            a.push(json!("P:7"));
+            Value::Array(a)
         }
-
-        let mut observations = Vec::new();
-        for (i, c) in step["changes"].as_array().unwrap().iter().enumerate() {
-            let (txid, idx) = self.outpoint(c["outpoint"].as_str().unwrap());
-            let oid = format!("{id}#{i}");
-            observations.push(if c["present"].as_bool().unwrap() {
-                fixture::output(&oid, &scope, &txid, idx, Some("{\"n\":1}"))
-            } else {
-                fixture::withdraw(&oid, &scope, &txid, idx)
-            });
-        }
-        let cursor = format!("after-{id}");
-        let body = fixture::batch(
-            &session,
-            &scope,
-            &phase,
-            vec![fixture::group(&id, sequence, observations)],
-            &cursor,
-            complete || phase == "live",
-            sequence,
-            sequence,
-        );
-        let expected = self.gens[&gk].cursor.clone();
-        let out = self.commit(&source, generation, expected.clone(), body.clone(), verified);
-        let st = self.gens.get_mut(&gk).unwrap();
-        st.sent.insert(id, (expected, body));
-        if !out.ignored {
-            assert_eq!(out.applied, 1);
-            st.cursor = Some(cursor);
-        }
+        _ => panic!("no corruption for {field}"),
     }
-
-    fn verified(&mut self, step: &Value) {
-        let source = step["source"].as_str().unwrap();
-        let generation = step["generation"].as_u64().unwrap();
-        let g = self.gens[&(source.to_string(), generation)].store_generation;
-        self.store().mark_verified(&Self::key(source), g, step["id"].as_str().unwrap()).unwrap();
-    }
-
-    fn memberships(&self) -> Vec<String> {
-        let sources: std::collections::BTreeSet<&String> = self.gens.keys().map(|(s, _)| s).collect();
-        let mut out = Vec::new();
-        for s in sources {
-            for m in self.store().members(&Self::key(s)).unwrap() {
-                out.push(format!(
-                    "{s}/{}/{}:{}/{}/{}",
-                    m.generation,
-                    self.names[&m.row.outpoint.txid],
-                    m.row.outpoint.output_index,
-                    if m.row.present { "present" } else { "absent" },
-                    m.row.sequence
-                ));
-            }
-        }
-        out.sort();
-        out
-    }
-}
-
-fn run(trace: &Value) {
-    let name = trace["name"].as_str().unwrap();
-    let mut h = Harness::new();
-    let mut expects = 0;
-    for step in trace["steps"].as_array().unwrap() {
-        match step["op"].as_str().unwrap() {
-            "membership" => h.membership(step),
-            "membershipVerified" => h.verified(step),
-            "restart" => h.restart(),
-            "expect" => {
-                let mut want: Vec<String> = step["value"]["memberships"]
-                    .as_array()
-                    .unwrap_or_else(|| panic!("{name}: expect without memberships"))
-                    .iter()
-                    .map(|v| v.as_str().unwrap().to_string())
-                    .collect();
-                want.sort();
-                assert_eq!(h.memberships(), want, "trace {name}, expect #{expects}");
-                expects += 1;
-            }
-            // Transaction receipt/verification belong to the BRC-192 graph, not this store.
-            "receive" | "verify" => {}
-            other => panic!("{name}: unexpected op {other}"),
-        }
-    }
-    assert!(expects > 0, "{name} checked nothing");
 }
 
 #[test]
-fn membership_traces_replay_through_the_durable_store() {
-    let all = traces();
-    assert_eq!(all.len(), 34, "the trace corpus has 34 traces");
-    for name in TRACES {
-        let t = all.iter().find(|t| t["name"] == json!(name)).unwrap_or_else(|| panic!("trace {name} missing"));
-        run(t);
+fn a_wrong_expectation_in_any_trace_is_reported() {
+    let corpus = conformance::load(&conformance::vendored()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut checked_fields = std::collections::BTreeSet::new();
+    for (i, trace) in corpus.traces.iter().enumerate() {
+        let steps = trace["steps"].as_array().unwrap();
+        // Corrupt the last expect step, each field in turn (first field first).
+        let at = steps.iter().rposition(|s| s["op"] == "expect").unwrap();
+        let fields: Vec<String> = steps[at]["value"].as_object().unwrap().keys().cloned().collect();
+        for (j, field) in fields.iter().enumerate() {
+            let mut t = trace.clone();
+            let wrong = corrupt(field, &t["steps"][at]["value"][field]);
+            t["steps"][at]["value"][field] = wrong;
+            let d = dir.path().join(format!("t{i}-{j}"));
+            std::fs::create_dir_all(&d).unwrap();
+            let err = conformance::run_trace(&corpus, &t, &d).expect_err("a wrong expectation must fail");
+            assert!(err.contains(&format!("step {at} ")) && err.contains(&format!("{field}:")), "{}: {err}", trace["name"]);
+            checked_fields.insert(field.clone());
+        }
+    }
+    for f in ["states", "current", "spent", "walletActions", "orders", "memberships", "stale", "view"] {
+        assert!(checked_fields.contains(f), "field {f} was never checked");
     }
 }
 
-/// Pending and stale state during the reset trace, which the trace itself does not
-/// print: the old generation is stale, the new one is partial and pending.
 #[test]
-fn reset_trace_exposes_stale_and_pending_state() {
-    let all = traces();
-    let t = all.iter().find(|t| t["name"] == json!("generation-reset-fences-old-workers")).unwrap();
-    let steps = t["steps"].as_array().unwrap();
-    let mut h = Harness::new();
-    h.membership(&steps[0]);
-    h.membership(&steps[1]);
-    let key = Harness::key("a");
-    let st = h.store().state(&key).unwrap();
-    assert_eq!((st.current_generation, st.pending_generation, st.stale), (Some(0), Some(1), true));
-    assert_eq!(st.pending_count, 1);
-    assert_eq!(st.pending_groups[0].group_id, "snapshot");
-    assert!(h.store().members(&key).unwrap().iter().all(|m| m.stale));
-    assert!(h.store().partial_members(&key).unwrap().is_empty(), "the pending snapshot group is not accepted yet");
-    h.restart();
-    h.verified(&steps[4]);
-    let st = h.store().state(&key).unwrap();
-    assert_eq!((st.current_generation, st.pending_generation, st.stale, st.pending_count), (Some(1), None, false, 0));
-    assert!(h.store().members(&key).unwrap().iter().all(|m| !m.stale));
+fn an_unknown_expect_field_or_op_fails() {
+    let corpus = conformance::load(&conformance::vendored()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut t = corpus.traces[0].clone();
+    t["steps"][3]["value"]["colour"] = json!("blue");
+    let err = conformance::run_trace(&corpus, &t, dir.path()).unwrap_err();
+    assert!(err.contains("unknown expect field colour"), "{err}");
+    let mut t = corpus.traces[0].clone();
+    t["steps"].as_array_mut().unwrap().insert(0, json!({"op": "teleport"}));
+    let d = dir.path().join("b");
+    std::fs::create_dir_all(&d).unwrap();
+    assert!(conformance::run_trace(&corpus, &t, &d).unwrap_err().contains("unknown op teleport"));
+}
+
+/// The corpus's finality and replacement vectors against the parsed transactions
+/// (§10.3): each `height` is the selected tip height, so H = height + 1.
+#[test]
+fn finality_and_replacement_vectors() {
+    use overlay_lookup_live::client::chain::{is_final, replaces, Finality};
+    use overlay_lookup_live::client::tx::parse_tx;
+    let corpus = conformance::load(&conformance::vendored()).unwrap();
+    let v = &corpus.vectors;
+    let tx = |name: &str| {
+        let t = &v["transactions"][name];
+        let parsed = parse_tx(&hex::decode(t["raw"].as_str().unwrap()).unwrap()).unwrap();
+        assert_eq!(parsed.txid.to_hex(), t["txid"].as_str().unwrap(), "{name}");
+        parsed
+    };
+    let fin = v["finality"].as_array().unwrap();
+    assert_eq!(fin.len(), 17);
+    for f in fin {
+        let at = Finality { tip_height: f["height"].as_u64().unwrap(), mtp: f["mtp"].as_u64().unwrap() };
+        assert_eq!(is_final(&tx(f["name"].as_str().unwrap()), at), f["expected"].as_bool().unwrap(), "{f}");
+    }
+    let rep = v["replacements"].as_array().unwrap();
+    assert_eq!(rep.len(), 11);
+    for r in rep {
+        let (old, new, want) = (r[0].as_str().unwrap(), r[1].as_str().unwrap(), r[2].as_bool().unwrap());
+        assert_eq!(replaces(&tx(new), &tx(old)), want, "{new} replaces {old}");
+    }
 }

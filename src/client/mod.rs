@@ -6,12 +6,31 @@
 //! - [`checks`]: pure invariant checks of a batch against the committed position.
 //! - [`membership`]: applying an accepted group to a source generation's rows.
 //! - [`store`]: the sled-backed [`CheckpointStore`].
+//!
+//! Spend reconciliation (BRC-192 §10), one module per concept, on the same store:
+//! - [`beef`]: the transactions and BUMPs a BEEF bundle carries.
+//! - [`tx`]: raw transactions (txid from the bytes, ordered inputs, locktime).
+//! - [`chain`]: headers, chain views, exact finality and the replacement relation.
+//! - [`journal`]: the durable ingress journal and the records it keeps.
+//! - [`order`]: readiness, candidate order and the verification barrier.
+//! - [`select`]: chain overrides, historical replay and current-view rebuild.
+//! - [`reconcile`]: the durable steps (receive, context, verification port).
+//! - [`current`]: currentness and the reported `ReconciledState`.
 
+pub mod beef;
+pub mod chain;
 pub mod checks;
+pub mod conformance;
+pub mod current;
 pub mod fixture;
+pub mod journal;
 pub mod membership;
+pub mod order;
 pub mod parse;
+pub mod reconcile;
+pub mod select;
 pub mod store;
+pub mod tx;
 
 use serde::{Deserialize, Serialize};
 

@@ -87,6 +87,9 @@ pub struct ParsedObservation {
     pub id: String,
     pub kind: String,
     pub effect: Effect,
+    /// Transaction evidence it carries: the asserted target txid and the BEEF (base64)
+    /// of an `output` (evidence) or a `spend` (spending transaction).
+    pub evidence: Option<(String, String)>,
     /// sha256 of the normalized observation bytes.
     pub digest: [u8; 32],
 }
@@ -279,6 +282,7 @@ fn parse_observation(v: Value, scope: &Scope) -> Result<ParsedObservation, Clien
     if &raw.scope != scope {
         return Err(ClientError::invalid(format!("observation {} has a scope other than the batch scope", raw.id)));
     }
+    let mut evidence = None;
     let effect = match raw.kind.as_str() {
         "output" => {
             let p: RawOutputPayload = payload(&raw)?;
@@ -292,6 +296,7 @@ fn parse_observation(v: Value, scope: &Scope) -> Result<ParsedObservation, Clien
                 }
                 None => None,
             };
+            evidence = Some((p.evidence.txid.clone(), p.evidence.beef.clone()));
             Effect::Present {
                 outpoint: OutpointId { txid: p.evidence.txid, output_index: p.evidence.output_index },
                 context,
@@ -307,13 +312,14 @@ fn parse_observation(v: Value, scope: &Scope) -> Result<ParsedObservation, Clien
             outpoint_in_scope(p.previous, scope)?;
             check_hex32("spendingTxid", &p.spending_txid)?;
             check_base64("beef", &p.beef)?;
+            evidence = Some((p.spending_txid.clone(), p.beef.clone()));
             Effect::None
         }
         // Other BRC-192 kinds are kept as receipts; they do not touch membership.
         "assessment-invalidated" | "proposal" | "proposal-state" | "proposal-remove" => Effect::None,
         other => return Err(ClientError::invalid(format!("unknown observation kind {other:?}"))),
     };
-    Ok(ParsedObservation { id: raw.id, kind: raw.kind, effect, digest })
+    Ok(ParsedObservation { id: raw.id, kind: raw.kind, effect, evidence, digest })
 }
 
 fn payload<T: serde::de::DeserializeOwned>(o: &RawObservation) -> Result<T, ClientError> {

@@ -218,38 +218,38 @@ pub struct MemberView {
 }
 
 pub struct CheckpointStore {
-    db: sled::Db,
-    tree: sled::Tree,
+    pub(crate) db: sled::Db,
+    pub(crate) tree: sled::Tree,
     lock: Mutex<()>,
 }
 
 /// A commit under construction: reads see its own writes; [`Tx::finish`] applies it
 /// as one sled batch and flushes.
-struct Tx<'a> {
+pub(crate) struct Tx<'a> {
     tree: &'a sled::Tree,
-    writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    pub(crate) writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
 }
 
 impl<'a> Tx<'a> {
-    fn new(tree: &'a sled::Tree) -> Self {
+    pub(crate) fn new(tree: &'a sled::Tree) -> Self {
         Tx { tree, writes: BTreeMap::new() }
     }
-    fn get(&self, k: &[u8]) -> Result<Option<Vec<u8>>, ClientError> {
+    pub(crate) fn get(&self, k: &[u8]) -> Result<Option<Vec<u8>>, ClientError> {
         if let Some(v) = self.writes.get(k) {
             return Ok(v.clone());
         }
         Ok(self.tree.get(k).map_err(ClientError::storage)?.map(|v| v.to_vec()))
     }
-    fn get_json<T: serde::de::DeserializeOwned>(&self, k: &[u8]) -> Result<Option<T>, ClientError> {
+    pub(crate) fn get_json<T: serde::de::DeserializeOwned>(&self, k: &[u8]) -> Result<Option<T>, ClientError> {
         self.get(k)?.map(|v| decode(&v)).transpose()
     }
-    fn put(&mut self, k: Vec<u8>, v: Vec<u8>) {
+    pub(crate) fn put(&mut self, k: Vec<u8>, v: Vec<u8>) {
         self.writes.insert(k, Some(v));
     }
-    fn put_json<T: Serialize>(&mut self, k: Vec<u8>, v: &T) {
+    pub(crate) fn put_json<T: Serialize>(&mut self, k: Vec<u8>, v: &T) {
         self.put(k, serde_json::to_vec(v).expect("records serialize"));
     }
-    fn delete_prefix(&mut self, prefix: &[u8]) -> Result<(), ClientError> {
+    pub(crate) fn delete_prefix(&mut self, prefix: &[u8]) -> Result<(), ClientError> {
         for kv in self.tree.scan_prefix(prefix) {
             let (k, _) = kv.map_err(ClientError::storage)?;
             self.writes.insert(k.to_vec(), None);
@@ -260,12 +260,27 @@ impl<'a> Tx<'a> {
         }
         Ok(())
     }
-    fn bump_revision(&mut self) -> Result<u64, ClientError> {
+    /// Keys and values under `prefix`, this commit's own writes included, in key order.
+    pub(crate) fn scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, ClientError> {
+        let mut out: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        for kv in self.tree.scan_prefix(prefix) {
+            let (k, v) = kv.map_err(ClientError::storage)?;
+            out.insert(k.to_vec(), v.to_vec());
+        }
+        for (k, v) in self.writes.range(prefix.to_vec()..).take_while(|(k, _)| k.starts_with(prefix)) {
+            match v {
+                Some(v) => out.insert(k.clone(), v.clone()),
+                None => out.remove(k),
+            };
+        }
+        Ok(out.into_iter().collect())
+    }
+    pub(crate) fn bump_revision(&mut self) -> Result<u64, ClientError> {
         let r = self.get(REVISION_KEY)?.map(|v| be_u64(&v)).unwrap_or(0) + 1;
         self.put(REVISION_KEY.to_vec(), r.to_be_bytes().to_vec());
         Ok(r)
     }
-    fn finish(self, db: &sled::Db) -> Result<(), ClientError> {
+    pub(crate) fn finish(self, db: &sled::Db) -> Result<(), ClientError> {
         let mut batch = sled::Batch::default();
         for (k, v) in self.writes {
             match v {
@@ -274,16 +289,19 @@ impl<'a> Tx<'a> {
             }
         }
         self.tree.apply_batch(batch).map_err(ClientError::storage)?;
+        // Fail point for the crash tests: applied, not yet flushed (nothing is
+        // acknowledged before the flush below).
+        crate::store::crash::crash_point("client-applied");
         db.flush().map_err(ClientError::storage)?;
         Ok(())
     }
 }
 
-fn decode<T: serde::de::DeserializeOwned>(v: &[u8]) -> Result<T, ClientError> {
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(v: &[u8]) -> Result<T, ClientError> {
     serde_json::from_slice(v).map_err(|e| ClientError::storage(format!("corrupt record: {e}")))
 }
 
-fn be_u64(v: &[u8]) -> u64 {
+pub(crate) fn be_u64(v: &[u8]) -> u64 {
     let mut b = [0u8; 8];
     b.copy_from_slice(&v[..8]);
     u64::from_be_bytes(b)
@@ -339,7 +357,7 @@ impl CheckpointStore {
         Ok(())
     }
 
-    fn guard(&self) -> std::sync::MutexGuard<'_, ()> {
+    pub(crate) fn guard(&self) -> std::sync::MutexGuard<'_, ()> {
         // A panic while holding the lock cannot leave a half-applied commit (writes
         // are applied only by `finish`), so a poisoned lock is safe to reuse.
         self.lock.lock().unwrap_or_else(|e| e.into_inner())
@@ -475,6 +493,14 @@ impl CheckpointStore {
         }
         checks::check_batch(&gen.position(), source, &batch, &limits)?;
         let applied = receive(&mut tx, &sid, &mut gen, &batch, &identities, opts.verified)?;
+        // The transactions this batch carries enter the reconciliation journal in the
+        // same commit, at one new ingress position (BRC-192 §10.2).
+        if tx.get(super::journal::META)?.is_some() {
+            let fresh: Vec<&parse::ParsedGroup> =
+                batch.groups.iter().zip(&identities).filter(|(_, i)| matches!(i, Identity::New)).map(|(g, _)| g).collect();
+            let items = super::reconcile::batch_evidence(&fresh);
+            super::reconcile::receive_in(&mut tx, &batch.scope.provider, &items)?;
+        }
         if let (None, Some(label)) = (expected_cursor, &opts.open_label) {
             tx.writes.insert(pending_open_key(label), None);
         }
@@ -810,4 +836,35 @@ fn retire(tx: &mut Tx, sid: &[u8; 32], generation: u64) -> Result<(), ClientErro
     g.retired = true;
     tx.put_json(key(b'G', sid, Some(generation), &[]), &g);
     Ok(())
+}
+
+impl CheckpointStore {
+    /// Published memberships of every source (current generations), as §10.5
+    /// `SourceMembership` rows sorted by scope, generation and outpoint.
+    pub fn memberships_json(&self, chain: &parse::Chain) -> Result<Vec<serde_json::Value>, ClientError> {
+        let tx = Tx::new(&self.tree);
+        let mut rows = Vec::new();
+        for (_, v) in tx.scan(b"S")? {
+            let src: SourceRecord = decode(&v)?;
+            let Some(cur) = src.current else { continue };
+            let sid = src.key.id();
+            let g = load_gen(&tx, &sid, cur)?;
+            let scope = serde_json::to_value(&g.scope).expect("scope serializes");
+            for m in self.rows(&sid, cur, false, false)? {
+                let r = m.row;
+                let sort = (scope.to_string(), cur, r.outpoint.clone());
+                rows.push((
+                    sort,
+                    serde_json::json!({
+                        "scope": scope, "generation": cur.to_string(),
+                        "outpoint": {"chain": chain, "txid": r.outpoint.txid, "outputIndex": r.outpoint.output_index},
+                        "present": r.present, "phase": r.phase.as_str(), "sequence": r.sequence.to_string(),
+                        "observationId": r.observation_id,
+                    }),
+                ));
+            }
+        }
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(rows.into_iter().map(|(_, v)| v).collect())
+    }
 }

@@ -13,8 +13,10 @@ use napi_derive::napi;
 use serde_json::{json, Value};
 
 use crate::client::{self, ClientError, CommitOptions, SourceKey};
-
-
+use crate::client::chain::Finality;
+use crate::client::journal::{Anchor, Placement};
+use crate::client::reconcile::{Received, ReconcilerConfig, StepOutcome, VerificationResult, VerificationStatus};
+use crate::client::tx::Hash32;
 
 /// The message starts with `[code] `; the JS wrapper (`js/client.js`) moves it to
 /// `error.code`. (napi 3 class methods only throw `Status`-coded errors.)
@@ -223,3 +225,208 @@ fn members_json(rows: Vec<client::MemberView>) -> napi::Result<Value> {
             .collect(),
     ))
 }
+
+// --- reconciliation (BRC-192 §10): conversions only --------------------------
+
+#[napi(object)]
+pub struct JsReconcilerConfig {
+    pub journal_id: String,
+    /// The `{nonFinal}` policy parameter.
+    pub non_final: bool,
+    /// A context defined beforehand (defineView / defineContext), active at position 0.
+    pub initial_context: String,
+}
+
+#[napi(object)]
+pub struct JsReceived {
+    pub raw: Buffer,
+    /// The exact evidence bytes (e.g. the BEEF); the variant id is their SHA-256.
+    pub evidence: Option<Buffer>,
+}
+
+#[napi(object)]
+pub struct JsPlacement {
+    /// Block hash, display hex.
+    pub block: String,
+    pub height: i64,
+}
+
+#[napi(object)]
+pub struct JsVerificationResult {
+    pub txid: String,
+    pub variant_id: String,
+    pub context_id: String,
+    /// verified | invalid | unresolved | limited | cancelled | context-changed
+    pub status: String,
+    /// The verified transaction's raw bytes (required for `verified`).
+    pub raw: Option<Buffer>,
+    pub placement: Option<JsPlacement>,
+    pub reason: String,
+}
+
+fn hash(name: &str, s: &str) -> napi::Result<Hash32> {
+    Hash32::from_hex(s).map_err(|_| invalid(format!("{name} must be 64 lowercase hex characters")))
+}
+
+fn placement(p: JsPlacement) -> napi::Result<Placement> {
+    let height = u64::try_from(p.height).map_err(|_| invalid("height must be a non-negative integer"))?;
+    Ok(Placement { block: hash("block", &p.block)?, height })
+}
+
+fn step(o: StepOutcome) -> Value {
+    json!({"revision": o.revision, "position": o.position.map(u64s), "accepted": o.accepted,
+           "stale": o.stale, "ignored": o.ignored, "components": o.components})
+}
+
+fn u64_of(name: &str, s: &str) -> napi::Result<u64> {
+    client::parse::parse_u64(name, s).map_err(err)
+}
+
+#[napi]
+impl JsCheckpointStore {
+    /// Creates the reconciliation journal (or checks an existing one's configuration).
+    #[napi]
+    pub fn configure_reconciler(&self, config: JsReconcilerConfig) -> napi::Result<()> {
+        let cfg = ReconcilerConfig { journal_id: config.journal_id, non_final: config.non_final, initial_context: config.initial_context };
+        self.with(|s| s.configure_reconciler(&cfg))
+    }
+
+    /// Adds 80-byte block headers (linked, proof of work checked). Returns how many were new.
+    #[napi]
+    pub fn add_headers(&self, headers: Vec<Buffer>) -> napi::Result<u32> {
+        let raws: Vec<Vec<u8>> = headers.iter().map(|b| b.to_vec()).collect();
+        self.with(|s| s.add_headers(&raws)).map(|n| n as u32)
+    }
+
+    /// Names a chain view by its tip header (display hex).
+    #[napi]
+    pub fn define_view(&self, id: String, tip_hash: String) -> napi::Result<()> {
+        let tip = hash("tipHash", &tip_hash)?;
+        self.with(|s| s.define_view(&id, tip))
+    }
+
+    /// Names a finality context without headers: tip height and median time past (U64 strings).
+    #[napi]
+    pub fn define_context(&self, id: String, tip_height: String, median_time_past: String) -> napi::Result<()> {
+        let f = Finality { tip_height: u64_of("tipHeight", &tip_height)?, mtp: u64_of("medianTimePast", &median_time_past)? };
+        self.with(|s| s.define_context(&id, f))
+    }
+
+    /// A confirmed transaction outside the journal: preverified, or placed in a block.
+    #[napi(ts_return_type = "any /* see js/client.d.ts: StepOutcome */")]
+    pub fn add_anchor(&self, raw: Buffer, placement_: Option<JsPlacement>) -> napi::Result<Value> {
+        let anchor = match placement_ {
+            Some(p) => Anchor::Placed { placement: placement(p)? },
+            None => Anchor::Preverified,
+        };
+        self.with(|s| s.add_anchor(&raw, anchor)).map(step)
+    }
+
+    /// One receive of raw transactions: the next journal position.
+    #[napi(ts_return_type = "any /* see js/client.d.ts: StepOutcome */")]
+    pub fn receive_transactions(&self, source: String, items: Vec<JsReceived>) -> napi::Result<Value> {
+        let items: Vec<Received> =
+            items.into_iter().map(|i| Received { raw: i.raw.to_vec(), evidence: i.evidence.map(|e| e.to_vec()).unwrap_or_default() }).collect();
+        self.with(|s| s.receive_transactions(&source, &items)).map(step)
+    }
+
+    /// Makes a defined context active (takes a journal position; reassesses affected components).
+    #[napi(ts_return_type = "any /* see js/client.d.ts: StepOutcome */")]
+    pub fn set_context(&self, id: String) -> napi::Result<Value> {
+        self.with(|s| s.set_context(&id)).map(step)
+    }
+
+    /// Verification work for the current context (of one txid, or all).
+    #[napi(ts_return_type = "any /* see js/client.d.ts: VerificationJob[] */")]
+    pub fn pending_verifications(&self, txid: Option<String>) -> napi::Result<Value> {
+        let t = txid.map(|t| hash("txid", &t)).transpose()?;
+        let jobs = self.with(|s| s.pending_verifications(t.as_ref()))?;
+        Ok(Value::Array(
+            jobs.into_iter()
+                .map(|j| json!({"txid": j.txid, "variantId": j.variant, "contextId": j.context_id,
+                                "firstRaw": {"position": u64s(j.first.position), "index": j.first.index}}))
+                .collect(),
+        ))
+    }
+
+    /// Hands verifier results back through the port, all in one commit.
+    #[napi(ts_return_type = "any /* see js/client.d.ts: StepOutcome */")]
+    pub fn accept_verifications(&self, results: Vec<JsVerificationResult>) -> napi::Result<Value> {
+        let mut out = Vec::with_capacity(results.len());
+        for r in results {
+            let status = match r.status.as_str() {
+                "verified" => VerificationStatus::Verified,
+                "invalid" => VerificationStatus::Invalid,
+                "unresolved" => VerificationStatus::Unresolved,
+                "limited" => VerificationStatus::Limited,
+                "cancelled" => VerificationStatus::Cancelled,
+                "context-changed" => VerificationStatus::ContextChanged,
+                other => return Err(invalid(format!("unknown verification status {other}"))),
+            };
+            out.push(VerificationResult {
+                txid: hash("txid", &r.txid)?,
+                variant: hash("variantId", &r.variant_id)?,
+                context_id: r.context_id,
+                status,
+                raw: r.raw.map(|b| b.to_vec()),
+                placement: r.placement.map(placement).transpose()?,
+                reason: r.reason,
+            });
+        }
+        self.with(|s| s.accept_verifications(&out)).map(step)
+    }
+
+    /// Records a verified Merkle placement of a journal transaction.
+    #[napi(ts_return_type = "any /* see js/client.d.ts: StepOutcome */")]
+    pub fn add_placement(&self, txid: String, placement_: JsPlacement) -> napi::Result<Value> {
+        let t = hash("txid", &txid)?;
+        let p = placement(placement_)?;
+        self.with(|s| s.add_placement(&t, p)).map(step)
+    }
+
+    /// Current / spent / pending / conflicting / stale summary, or null before configuration.
+    #[napi(ts_return_type = "any /* see js/client.d.ts: ReconciledView | null */")]
+    pub fn reconciled_view(&self) -> napi::Result<Value> {
+        Ok(self.with(|s| s.reconciled_view())?.map(view_json).unwrap_or(Value::Null))
+    }
+
+    /// The BRC-192 §10.5 ReconciledState (U64 values as strings), or null.
+    #[napi(ts_return_type = "any /* see js/client.d.ts: ReconciledState | null */")]
+    pub fn reconciled_state(&self, network: String, genesis_hash: String) -> napi::Result<Value> {
+        let chain = client::parse::Chain { network, genesis_hash };
+        Ok(self.with(|s| s.reconciled_state(&chain))?.unwrap_or(Value::Null))
+    }
+
+    /// Members, partial members, source state and the reconciled view of one revision,
+    /// read together under the commit lock.
+    #[napi(ts_return_type = "any /* see js/client.d.ts: RevisionSnapshot */")]
+    pub fn revision_snapshot(&self, source_key: JsSourceKey) -> napi::Result<Value> {
+        let k = key(source_key)?;
+        let snap = self.with(|s| s.revision_snapshot(&k))?;
+        let mut members = members_json(snap.members)?;
+        for (m, c) in members.as_array_mut().into_iter().flatten().zip(snap.currentness) {
+            m["currentness"] = serde_json::to_value(c).expect("state serializes");
+        }
+        let mut state = serde_json::to_value(snap.state).expect("state serializes");
+        for p in state["pendingGroups"].as_array_mut().into_iter().flatten() {
+            p["sequence"] = u64s(p["sequence"].as_u64().unwrap_or(0));
+        }
+        Ok(json!({
+            "members": members,
+            "partialMembers": members_json(snap.partial_members)?,
+            "state": state,
+            "reconciled": snap.reconciled.map(view_json).unwrap_or(Value::Null),
+        }))
+    }
+}
+
+fn view_json(v: client::current::ReconciledView) -> Value {
+    json!({
+        "revision": v.revision, "context": v.context, "through": u64s(v.through),
+        "current": v.current,
+        "spent": v.spent.iter().map(|(o, by)| json!({"outpoint": o, "by": by})).collect::<Vec<_>>(),
+        "pending": v.pending, "conflicting": v.conflicting,
+        "stale": v.stale.iter().map(|(t, s)| json!({"txid": t, "status": s.as_str()})).collect::<Vec<_>>(),
+    })
+}
+

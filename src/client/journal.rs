@@ -1,0 +1,317 @@
+//! The durable ingress journal and the records the reconciler keeps (BRC-192 §10.2,
+//! §10.5). Everything lives in the checkpoint store's tree under the prefix `X`, so a
+//! reconciliation step and the store revision commit in one sled batch:
+//!
+//! | key | value |
+//! |---|---|
+//! | `Xm` | [`Meta`]: journal id, last position, `{nonFinal}`, context changes |
+//! | `Xj` position | [`Entry`]: what that position recorded (a receive or a context change) |
+//! | `Xt` txid | [`TxRecord`]: raw facts, evidence variants and verdicts, placements, published result |
+//! | `Xe` parent txid, vout, spender txid | spend edge from an actual input (value empty) |
+//! | `Xa` txid | [`AnchorRecord`]: a confirmed transaction outside the journal |
+//! | `Xh` hash | [`HeaderRecord`] |
+//! | `Xv` id | [`ContextDef`]: a named chain view or finality context |
+//! | `Xk` component | [`Component`]: members, pending reason, replacement journal |
+//! | `Xs` component | marker: the component's result can depend on the chain context |
+//! | `Xp` component | marker: the component is pending |
+//! | `Xc` txid | marker: the transaction's published status is a lost conflict |
+//!
+//! Positions, component ids and heights are u64 big-endian; txids are 32 bytes in
+//! display order (so `Xt` scans are in txid order).
+
+use serde::{Deserialize, Serialize};
+
+use super::chain::{Finality, Header};
+use super::tx::{Hash32, Input, Outpoint, RawTx, Txid};
+
+pub const META: &[u8] = b"Xm";
+
+pub fn entry_key(position: u64) -> Vec<u8> {
+    [b"Xj".as_slice(), &position.to_be_bytes()].concat()
+}
+pub fn tx_key(txid: &Txid) -> Vec<u8> {
+    [b"Xt".as_slice(), &txid.0].concat()
+}
+pub const TX_PREFIX: &[u8] = b"Xt";
+pub fn edge_key(prev: &Outpoint, spender: &Txid) -> Vec<u8> {
+    [b"Xe".as_slice(), &prev.key(), &spender.0].concat()
+}
+/// Spenders of one outpoint.
+pub fn edges_of_outpoint(prev: &Outpoint) -> Vec<u8> {
+    [b"Xe".as_slice(), &prev.key()].concat()
+}
+/// Spenders of any output of `txid`.
+pub fn edges_of_tx(txid: &Txid) -> Vec<u8> {
+    [b"Xe".as_slice(), &txid.0].concat()
+}
+/// The spender txid and the spent outpoint of an edge key.
+pub fn edge_of_key(k: &[u8]) -> (Outpoint, Txid) {
+    let mut t = [0u8; 32];
+    t.copy_from_slice(&k[2..34]);
+    let vout = u32::from_be_bytes(k[34..38].try_into().unwrap());
+    let mut s = [0u8; 32];
+    s.copy_from_slice(&k[38..70]);
+    (Outpoint { txid: Hash32(t), vout }, Hash32(s))
+}
+pub fn anchor_key(txid: &Txid) -> Vec<u8> {
+    [b"Xa".as_slice(), &txid.0].concat()
+}
+pub const ANCHOR_PREFIX: &[u8] = b"Xa";
+pub fn header_key(hash: &Hash32) -> Vec<u8> {
+    [b"Xh".as_slice(), &hash.0].concat()
+}
+pub fn context_key(id: &str) -> Vec<u8> {
+    [b"Xv".as_slice(), id.as_bytes()].concat()
+}
+pub fn component_key(id: u64) -> Vec<u8> {
+    [b"Xk".as_slice(), &id.to_be_bytes()].concat()
+}
+pub const COMPONENT_PREFIX: &[u8] = b"Xk";
+pub fn sensitive_key(id: u64) -> Vec<u8> {
+    [b"Xs".as_slice(), &id.to_be_bytes()].concat()
+}
+pub const SENSITIVE_PREFIX: &[u8] = b"Xs";
+pub fn pending_key(id: u64) -> Vec<u8> {
+    [b"Xp".as_slice(), &id.to_be_bytes()].concat()
+}
+pub const PENDING_PREFIX: &[u8] = b"Xp";
+pub fn conflict_key(txid: &Txid) -> Vec<u8> {
+    [b"Xc".as_slice(), &txid.0].concat()
+}
+pub const CONFLICT_PREFIX: &[u8] = b"Xc";
+
+/// The registered profile of §10.
+pub const PROFILE: &str = "https://bsv.brc.dev/apps/0192#bitcoin-spend-reconciliation-v1";
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ContextChange {
+    pub position: u64,
+    pub id: String,
+    pub finality: Finality,
+    /// The view's tip, for a header-chain view.
+    pub tip: Option<Hash32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Meta {
+    #[serde(rename = "journalId")]
+    pub journal_id: String,
+    /// The last assigned ingress position (the current journal frontier).
+    pub position: u64,
+    #[serde(rename = "nonFinal")]
+    pub non_final: bool,
+    /// Every retained context change, ascending; the first is at position 0.
+    pub contexts: Vec<ContextChange>,
+    #[serde(rename = "nextComponent")]
+    pub next_component: u64,
+}
+
+impl Meta {
+    pub fn current(&self) -> &ContextChange {
+        self.contexts.last().expect("a journal always has its initial context")
+    }
+    /// The context active at `position` (the latest change at or before it).
+    pub fn at(&self, position: u64) -> &ContextChange {
+        let i = self.contexts.partition_point(|c| c.position <= position);
+        &self.contexts[i.saturating_sub(1)]
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Entry {
+    Receive { source: String, txids: Vec<Txid>, context: String },
+    Context { id: String },
+}
+
+/// `{journalId, position, index}` of §10.5 (the journal id is the store's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct IngressPosition {
+    pub position: u64,
+    pub index: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum VerdictStatus {
+    Verified,
+    Invalid,
+    Limited,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub status: VerdictStatus,
+    #[serde(rename = "contextId")]
+    pub context_id: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Receipt {
+    pub at: IngressPosition,
+    pub source: String,
+}
+
+/// One evidence variant of a transaction, keyed by the digest of its exact bytes
+/// (BRC-192 §2). Its first receipt is its support position.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Variant {
+    pub id: Hash32,
+    pub receipts: Vec<Receipt>,
+    pub verdict: Option<Verdict>,
+}
+
+impl Variant {
+    pub fn first(&self) -> IngressPosition {
+        self.receipts[0].at
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Placement {
+    pub block: Hash32,
+    pub height: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    Unresolved,
+    Invalid,
+    Limited,
+    Unsupported,
+    Conflicting,
+    DependentConflict,
+    SelectedNonFinal,
+    SelectedFinal,
+    Included,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Unresolved => "unresolved",
+            Status::Invalid => "invalid",
+            Status::Limited => "limited",
+            Status::Unsupported => "unsupported",
+            Status::Conflicting => "conflicting",
+            Status::DependentConflict => "dependent-conflict",
+            Status::SelectedNonFinal => "selected-non-final",
+            Status::SelectedFinal => "selected-final",
+            Status::Included => "included",
+        }
+    }
+    /// Consumes its inputs in today's view (a selected final or included spend).
+    pub fn spends(self) -> bool {
+        matches!(self, Status::SelectedFinal | Status::Included)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CandidateOrder {
+    #[serde(rename = "readyAt")]
+    pub ready_at: u64,
+    pub depth: u32,
+    #[serde(rename = "readyContextId")]
+    pub ready_context: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Eligible {
+    pub at: u64,
+    #[serde(rename = "contextId")]
+    pub context_id: String,
+}
+
+/// The accepted result of one transaction. While its component is pending this is the
+/// previous accepted result, shown as stale.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Published {
+    pub order: Option<CandidateOrder>,
+    pub eligible: Option<Eligible>,
+    pub status: Status,
+    pub reason: String,
+    pub replaces: Option<Txid>,
+    #[serde(rename = "conflictsWith")]
+    pub conflicts_with: Vec<Txid>,
+}
+
+mod hex_bytes {
+    use serde::{Deserialize, Deserializer, Serializer};
+    pub fn serialize<S: Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&hex::encode(b))
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        hex::decode(String::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TxRecord {
+    pub txid: Txid,
+    #[serde(with = "hex_bytes")]
+    pub raw: Vec<u8>,
+    pub inputs: Vec<Input>,
+    pub outputs: u32,
+    pub locktime: u32,
+    #[serde(rename = "firstRaw")]
+    pub first_raw: IngressPosition,
+    pub variants: Vec<Variant>,
+    pub placements: Vec<Placement>,
+    pub component: u64,
+    pub published: Option<Published>,
+}
+
+impl TxRecord {
+    pub fn parsed(&self) -> RawTx {
+        RawTx { txid: self.txid, inputs: self.inputs.clone(), outputs: self.outputs, locktime: self.locktime }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AnchorRecord {
+    pub txid: Txid,
+    pub outputs: u32,
+    pub anchor: Anchor,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Anchor {
+    /// Configured as verified (e.g. a checkpointed root).
+    Preverified,
+    /// Included at a block: confirmed only in views whose chain holds that block.
+    Placed { placement: Placement },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeaderRecord {
+    pub header: Header,
+    pub height: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextDef {
+    pub id: String,
+    pub finality: Finality,
+    pub tip: Option<Hash32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Replacement {
+    pub previous: Txid,
+    pub replacement: Txid,
+    pub at: u64,
+    #[serde(rename = "contextId")]
+    pub context_id: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Component {
+    pub id: u64,
+    pub members: Vec<Txid>,
+    /// Set while the component waits (`verification-pending`, `context-changed`).
+    pub pending: Option<String>,
+    pub replacements: Vec<Replacement>,
+}

@@ -1,0 +1,638 @@
+//! The durable reconciler (BRC-192 §10) on the checkpoint store. Every accepted step
+//! (a receive, a context change, verification results, a placement, an anchor) is one
+//! sled batch, flushed before the call returns, holding the journal entry, the facts
+//! it adds and the recomputed result of every component it touches. A restart reopens
+//! the same records: nothing is derived from memory or from worker timing.
+//!
+//! Verification is a port: a receive creates a job per new evidence variant
+//! ([`CheckpointStore::pending_verifications`]); whoever verifies (trace steps in the
+//! tests, a BEEF/SPV verifier later) hands back [`VerificationResult`]s for the
+//! current context. Results only add verdicts; the selection is a function of the
+//! journal and the verdict set, so it does not depend on the order results arrive in.
+//!
+//! Nothing here signs, broadcasts or performs a wallet action.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use sha2::{Digest, Sha256};
+
+use super::chain::{self, Finality};
+use super::journal::*;
+use super::select::{self, ChainFacts};
+use super::store::{CheckpointStore, Tx};
+use super::tx::{parse_tx, Hash32, Outpoint, Txid};
+use super::{ClientError, ErrorCode};
+
+/// Fixed configuration of a journal (`{nonFinal}` is the §10 policy parameter).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReconcilerConfig {
+    pub journal_id: String,
+    pub non_final: bool,
+    /// The context active at position 0 (defined beforehand).
+    pub initial_context: String,
+}
+
+/// One received transaction: its raw bytes and the exact evidence bytes that carried
+/// it (a BEEF in production; empty means the raw bytes themselves). The variant id is
+/// SHA-256 of the evidence bytes.
+#[derive(Clone, Debug)]
+pub struct Received {
+    pub raw: Vec<u8>,
+    pub evidence: Vec<u8>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VerificationStatus {
+    Verified,
+    Invalid,
+    Unresolved,
+    Limited,
+    Cancelled,
+    ContextChanged,
+}
+
+/// A verifier's answer for one evidence variant (BRC-192 §8 VerificationResult).
+#[derive(Clone, Debug)]
+pub struct VerificationResult {
+    pub txid: Txid,
+    pub variant: Hash32,
+    pub context_id: String,
+    pub status: VerificationStatus,
+    /// The verified transaction fact: its raw bytes (required for `Verified`).
+    pub raw: Option<Vec<u8>>,
+    /// A Merkle placement the verifier resolved, if any.
+    pub placement: Option<Placement>,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Job {
+    pub txid: Txid,
+    pub variant: Hash32,
+    pub context_id: String,
+    pub first: IngressPosition,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StepOutcome {
+    pub revision: u64,
+    /// The journal position this step took (receives and context changes).
+    pub position: Option<u64>,
+    /// Results recorded.
+    pub accepted: usize,
+    /// Results for another context than the current one: not recorded.
+    pub stale: usize,
+    /// Results already recorded identically, or not final (unresolved, cancelled).
+    pub ignored: usize,
+    /// Components recomputed.
+    pub components: usize,
+}
+
+fn corrupt(m: &str) -> ClientError {
+    ClientError::storage(format!("reconciler record missing: {m}"))
+}
+
+fn variant_id(bytes: &[u8]) -> Hash32 {
+    Hash32(Sha256::digest(bytes).into())
+}
+
+impl CheckpointStore {
+    fn meta(tx: &Tx) -> Result<Meta, ClientError> {
+        tx.get_json(META)?.ok_or_else(|| ClientError::invalid("the reconciler is not configured"))
+    }
+
+    /// Creates the journal, or checks that an existing one has this configuration.
+    pub fn configure_reconciler(&self, cfg: &ReconcilerConfig) -> Result<(), ClientError> {
+        super::parse::check_text("journalId", &cfg.journal_id)?;
+        let _g = self.guard();
+        let mut tx = Tx::new(&self.tree);
+        if let Some(m) = tx.get_json::<Meta>(META)? {
+            if m.journal_id != cfg.journal_id || m.non_final != cfg.non_final || m.contexts[0].id != cfg.initial_context {
+                return Err(ClientError::conflict("the journal exists with another configuration"));
+            }
+            return Ok(());
+        }
+        let def: ContextDef = tx
+            .get_json(&context_key(&cfg.initial_context))?
+            .ok_or_else(|| ClientError::invalid(format!("unknown context {}", cfg.initial_context)))?;
+        let meta = Meta {
+            journal_id: cfg.journal_id.clone(),
+            position: 0,
+            non_final: cfg.non_final,
+            contexts: vec![ContextChange { position: 0, id: def.id, finality: def.finality, tip: def.tip }],
+            next_component: 0,
+        };
+        tx.put_json(META.to_vec(), &meta);
+        tx.bump_revision()?;
+        tx.finish(&self.db)
+    }
+
+    /// Adds block headers (each linked to a known header or a genesis header with a zero
+    /// previous hash, proof of work checked). Returns how many were new.
+    pub fn add_headers(&self, raws: &[Vec<u8>]) -> Result<usize, ClientError> {
+        let _g = self.guard();
+        let mut tx = Tx::new(&self.tree);
+        let mut todo: Vec<chain::Header> = raws.iter().map(|r| chain::parse_header(r)).collect::<Result<_, _>>()?;
+        let mut added = 0;
+        // Any order: repeat until no header can be linked.
+        loop {
+            let before = todo.len();
+            let mut rest = Vec::new();
+            for h in todo {
+                if tx.get(&header_key(&h.hash))?.is_some() {
+                    continue;
+                }
+                let height = if h.prev == Hash32::default() {
+                    Some(0)
+                } else {
+                    tx.get_json::<HeaderRecord>(&header_key(&h.prev))?.map(|p| p.height + 1)
+                };
+                match height {
+                    Some(height) => {
+                        tx.put_json(header_key(&h.hash), &HeaderRecord { header: h, height });
+                        added += 1;
+                    }
+                    None => rest.push(h),
+                }
+            }
+            todo = rest;
+            if todo.is_empty() || todo.len() == before {
+                break;
+            }
+        }
+        if !todo.is_empty() {
+            return Err(ClientError::invalid(format!("{} headers do not link to the known chain", todo.len())));
+        }
+        tx.finish(&self.db)?;
+        Ok(added)
+    }
+
+    /// Names a header-chain view: height and median time past come from the headers.
+    pub fn define_view(&self, id: &str, tip: Hash32) -> Result<(), ClientError> {
+        super::parse::check_text("view id", id)?;
+        let _g = self.guard();
+        let mut tx = Tx::new(&self.tree);
+        let rec: HeaderRecord = tx.get_json(&header_key(&tip))?.ok_or_else(|| ClientError::invalid("unknown tip header"))?;
+        let mut times = vec![rec.header.time];
+        let mut at = rec.header.prev;
+        while times.len() < 11 && at != Hash32::default() {
+            let Some(p) = tx.get_json::<HeaderRecord>(&header_key(&at))? else { break };
+            times.push(p.header.time);
+            at = p.header.prev;
+        }
+        let finality = Finality { tip_height: rec.height, mtp: chain::median_time_past(&times) };
+        define(&mut tx, ContextDef { id: id.to_string(), finality, tip: Some(tip) })?;
+        tx.finish(&self.db)
+    }
+
+    /// Names a finality context without headers (configured height and MTP).
+    pub fn define_context(&self, id: &str, finality: Finality) -> Result<(), ClientError> {
+        super::parse::check_text("context id", id)?;
+        let _g = self.guard();
+        let mut tx = Tx::new(&self.tree);
+        define(&mut tx, ContextDef { id: id.to_string(), finality, tip: None })?;
+        tx.finish(&self.db)
+    }
+
+    /// Records a confirmed transaction outside the journal (a verified chain anchor or a
+    /// configured preverified root) and recomputes the components that spend it.
+    pub fn add_anchor(&self, raw: &[u8], anchor: Anchor) -> Result<StepOutcome, ClientError> {
+        let parsed = parse_tx(raw)?;
+        let _g = self.guard();
+        let mut tx = Tx::new(&self.tree);
+        let meta = Self::meta(&tx)?;
+        let rec = AnchorRecord { txid: parsed.txid, outputs: parsed.outputs, anchor };
+        if let Some(old) = tx.get_json::<AnchorRecord>(&anchor_key(&parsed.txid))? {
+            if old == rec {
+                return Ok(StepOutcome { revision: self.revision()?, ignored: 1, ..Default::default() });
+            }
+        }
+        tx.put_json(anchor_key(&parsed.txid), &rec);
+        let comps = spender_components(&tx, &parsed.txid)?;
+        let n = recompute_all(&mut tx, &meta, &comps)?;
+        let revision = tx.bump_revision()?;
+        tx.finish(&self.db)?;
+        Ok(StepOutcome { revision, accepted: 1, components: n, ..Default::default() })
+    }
+
+    /// One authorized receive: takes the next journal position (with the active context)
+    /// and indexes its new transactions by ascending txid; spend edges come from their
+    /// actual inputs. Nothing is written if any raw transaction fails to parse.
+    pub fn receive_transactions(&self, source: &str, items: &[Received]) -> Result<StepOutcome, ClientError> {
+        super::parse::check_text("source", source)?;
+        let _g = self.guard();
+        let mut tx = Tx::new(&self.tree);
+        let (position, components) = receive_in(&mut tx, source, items)?.ok_or_else(|| ClientError::invalid("nothing to receive"))?;
+        let revision = tx.bump_revision()?;
+        crate::store::crash::crash_point("client-receipt");
+        tx.finish(&self.db)?;
+        Ok(StepOutcome { revision, position: Some(position), components, ..Default::default() })
+    }
+
+    /// Makes a defined context active; it takes the next journal position. Components
+    /// whose result can depend on the context are reassessed (no arrival position
+    /// changes); pending verification is now expected for this context.
+    pub fn set_context(&self, id: &str) -> Result<StepOutcome, ClientError> {
+        let _g = self.guard();
+        let mut tx = Tx::new(&self.tree);
+        let mut meta = Self::meta(&tx)?;
+        let def: ContextDef = tx.get_json(&context_key(id))?.ok_or_else(|| ClientError::invalid(format!("unknown context {id}")))?;
+        let position = meta.position.checked_add(1).ok_or_else(|| ClientError::new(ErrorCode::Limited, "journal position overflow"))?;
+        meta.position = position;
+        meta.contexts.push(ContextChange { position, id: def.id.clone(), finality: def.finality, tip: def.tip });
+        tx.put_json(entry_key(position), &Entry::Context { id: def.id });
+        tx.put_json(META.to_vec(), &meta);
+        let sensitive: BTreeSet<u64> = tx.scan(SENSITIVE_PREFIX)?.into_iter().map(|(k, _)| u64::from_be_bytes(k[2..10].try_into().unwrap())).collect();
+        let n = recompute_all(&mut tx, &meta, &sensitive)?;
+        let revision = tx.bump_revision()?;
+        crate::store::crash::crash_point("client-context");
+        tx.finish(&self.db)?;
+        Ok(StepOutcome { revision, position: Some(position), components: n, ..Default::default() })
+    }
+
+    /// Accepts verification results, all in one commit. A result for another context
+    /// than the current one is stale and not recorded; unresolved, cancelled and
+    /// context-changed results leave the job pending.
+    pub fn accept_verifications(&self, results: &[VerificationResult]) -> Result<StepOutcome, ClientError> {
+        let _g = self.guard();
+        let mut tx = Tx::new(&self.tree);
+        let meta = Self::meta(&tx)?;
+        let mut out = StepOutcome::default();
+        let mut touched = BTreeSet::new();
+        for r in results {
+            if r.context_id != meta.current().id {
+                out.stale += 1;
+                continue;
+            }
+            let status = match r.status {
+                VerificationStatus::Verified => VerdictStatus::Verified,
+                VerificationStatus::Invalid => VerdictStatus::Invalid,
+                VerificationStatus::Limited => VerdictStatus::Limited,
+                _ => {
+                    out.ignored += 1;
+                    continue;
+                }
+            };
+            let mut rec: TxRecord = tx.get_json(&tx_key(&r.txid))?.ok_or_else(|| ClientError::invalid(format!("unknown transaction {}", r.txid)))?;
+            if status == VerdictStatus::Verified {
+                // The fact must be the exact bytes of this txid (§8 integrity).
+                let raw = r.raw.as_deref().ok_or_else(|| ClientError::invalid("a verified result carries the transaction bytes"))?;
+                if Hash32::of_double_sha256(raw) != r.txid || raw != rec.raw.as_slice() {
+                    return Err(ClientError::invalid(format!("verified fact for {} is not its raw transaction", r.txid)));
+                }
+            }
+            let verdict = Verdict { status, context_id: r.context_id.clone(), reason: r.reason.clone() };
+            let v = rec.variants.iter_mut().find(|v| v.id == r.variant).ok_or_else(|| ClientError::invalid("unknown evidence variant"))?;
+            match &v.verdict {
+                Some(old) if old.status == verdict.status => {
+                    out.ignored += 1;
+                    continue;
+                }
+                Some(_) => return Err(ClientError::conflict(format!("variant of {} already has another verdict", r.txid))),
+                None => v.verdict = Some(verdict),
+            }
+            if let Some(p) = r.placement {
+                if !rec.placements.contains(&p) {
+                    rec.placements.push(p);
+                    rec.placements.sort();
+                }
+            }
+            touched.insert(rec.component);
+            tx.put_json(tx_key(&r.txid), &rec);
+            out.accepted += 1;
+        }
+        if out.accepted == 0 {
+            out.revision = self.revision()?;
+            return Ok(out);
+        }
+        out.components = recompute_all(&mut tx, &meta, &touched)?;
+        out.revision = tx.bump_revision()?;
+        crate::store::crash::crash_point("client-accept");
+        tx.finish(&self.db)?;
+        Ok(out)
+    }
+
+    /// Records a verified Merkle placement of a journal transaction.
+    pub fn add_placement(&self, txid: &Txid, placement: Placement) -> Result<StepOutcome, ClientError> {
+        let _g = self.guard();
+        let mut tx = Tx::new(&self.tree);
+        let meta = Self::meta(&tx)?;
+        let mut rec: TxRecord = tx.get_json(&tx_key(txid))?.ok_or_else(|| ClientError::invalid(format!("unknown transaction {txid}")))?;
+        if rec.placements.contains(&placement) {
+            return Ok(StepOutcome { revision: self.revision()?, ignored: 1, ..Default::default() });
+        }
+        rec.placements.push(placement);
+        rec.placements.sort();
+        let comp = rec.component;
+        tx.put_json(tx_key(txid), &rec);
+        let n = recompute_all(&mut tx, &meta, &BTreeSet::from([comp]))?;
+        let revision = tx.bump_revision()?;
+        tx.finish(&self.db)?;
+        Ok(StepOutcome { revision, accepted: 1, components: n, ..Default::default() })
+    }
+
+    /// Verification work still to do (of one transaction, or all), for the current context.
+    pub fn pending_verifications(&self, txid: Option<&Txid>) -> Result<Vec<Job>, ClientError> {
+        let tx = Tx::new(&self.tree);
+        let meta = Self::meta(&tx)?;
+        let recs: Vec<TxRecord> = match txid {
+            Some(t) => tx.get_json(&tx_key(t))?.into_iter().collect(),
+            None => tx.scan(TX_PREFIX)?.iter().map(|(_, v)| super::store::decode(v)).collect::<Result<_, _>>()?,
+        };
+        let mut jobs = Vec::new();
+        for r in recs {
+            for v in r.variants.iter().filter(|v| v.verdict.is_none()) {
+                jobs.push(Job { txid: r.txid, variant: v.id, context_id: meta.current().id.clone(), first: v.first() });
+            }
+        }
+        jobs.sort_by_key(|j| (j.first, j.txid));
+        Ok(jobs)
+    }
+
+    pub fn transaction(&self, txid: &Txid) -> Result<Option<TxRecord>, ClientError> {
+        Tx::new(&self.tree).get_json(&tx_key(txid))
+    }
+
+    pub fn reconciler_meta(&self) -> Result<Option<Meta>, ClientError> {
+        Tx::new(&self.tree).get_json(META)
+    }
+}
+
+
+/// The journal part of a receive, inside the caller's commit: the next position, the
+/// new transactions indexed by ascending txid, their edges and components. `None`
+/// when there is nothing to receive.
+pub(crate) fn receive_in(tx: &mut Tx, source: &str, items: &[Received]) -> Result<Option<(u64, usize)>, ClientError> {
+    if items.is_empty() {
+        return Ok(None);
+    }
+    let mut parsed = Vec::with_capacity(items.len());
+    for it in items {
+        let p = parse_tx(&it.raw)?;
+        let evidence = if it.evidence.is_empty() { &it.raw } else { &it.evidence };
+        parsed.push((p, variant_id(evidence), it.raw.clone()));
+    }
+    parsed.sort_by(|a, b| a.0.txid.cmp(&b.0.txid));
+    let mut meta: Meta = tx.get_json(META)?.ok_or_else(|| ClientError::invalid("the reconciler is not configured"))?;
+    let position = meta.position.checked_add(1).ok_or_else(|| ClientError::new(ErrorCode::Limited, "journal position overflow"))?;
+    meta.position = position;
+    let context = meta.current().id.clone();
+    let mut touched: BTreeSet<u64> = BTreeSet::new();
+    let mut txids = Vec::new();
+    let mut new_index = 0u32;
+    let new_count = parsed.iter().filter(|(p, _, _)| tx.get(&tx_key(&p.txid)).ok().flatten().is_none()).count() as u32;
+    let mut old_index = new_count;
+    for (p, variant, raw) in parsed {
+        if txids.last() == Some(&p.txid) {
+            // The same transaction twice in one receive: one more variant at most.
+            if let Some(mut rec) = tx.get_json::<TxRecord>(&tx_key(&p.txid))? {
+                let index = rec.first_raw.index;
+                add_variant(&mut rec, variant, IngressPosition { position, index }, source);
+                tx.put_json(tx_key(&p.txid), &rec);
+            }
+            continue;
+        }
+        txids.push(p.txid);
+        match tx.get_json::<TxRecord>(&tx_key(&p.txid))? {
+            Some(mut rec) => {
+                // A duplicate or alternative proof keeps the first raw position.
+                add_variant(&mut rec, variant, IngressPosition { position, index: old_index }, source);
+                old_index += 1;
+                touched.insert(rec.component);
+                tx.put_json(tx_key(&p.txid), &rec);
+            }
+            None => {
+                let at = IngressPosition { position, index: new_index };
+                new_index += 1;
+                let comp = link(tx, &mut meta, &p.txid, &p.inputs)?;
+                let rec = TxRecord {
+                    txid: p.txid,
+                    raw,
+                    inputs: p.inputs.clone(),
+                    outputs: p.outputs,
+                    locktime: p.locktime,
+                    first_raw: at,
+                    variants: vec![Variant { id: variant, receipts: vec![Receipt { at, source: source.to_string() }], verdict: None }],
+                    placements: vec![],
+                    component: comp,
+                    published: None,
+                };
+                tx.put_json(tx_key(&p.txid), &rec);
+                for i in &p.inputs {
+                    tx.put(edge_key(&i.prev, &p.txid), vec![]);
+                }
+                touched.insert(comp);
+            }
+        }
+    }
+    // Components may have merged while linking: recompute the survivors.
+    let touched: BTreeSet<u64> = touched
+        .into_iter()
+        .filter_map(|c| tx.get(&component_key(c)).ok().flatten().map(|_| c))
+        .collect();
+    tx.put_json(entry_key(position), &Entry::Receive { source: source.to_string(), txids, context });
+    tx.put_json(META.to_vec(), &meta);
+    let n = recompute_all(tx, &meta, &touched)?;
+    Ok(Some((position, n)))
+}
+
+/// The raw transactions carried by the evidence of these groups' observations, each
+/// with its bundle as evidence bytes: the asserted target and its unconfirmed
+/// ancestors in the bundle (never an unrelated transaction of an aggregate bundle).
+/// Ancestors carrying a BUMP are left to the verifier, which supplies them as anchors
+/// once their proofs check; until then the target waits for them as unresolved. A
+/// bundle that does not parse, or does not hold its target, adds nothing: it could
+/// never verify (its receipt stays in the checkpoint store).
+pub(crate) fn batch_evidence(groups: &[&super::parse::ParsedGroup]) -> Vec<Received> {
+    use base64::Engine;
+    let mut out = Vec::new();
+    for o in groups.iter().flat_map(|g| &g.observations) {
+        let Some((target, b64)) = &o.evidence else { continue };
+        let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(b64) else { continue };
+        let Ok(beef) = super::beef::parse_beef(&bytes) else { continue };
+        let Ok(target) = Hash32::from_hex(target) else { continue };
+        let mut todo = vec![target];
+        let mut seen = BTreeSet::new();
+        while let Some(t) = todo.pop() {
+            let Some(bt) = beef.find(&t) else { continue };
+            if !seen.insert(t) || (t != target && bt.bump.is_some()) {
+                continue;
+            }
+            let Ok(parsed) = parse_tx(&bt.raw) else { continue };
+            todo.extend(parsed.inputs.iter().map(|i| i.prev.txid));
+            out.push(Received { raw: bt.raw.clone(), evidence: bytes.clone() });
+        }
+    }
+    out
+}
+
+fn define(tx: &mut Tx, def: ContextDef) -> Result<(), ClientError> {
+    match tx.get_json::<ContextDef>(&context_key(&def.id))? {
+        Some(old) if old != def => Err(ClientError::conflict(format!("context {} is already defined otherwise", def.id))),
+        _ => {
+            tx.put_json(context_key(&def.id), &def);
+            Ok(())
+        }
+    }
+}
+
+fn add_variant(rec: &mut TxRecord, id: Hash32, at: IngressPosition, source: &str) {
+    let receipt = Receipt { at, source: source.to_string() };
+    match rec.variants.iter_mut().find(|v| v.id == id) {
+        Some(v) => v.receipts.push(receipt),
+        None => rec.variants.push(Variant { id, receipts: vec![receipt], verdict: None }),
+    }
+}
+
+/// Components of the transactions spending any output of `txid`.
+fn spender_components(tx: &Tx, txid: &Txid) -> Result<BTreeSet<u64>, ClientError> {
+    let mut out = BTreeSet::new();
+    for (k, _) in tx.scan(&edges_of_tx(txid))? {
+        let (_, spender) = edge_of_key(&k);
+        let rec: TxRecord = tx.get_json(&tx_key(&spender))?.ok_or_else(|| corrupt("edge spender"))?;
+        out.insert(rec.component);
+    }
+    Ok(out)
+}
+
+/// The component of a new transaction: its journal parents', its input competitors'
+/// and its children's components merged into one (the smallest id survives).
+fn link(tx: &mut Tx, meta: &mut Meta, txid: &Txid, inputs: &[super::tx::Input]) -> Result<u64, ClientError> {
+    let mut comps = spender_components(tx, txid)?;
+    for i in inputs {
+        if let Some(p) = tx.get_json::<TxRecord>(&tx_key(&i.prev.txid))? {
+            comps.insert(p.component);
+        }
+        for (k, _) in tx.scan(&edges_of_outpoint(&i.prev))? {
+            let (_, other) = edge_of_key(&k);
+            let rec: TxRecord = tx.get_json(&tx_key(&other))?.ok_or_else(|| corrupt("edge spender"))?;
+            comps.insert(rec.component);
+        }
+    }
+    let Some(target) = comps.iter().next().copied() else {
+        let id = meta.next_component;
+        meta.next_component += 1;
+        tx.put_json(component_key(id), &Component { id, members: vec![*txid], pending: None, replacements: vec![] });
+        return Ok(id);
+    };
+    let mut survivor: Component = tx.get_json(&component_key(target))?.ok_or_else(|| corrupt("component"))?;
+    for c in comps.iter().skip(1) {
+        let other: Component = tx.get_json(&component_key(*c))?.ok_or_else(|| corrupt("component"))?;
+        for m in &other.members {
+            let mut rec: TxRecord = tx.get_json(&tx_key(m))?.ok_or_else(|| corrupt("member"))?;
+            rec.component = target;
+            tx.put_json(tx_key(m), &rec);
+        }
+        survivor.members.extend(other.members);
+        tx.writes.insert(component_key(*c), None);
+        tx.writes.insert(sensitive_key(*c), None);
+        tx.writes.insert(pending_key(*c), None);
+    }
+    survivor.members.push(*txid);
+    survivor.members.sort();
+    tx.put_json(component_key(target), &survivor);
+    Ok(target)
+}
+
+fn recompute_all(tx: &mut Tx, meta: &Meta, comps: &BTreeSet<u64>) -> Result<usize, ClientError> {
+    for c in comps {
+        recompute(tx, meta, *c)?;
+    }
+    Ok(comps.len())
+}
+
+/// An anchor counts as a confirmed parent when it is preverified or its placement is
+/// on the current view's chain (a proof on another branch is not an anchor).
+pub(crate) fn anchor_confirmed(tx: &Tx, tip: Option<Hash32>, a: &AnchorRecord) -> Result<bool, ClientError> {
+    match &a.anchor {
+        Anchor::Preverified => Ok(true),
+        Anchor::Placed { placement } => on_chain(tx, tip, placement),
+    }
+}
+
+/// Whether `p` is on the chain of the context's tip.
+fn on_chain(tx: &Tx, tip: Option<Hash32>, p: &Placement) -> Result<bool, ClientError> {
+    let Some(mut at) = tip else { return Ok(false) };
+    loop {
+        let Some(h) = tx.get_json::<HeaderRecord>(&header_key(&at))? else { return Ok(false) };
+        if h.height < p.height {
+            return Ok(false);
+        }
+        if h.height == p.height {
+            return Ok(h.header.hash == p.block);
+        }
+        at = h.header.prev;
+    }
+}
+
+/// Recomputes one component in the current context and writes its result.
+fn recompute(tx: &mut Tx, meta: &Meta, id: u64) -> Result<(), ClientError> {
+    let mut comp: Component = tx.get_json(&component_key(id))?.ok_or_else(|| corrupt("component"))?;
+    let mut members = BTreeMap::new();
+    for m in &comp.members {
+        let rec: TxRecord = tx.get_json(&tx_key(m))?.ok_or_else(|| corrupt("member"))?;
+        members.insert(*m, rec);
+    }
+    let mut anchors = BTreeSet::new();
+    let mut included = BTreeSet::new();
+    let mut placed_parent = false;
+    let tip = meta.current().tip;
+    for rec in members.values() {
+        for i in &rec.inputs {
+            let p = i.prev.txid;
+            if members.contains_key(&p) || anchors.contains(&p) {
+                continue;
+            }
+            if let Some(a) = tx.get_json::<AnchorRecord>(&anchor_key(&p))? {
+                placed_parent |= matches!(a.anchor, Anchor::Placed { .. });
+                if anchor_confirmed(tx, tip, &a)? {
+                    anchors.insert(p);
+                }
+            }
+        }
+        for pl in &rec.placements {
+            if on_chain(tx, tip, pl)? {
+                included.insert(rec.txid);
+            }
+        }
+    }
+    let outcome = select::reconcile(&members, meta, &ChainFacts { anchors: &anchors, included: &included });
+    match outcome.published {
+        Some(published) => {
+            for (t, p) in published {
+                let rec = members.get_mut(&t).expect("member");
+                if matches!(p.status, Status::Conflicting | Status::DependentConflict) {
+                    tx.put(conflict_key(&t), vec![]);
+                } else {
+                    tx.writes.insert(conflict_key(&t), None);
+                }
+                if rec.published.as_ref() != Some(&p) {
+                    rec.published = Some(p);
+                    tx.put_json(tx_key(&t), rec);
+                }
+            }
+            comp.pending = None;
+            comp.replacements = outcome.replacements;
+        }
+        // Pending: the previous accepted results stay as they were (shown stale).
+        None => comp.pending = outcome.pending,
+    }
+    match comp.pending {
+        Some(_) => tx.put(pending_key(id), vec![]),
+        None => {
+            tx.writes.insert(pending_key(id), None);
+        }
+    }
+    tx.put_json(component_key(id), &comp);
+    if placed_parent || select::context_sensitive(&members) {
+        tx.put(sensitive_key(id), vec![]);
+    } else {
+        tx.writes.insert(sensitive_key(id), None);
+    }
+    Ok(())
+}
+
+/// For modules reading the records.
+pub(crate) fn outpoint_edges(tx: &Tx, op: &Outpoint) -> Result<Vec<Txid>, ClientError> {
+    Ok(tx.scan(&edges_of_outpoint(op))?.into_iter().map(|(k, _)| edge_of_key(&k).1).collect())
+}
