@@ -31,7 +31,7 @@ for major in "${majors[@]}"; do
   home="$dir/package"
   version=$("$home/bin/node" --version)
   echo "test-node-versions: Node $version"
-  PATH="$home/bin:$PATH" npm_config_nodedir="$home" npm_config_build_from_source=true \
+  PATH="$home/bin:$PATH" npm_config_nodedir="$home" npm_config_build_from_source=true npm_config_jobs=2 \
     npm rebuild better-sqlite3 >"$dir/rebuild.log" 2>&1 || { cat "$dir/rebuild.log"; exit 1; }
   start=$SECONDS
   PATH="$home/bin:$PATH" node node_modules/jest/bin/jest.js --runInBand
