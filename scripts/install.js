@@ -90,6 +90,11 @@ function missingTools () {
 function developmentBuild () {
   log('development tree: building the native addon from the current sources (npm run build)')
   const missing = missingTools()
+  try {
+    require.resolve('@napi-rs/cli/package.json', { paths: [ROOT] })
+  } catch {
+    missing.push('the devDependency @napi-rs/cli is not installed (a development tree needs `npm install` with dev dependencies)')
+  }
   if (missing.length > 0) fail(`cannot build the native addon: ${missing.join('; ')}.`)
   const npm = process.env.npm_execpath
   const r = npm
