@@ -1,0 +1,173 @@
+#!/usr/bin/env node
+'use strict'
+// The packaged install, as an operator does it (`npm run test:package [-- --profile ci]`;
+// .ci/run runs it). It packs the release packages with `npm run package`, then in new temporary
+// projects outside the repository:
+//
+// 1. prebuilt: with a PATH holding only node, npm and sh (no cargo, rustc or C compiler), installs
+//    the packed tarballs and runs app.js (open a store, wrap a service, serve one open over
+//    HTTP, check it). The binding must come from the platform package and nothing is compiled.
+// 2. no binary, no toolchain: the same PATH, the main tarball alone (--omit=optional): the
+//    install must fail and say that cargo is missing.
+// 3. no binary, with a toolchain: the main tarball alone and the normal PATH: the install builds
+//    from source (profile ci, with this repository's target/ as cargo's cache to save time) and
+//    app.js runs on the binary it built.
+//
+// npm dependencies of the package resolve from the npm cache (warm after the repository's own
+// install) or the registry, as for any operator. --profile is passed on to `npm run package`
+// (release by default; ci builds faster and is what a quick local run may use).
+
+const assert = require('assert')
+const { spawnSync } = require('child_process')
+const fs = require('fs')
+const os = require('os')
+const path = require('path')
+
+const ROOT = path.resolve(__dirname, '..', '..')
+const DIST = path.join(ROOT, 'dist')
+const PKG = require(path.join(ROOT, 'package.json'))
+
+function run (cmd, args, options = {}) {
+  const started = Date.now()
+  const r = spawnSync(cmd, args, { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, ...options })
+  const seconds = ((Date.now() - started) / 1000).toFixed(1)
+  return { status: r.status, out: `${r.stdout || ''}${r.stderr || ''}`, error: r.error, seconds }
+}
+
+function check (r, what) {
+  if (r.status !== 0) {
+    console.error(r.out)
+    throw new Error(`${what} failed (exit ${r.status}${r.error ? ', ' + r.error.message : ''})`)
+  }
+  return r
+}
+
+/** Finds an executable on PATH (like `command -v`), or null. */
+function which (cmd, PATH = process.env.PATH) {
+  for (const dir of PATH.split(path.delimiter)) {
+    const file = path.join(dir, cmd)
+    try {
+      fs.accessSync(file, fs.constants.X_OK)
+      return file
+    } catch {}
+  }
+  return null
+}
+
+function hostTriple () {
+  return /^host: (\S+)$/m.exec(check(run('rustc', ['-vV']), 'rustc -vV').out)[1]
+}
+
+/** A PATH folder with symlinks to node, npm and sh (npm runs package scripts with sh) only. */
+function toolFreePath (tmp) {
+  const bin = path.join(tmp, 'bin')
+  fs.mkdirSync(bin)
+  fs.symlinkSync(process.execPath, path.join(bin, 'node'))
+  const npm = which('npm')
+  assert(npm, 'npm is not on PATH')
+  fs.symlinkSync(fs.realpathSync(npm), path.join(bin, 'npm'))
+  const sh = which('sh')
+  assert(sh, 'sh is not on PATH')
+  fs.symlinkSync(fs.realpathSync(sh), path.join(bin, 'sh'))
+  for (const tool of ['cargo', 'rustc', 'cc', 'gcc', 'clang', 'c++', 'make']) {
+    assert.strictEqual(which(tool, bin), null, `${tool} must not be on the test PATH`)
+  }
+  return bin
+}
+
+/** The environment of an operator's shell: no variables from the npm run that started us. */
+function operatorEnv (PATH, extra = {}) {
+  const env = { PATH, HOME: os.homedir(), TMPDIR: os.tmpdir(), LANG: process.env.LANG || 'C.UTF-8' }
+  for (const key of ['npm_config_cache', 'npm_config_registry', 'npm_config_userconfig']) {
+    if (process.env[key]) env[key] = process.env[key]
+  }
+  return { ...env, ...extra }
+}
+
+/** A new operator project with app.js in it. */
+function newProject (tmp, name) {
+  const dir = path.join(tmp, name)
+  fs.mkdirSync(dir)
+  fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: `operator-${name}`, version: '1.0.0', private: true }))
+  fs.copyFileSync(path.join(__dirname, 'app.js'), path.join(dir, 'app.js'))
+  return dir
+}
+
+/** What an operator types: the package (and here its local tarballs) plus the app's own deps. */
+function installArgs (tarballs, extra = []) {
+  const deps = PKG.dependencies
+  return ['install', '--no-audit', '--no-fund', '--prefer-offline', '--foreground-scripts', ...extra,
+    ...tarballs, `express@${deps.express}`, `@bsv/sdk@${deps['@bsv/sdk']}`]
+}
+
+function runApp (dir, env) {
+  const r = check(run(process.execPath, ['app.js'], { cwd: dir, env }), 'app.js')
+  assert.match(r.out, /operator-app: ok/)
+  return r.out.split('\n').filter(l => l.startsWith('operator-app: binding ')).map(l => l.slice('operator-app: binding '.length))
+}
+
+function main () {
+  const profileAt = process.argv.indexOf('--profile')
+  const packageArgs = ['run', 'package', ...(profileAt >= 0 ? ['--', '--profile', process.argv[profileAt + 1]] : [])]
+  const packed = check(run('npm', packageArgs, { cwd: ROOT }), 'npm run package')
+  console.log(`npm ${packageArgs.join(' ')}: ${packed.seconds} s`)
+
+  const tarballs = fs.readdirSync(DIST).filter(f => f.endsWith('.tgz')).map(f => path.join(DIST, f))
+  const main = tarballs.find(f => path.basename(f) === `${PKG.name}-${PKG.version}.tgz`)
+  assert(main, `dist/ has no ${PKG.name}-${PKG.version}.tgz`)
+  for (const f of tarballs) console.log(`${path.basename(f)}: ${fs.statSync(f).size} bytes`)
+  const platformPackages = fs.readdirSync(path.join(ROOT, 'npm')).map(d => require(path.join(ROOT, 'npm', d, 'package.json')).name)
+  assert.strictEqual(tarballs.length, 1 + platformPackages.length)
+
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'overlay-lookup-live-package-'))
+  try {
+    const bare = toolFreePath(tmp)
+
+    // 1. prebuilt binary, no toolchain
+    const prebuilt = newProject(tmp, 'prebuilt')
+    const env = operatorEnv(bare)
+    const inst = check(run('npm', installArgs(tarballs), { cwd: prebuilt, env }), 'npm install of the tarballs (no toolchain)')
+    console.log(`prebuilt: npm install from the tarballs: ${inst.seconds} s`)
+    const installed = path.join(prebuilt, 'node_modules', PKG.name)
+    assert.deepStrictEqual(fs.readdirSync(installed).filter(f => f.endsWith('.node') || f === 'target'), [],
+      'a prebuilt install must not build anything')
+    const bindings = runApp(prebuilt, env)
+    const host = platformPackages.find(p => bindings.some(b => b.includes(`${path.sep}node_modules${path.sep}${p}${path.sep}`)))
+    assert(host, `the binding must come from a platform package, got ${bindings.join(', ')}`)
+    console.log(`prebuilt: app.js ok with ${path.relative(prebuilt, bindings[0])}`)
+
+    // 2. no binary fits and no toolchain: a clear error
+    const missing = newProject(tmp, 'no-toolchain')
+    const failed = run('npm', installArgs([main], ['--omit=optional']), { cwd: missing, env })
+    assert.notStrictEqual(failed.status, 0, 'installing without a binary or cargo must fail')
+    assert.match(failed.out, /no prebuilt binary fits this platform and it cannot be built from source: cargo .* is not on PATH/)
+    console.log('no-toolchain: install fails naming cargo')
+
+    // 3. no binary fits, toolchain present: builds from source
+    const source = newProject(tmp, 'source')
+    const buildEnv = operatorEnv(process.env.PATH, {
+      OVERLAY_LOOKUP_LIVE_BUILD_PROFILE: 'ci',
+      // The dev build's cache (napi build passes --target): only this crate is compiled again.
+      CARGO_TARGET_DIR: path.join(ROOT, 'target'),
+      CARGO_BUILD_TARGET: hostTriple(),
+      ...(process.env.CARGO_HOME ? { CARGO_HOME: process.env.CARGO_HOME } : {}),
+      ...(process.env.RUSTUP_HOME ? { RUSTUP_HOME: process.env.RUSTUP_HOME } : {})
+    })
+    const built = check(run('npm', installArgs([main], ['--omit=optional']), { cwd: source, env: buildEnv }), 'npm install building from source')
+    assert.match(built.out, /building the native addon from source with cargo/)
+    console.log(`source: npm install building from source (profile ci, warm cargo cache): ${built.seconds} s`)
+    const local = runApp(source, operatorEnv(bare))
+    assert(local.some(b => b.startsWith(path.join(source, 'node_modules', PKG.name) + path.sep)), `expected the built binary, got ${local.join(', ')}`)
+    console.log('source: app.js ok with the binary built at install')
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true })
+  }
+  console.log('test:package: ok')
+}
+
+try {
+  main()
+} catch (err) {
+  console.error(err)
+  process.exit(1)
+}
