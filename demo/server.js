@@ -307,6 +307,8 @@ async function startCluster (options) {
   const servers = []
   const nodes = []
   const close = async () => {
+    // Stop every schedule first: a node still syncing would otherwise call a peer already closed.
+    for (const n of nodes) if (n.sync) await n.sync.stop()
     for (const n of nodes.splice(0)) await n.close()
     for (const s of servers.splice(0)) if (s.listening) { s.closeAllConnections(); await new Promise(resolve => s.close(resolve)) }
   }
