@@ -155,11 +155,11 @@
   const DOWN = new Set(['offline', 'reconnecting'])
 
   function createSource (origin) {
-    const primary = origin === PAGE_ORIGIN
+    const own = origin === PAGE_ORIGIN
     // The page's own node keeps the storage key of the single-source page (a reload of an
     // existing page resumes its session); other sources are keyed by their origin.
-    const storageKey = PREFIX + (primary ? 'live' : 'live@' + origin)
-    const src = { origin, primary, manifest: null, info: null, capability: null, connection: { state: 'starting', detail: '' } }
+    const storageKey = PREFIX + (own ? 'live' : 'live@' + origin)
+    const src = { origin, own, manifest: null, info: null, capability: null, connection: { state: 'starting', detail: '' } }
     let authFetch = null
     let contextChanges = 0 // context-changed answers since the last applied batch
     let recovering = false // set when the connection went down, cleared by the next answered call
@@ -183,7 +183,7 @@
       // The host tells which digest it computes; a mismatch means our canonicalizer is wrong, and
       // the page stops there (retrying) rather than select a manifest by a digest of its own.
       const agrees = digest === hostInfo.capabilityDigest
-      if (primary) {
+      if (own) {
         text('manifest', 'signature verified; digest ' + (agrees ? 'matches the host\'s' : 'DIFFERS from the host\'s ' + hostInfo.capabilityDigest))
         text('capability', digest)
         text('provider', body.identity)
@@ -191,9 +191,9 @@
       if (!agrees) throw new ServerError('capability digest mismatch: this page computes ' + digest)
       src.capability = digest
       src.info = hostInfo
-      if (primary) notesTx = createNotesTx(bsv, hostInfo)
+      if (own) notesTx = createNotesTx(bsv, hostInfo)
       src.manifest = body // last: a set manifest means every check above passed
-      if (primary && MULTI) addPeers(hostInfo.peers || [])
+      if (own && MULTI) addPeers(hostInfo.peers || [])
     }
 
     // -------------------------------------------------------------- authenticated lookup calls
@@ -595,7 +595,7 @@
       li.dataset.origin = s.origin
       li.dataset.state = s.connection.state
       li.dataset.stale = String(stale !== 'no')
-      li.textContent = s.origin + (s.primary ? ' (this page\'s node)' : '') + ': ' + s.connection.state +
+      li.textContent = s.origin + (s.own ? ' (this page\'s node)' : '') + ': ' + s.connection.state +
         ', phase ' + phaseText(s.state) + ', generation ' + s.state.generation +
         ', through ' + (s.state.through ?? '-') + ' / highWater ' + (s.state.highWater ?? '-') +
         ', ' + Object.keys(s.state.members).length + ' notes, ' + (stale === 'no' ? 'current' : 'stale: ' + stale.replace(/^yes: /, ''))
