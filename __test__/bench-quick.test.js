@@ -7,7 +7,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { spawnSync } = require('node:child_process')
 
-const SECTIONS = ['catalogue', 'commits', 'waiters', 'http', 'disk', 'caps', 'auth', 'submit']
+const SECTIONS = ['catalogue', 'commits', 'waiters', 'http', 'disk', 'caps', 'auth', 'submit', 'gasp']
 
 test('npm run bench -- --quick runs every section and writes RESULTS.md, results.json and the plots', () => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-quick-'))
@@ -58,6 +58,8 @@ test('npm run bench -- --quick runs every section and writes RESULTS.md, results
     expect(auth.polls.map(p => p.pollers)).toEqual(results.plans.auth.pollers)
     expect(auth.firstContact.serverCpuMsPerContact.n).toBe(results.plans.auth.runs)
     expect(results.sections.submit.widths.map(w => w.wrappedOverPlain.n)).toEqual(results.plans.submit.widths.map(() => results.plans.submit.rounds))
+    // GASP: one lag per run for every sync interval.
+    expect(results.sections.gasp.intervals.map(i => [i.intervalMs, i.lagMs.n])).toEqual(results.plans.gasp.intervals.map(ms => [ms, results.plans.gasp.runs]))
     expect(results.sections.commits.eightOverOne.n).toBe(results.plans.commits.runs)
     expect(results.sections.disk.afterCompactionBytesPerRow.n).toBe(results.plans.disk.runs)
 

@@ -7,7 +7,7 @@
 //   npm run bench -- --quick           tiny sizes, 2 runs: checks the harness in under a minute
 //   npm run bench -- --out DIR         write the results elsewhere (the Jest test does this)
 //   npm run bench -- --cargo           also run the native `cargo bench` targets and include them
-//   npm run bench -- --only a,b        only these sections (catalogue, commits, waiters, http, disk, caps, auth, submit)
+//   npm run bench -- --only a,b        only these sections (catalogue, commits, waiters, http, disk, caps, auth, submit, gasp)
 //   npm run bench -- --engine-at-1m    also measure Engine.lookup at 1M rows (slow, several GB of heap)
 //   node bench/run.js --render FILE    rewrite RESULTS.md and the plots from an existing results.json
 // Figures are min/median/max of repeated runs; ratios pair values of the same run.
@@ -19,7 +19,7 @@ const { fork, execFileSync, spawn } = require('node:child_process')
 const { linePlot } = require('./lib/svg')
 const { renderReport } = require('./lib/report')
 
-const SECTIONS = ['catalogue', 'commits', 'waiters', 'http', 'disk', 'caps', 'auth', 'submit']
+const SECTIONS = ['catalogue', 'commits', 'waiters', 'http', 'disk', 'caps', 'auth', 'submit', 'gasp']
 
 function parseArgs (argv) {
   const a = { quick: false, out: __dirname, cargo: false, only: null, engineAt1m: false, tmp: os.tmpdir() }
@@ -49,7 +49,8 @@ function plans (args) {
       disk: { runs: 2, rows: 2000 },
       caps: {},
       auth: { windowMs: 300, runs: 2, cpuProcesses: 2, clientProcesses: [1, 2], pollers: [20], pollProcesses: 2, pollRuns: 1, firstContacts: 3 },
-      submit: { widths: [1, 8], batch: 8, rounds: 2 }
+      submit: { widths: [1, 8], batch: 8, rounds: 2 },
+      gasp: { intervals: [250], runs: 2 }
     }
   }
   return {
@@ -79,7 +80,9 @@ function plans (args) {
     // Server and clients in separate processes (BRC-103 clients: AuthFetch with NativeWallet).
     auth: { windowMs: 2000, runs: 3, cpuProcesses: 16, clientProcesses: [1, 16, 64], pollers: [100, 1000], pollProcesses: 4, pollRuns: 3, firstContacts: 40 },
     // Engine.submit with the lookup service plain and wrapped, interleaved rounds.
-    submit: { widths: [1, 8], batch: 60, rounds: 5 }
+    submit: { widths: [1, 8], batch: 60, rounds: 5 },
+    // GASP propagation lag A -> B against B's sync interval.
+    gasp: { intervals: [250, 1000, 2000], runs: 7 }
   }
 }
 

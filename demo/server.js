@@ -3,14 +3,18 @@
 // lookup service of demo/notes/, the lookup service wrapped for live sessions, this package's
 // routes with BRC-103 authentication, an Overlay-Express-style /submit and /lookup, a development
 // faucet, and the static page in demo/public/. Everything persists in one data directory.
-// See docs/demo.md. Run: `node demo/server.js` (PORT, DEMO_DATA_DIR, HOST).
+// See docs/demo.md. Run: `node demo/server.js` (PORT, DEMO_DATA_DIR, HOST, DEMO_NODES,
+// DEMO_SYNC_MS). With DEMO_NODES=2 or more, several such nodes run side by side, each its own
+// provider, synchronized by GASP (docs/scaling.md).
 const fs = require('node:fs')
+const http = require('node:http')
 const path = require('node:path')
 const crypto = require('node:crypto')
 const express = require('express')
 const { Engine, KnexStorage } = require('@bsv/overlay')
 const { PrivateKey, P2PKH } = require('@bsv/sdk')
 const { LiveLookup } = require('../js')
+const { gaspRouter, scheduleGASPSync } = require('../js/gasp')
 const { PROFILE } = require('../js/router')
 const { LocalChainTracker, mintFunding, trackerFile } = require('./chain')
 const { openSqlite } = require('./storage')
@@ -28,6 +32,7 @@ const CHAIN = {
 const FAUCET_SATOSHIS = 10000
 const MAX_SUBMIT_BYTES = 1024 * 1024
 const PUBLIC_DIR = path.join(__dirname, 'public')
+const DEFAULT_SYNC_MS = 3000
 
 /**
  * The @bsv/sdk browser bundle (dist/umd/bundle.js). The package exports no subpath for it (and
@@ -115,14 +120,22 @@ function parseTopics (header) {
 }
 
 /** Routes of the demo itself, mounted after the live router (they use body parsers). */
-function demoRoutes ({ engine, chainTracker, manifest, identity }) {
+function demoRoutes ({ engine, chainTracker, manifest, identity, peers }) {
   const r = express.Router()
+  const peerOrigins = new Set(peers.map(p => new URL(p).origin))
 
   // What the page needs to build notes and to check its own capability digest computation.
+  // A page served by a peer node reads it too (to follow this node as a second source).
   r.get('/demo/info', (req, res) => {
     res.setHeader('Cache-Control', 'no-store')
+    const origin = req.get('origin')
+    if (origin && peerOrigins.has(origin)) {
+      res.setHeader('Access-Control-Allow-Origin', origin)
+      res.setHeader('Vary', 'Origin')
+    }
     res.json({
       identity,
+      peers,
       service: SERVICE,
       topic: notes.NOTES_TOPIC,
       marker: notes.NOTES_MARKER,
@@ -182,29 +195,37 @@ function demoRoutes ({ engine, chainTracker, manifest, identity }) {
 
 function listen (app, port, host) {
   return new Promise((resolve, reject) => {
-    const server = app.listen(port, host)
+    const server = app ? http.createServer(app) : http.createServer()
+    server.listen(port, host)
     server.once('listening', () => resolve(server))
     server.once('error', reject)
   })
 }
 
 /**
- * Starts the demo host.
- * @param {{port?: number, dataDir?: string, host?: string, log?: (entry: object) => void}} [options]
+ * Starts the demo host. `peers` (base URLs of other demo nodes) turns on GASP: the node serves
+ * the GASP routes, pulls from every peer every `syncMs`, lets pages served by its peers call it
+ * (CORS for their origins) and tells its own page about them (`/demo/info`). `chainTracker`
+ * shares one synthetic chain between nodes; `server` is an http.Server already listening (so
+ * that nodes can learn each other's URL before any of them starts).
+ * @param {{port?: number, dataDir?: string, host?: string, log?: (entry: object) => void,
+ *   peers?: string[], syncMs?: number, chainTracker?: LocalChainTracker, server?: import('node:http').Server}} [options]
  * @returns {Promise<{url: string, port: number, dataDir: string, identity: string, createdStore: boolean,
- *   live: LiveLookup, engine: Engine, close: () => Promise<void>}>}
+ *   live: LiveLookup, engine: Engine, peers: string[], sync: object|null, close: () => Promise<void>}>}
  */
 async function startDemo (options = {}) {
   const dataDir = path.resolve(options.dataDir || 'demo-data')
   const host = options.host || '127.0.0.1'
+  const peers = options.peers || []
   fs.mkdirSync(dataDir, { recursive: true })
   const privateKey = loadIdentityKey(dataDir)
   const identity = PrivateKey.fromHex(privateKey).toPublicKey().toString()
-  const chainTracker = LocalChainTracker.persisted(trackerFile(dataDir))
+  const chainTracker = options.chainTracker || LocalChainTracker.persisted(trackerFile(dataDir))
   const createdStore = !fs.existsSync(path.join(dataDir, 'live'))
   const live = await openLiveStore(dataDir, identity)
   let knex = null
   let server = null
+  let sync = null
   try {
     const opened = await openEngine(dataDir, live, chainTracker)
     knex = opened.knex
@@ -212,7 +233,12 @@ async function startDemo (options = {}) {
     app.set('etag', false)
     app.disable('x-powered-by')
     // Listen first: the advertised base URL needs the actual port (port 0 in tests).
-    server = await listen(app, options.port ?? 8080, host)
+    if (options.server) {
+      server = options.server
+      server.on('request', app)
+    } else {
+      server = await listen(app, options.port ?? 8080, host)
+    }
     const port = server.address().port
     const url = `http://${host}:${port}`
     // The live router comes first: it reads raw bodies itself and must see them unparsed.
@@ -221,10 +247,15 @@ async function startDemo (options = {}) {
       authentication: 'brc103',
       privateKey,
       allowLocalHttp: true,
+      allowedOrigins: peers.map(p => new URL(p).origin),
       log: options.log
     })
     app.use(router)
-    app.use(demoRoutes({ engine: opened.engine, chainTracker, manifest: router.manifest, identity }))
+    if (peers.length > 0) {
+      app.use(gaspRouter(opened.engine))
+      sync = scheduleGASPSync(opened.engine, { peers, intervalMs: options.syncMs ?? DEFAULT_SYNC_MS, log: options.log })
+    }
+    app.use(demoRoutes({ engine: opened.engine, chainTracker, manifest: router.manifest, identity, peers }))
     let closed = false
     return {
       url,
@@ -234,9 +265,12 @@ async function startDemo (options = {}) {
       createdStore,
       live,
       engine: opened.engine,
+      peers,
+      sync,
       async close () {
         if (closed) return
         closed = true
+        if (sync) await sync.stop()
         server.closeAllConnections()
         await new Promise(resolve => server.close(resolve))
         await live.close()
@@ -244,6 +278,7 @@ async function startDemo (options = {}) {
       }
     }
   } catch (e) {
+    if (sync) await sync.stop()
     if (server) { server.closeAllConnections(); server.close() }
     await live.close()
     if (knex) await knex.destroy()
@@ -251,15 +286,95 @@ async function startDemo (options = {}) {
   }
 }
 
+const NODE_NAMES = 'abcdefghij'
+
+/**
+ * Starts `nodes` demo nodes on ports port, port+1, ... (port 0: free ports), each its own
+ * provider (identity, Engine, live store, epoch) in `<dataDir>/node-a`, `node-b`, ..., all on
+ * one synthetic chain (`<dataDir>/chain-roots.json`), each pulling from all the others by GASP.
+ * @param {{nodes: number, port?: number, dataDir?: string, host?: string, syncMs?: number,
+ *   log?: (entry: object) => void}} options
+ * @returns {Promise<{nodes: object[], close: () => Promise<void>}>}
+ */
+async function startCluster (options) {
+  const count = options.nodes
+  if (!Number.isSafeInteger(count) || count < 2 || count > NODE_NAMES.length) throw new RangeError(`nodes must be 2..${NODE_NAMES.length}`)
+  const dataDir = path.resolve(options.dataDir || 'demo-data')
+  const host = options.host || '127.0.0.1'
+  const port = options.port ?? 8080
+  fs.mkdirSync(dataDir, { recursive: true })
+  const chainTracker = LocalChainTracker.persisted(trackerFile(dataDir))
+  const servers = []
+  const nodes = []
+  const close = async () => {
+    // Stop every schedule first: a node still syncing would otherwise call a peer already closed.
+    for (const n of nodes) if (n.sync) await n.sync.stop()
+    for (const n of nodes.splice(0)) await n.close()
+    for (const s of servers.splice(0)) if (s.listening) { s.closeAllConnections(); await new Promise(resolve => s.close(resolve)) }
+  }
+  try {
+    // Every node listens before any starts: each needs the others' URLs.
+    for (let i = 0; i < count; i++) servers.push(await listen(null, port === 0 ? 0 : port + i, host))
+    const urls = servers.map(s => `http://${host}:${s.address().port}`)
+    for (let i = 0; i < count; i++) {
+      nodes.push(await startDemo({
+        dataDir: path.join(dataDir, 'node-' + NODE_NAMES[i]),
+        host,
+        server: servers[i],
+        peers: urls.filter((_, j) => j !== i),
+        syncMs: options.syncMs,
+        chainTracker,
+        log: options.log
+      }))
+    }
+  } catch (e) {
+    await close()
+    throw e
+  }
+  return { nodes, close }
+}
+
+function envInt (name, dflt, min, max) {
+  if (process.env[name] === undefined || process.env[name] === '') return dflt
+  const v = Number(process.env[name])
+  if (!Number.isInteger(v) || v < min || v > max) throw new Error(`${name} must be an integer in ${min}..${max}`)
+  return v
+}
+
+/**
+ * @bsv/overlay 0.4.6 builds its GASP instances with logging on at INFO (console.info, four lines
+ * per peer per sync): keep the terminal readable by dropping those lines. Errors still show.
+ */
+function quietGASPInfo () {
+  const info = console.info
+  console.info = (...args) => {
+    if (typeof args[0] === 'string' && args[0].startsWith('[GASP Sync of ') && args[1] === '[INFO]') return
+    info(...args)
+  }
+}
+
 async function main () {
-  const port = process.env.PORT === undefined ? 8080 : Number(process.env.PORT)
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error('PORT must be a TCP port number')
-  const demo = await startDemo({ port, dataDir: process.env.DEMO_DATA_DIR || 'demo-data', host: process.env.HOST })
-  console.log(`overlay-lookup-live demo: ${demo.url}/`)
-  console.log(`  data directory: ${demo.dataDir} (live store ${demo.createdStore ? 'created' : 'reopened'})`)
-  console.log(`  provider identity: ${demo.identity}`)
+  const port = envInt('PORT', 8080, 0, 65535)
+  const count = envInt('DEMO_NODES', 1, 1, NODE_NAMES.length)
+  const dataDir = process.env.DEMO_DATA_DIR || 'demo-data'
+  const syncMs = envInt('DEMO_SYNC_MS', DEFAULT_SYNC_MS, 1, 3600000)
+  let nodes, close
+  if (!process.env.DEMO_GASP_LOG) quietGASPInfo()
+  if (count === 1) {
+    const demo = await startDemo({ port, dataDir, host: process.env.HOST })
+    nodes = [demo]
+    close = () => demo.close()
+  } else {
+    ({ nodes, close } = await startCluster({ nodes: count, port, dataDir, host: process.env.HOST, syncMs }))
+  }
+  for (const demo of nodes) {
+    console.log(`overlay-lookup-live demo: ${demo.url}/` + (demo.peers.length ? `  (every node as a source: ${demo.url}/?sources=all)` : ''))
+    console.log(`  data directory: ${demo.dataDir} (live store ${demo.createdStore ? 'created' : 'reopened'})`)
+    console.log(`  provider identity: ${demo.identity}`)
+    if (demo.peers.length) console.log(`  GASP: pulls from ${demo.peers.join(', ')} every ${syncMs} ms`)
+  }
   console.log('  chain tracker: LOCAL (development only; no outside network is used)')
-  const stop = () => { demo.close().then(() => process.exit(0), () => process.exit(1)) }
+  const stop = () => { close().then(() => process.exit(0), () => process.exit(1)) }
   process.once('SIGINT', stop)
   process.once('SIGTERM', stop)
 }
@@ -268,4 +383,4 @@ if (require.main === module) {
   main().catch((e) => { console.error(e && e.stack ? e.stack : e); process.exit(1) })
 }
 
-module.exports = { startDemo, CHAIN, SERVICE }
+module.exports = { startDemo, startCluster, quietGASPInfo, CHAIN, SERVICE }

@@ -17,19 +17,26 @@ const wire = require('../../js/wire')
 const { PROFILE } = require('../../js/router')
 const { gaspRouter } = require('../../js/gasp')
 
+/** Like startServer, on a given loopback port (a restart that keeps the node's origin). */
+async function listenOn (app, port) {
+  const server = app.listen(port, '127.0.0.1')
+  await new Promise((resolve, reject) => { server.once('listening', resolve); server.once('error', reject) })
+  return { server, port, close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(resolve) }) }
+}
+
 /**
  * Starts a node. `options.live` goes to LiveLookup.open, `options.companion` replaces the
  * notes companion, `options.dir` and `options.engineDir` reuse the live store and the Engine's
  * SQLite folder (a restart), `options.serverKey` keeps the identity across restarts,
  * `options.chainTracker` shares one synthetic chain between nodes, `options.gasp` mounts the
- * GASP routes.
+ * GASP routes, `options.port` listens on that port (a restart keeping the origin).
  */
 async function startNode (options = {}) {
   const authentication = options.authentication || 'brc103'
   const serverKey = options.serverKey || PrivateKey.fromRandom()
   const app = express()
   if (authentication === 'brc103') app.set('etag', false) // docs/operators.md
-  const srv = await startServer(app)
+  const srv = options.port ? await listenOn(app, options.port) : await startServer(app)
   const origin = `http://127.0.0.1:${srv.port}`
   const dir = options.dir || h.tempDir()
   const live = await h.openLive(dir, {

@@ -482,6 +482,23 @@ ${table(['submitters', 'plain, submits/s', 'wrapped, submits/s', 'wrapped / plai
 `
 }
 
+function gaspSection (s) {
+  return `## 12. Propagation between GASP-synchronized nodes
+
+Two real nodes on loopback (Express, \`@bsv/overlay\` Engine on SQLite, the native store, public
+mode), one synthetic chain; node B pulls from node A with \`scheduleGASPSync\` every interval
+(docs/scaling.md). Per run, an HTTP long poll waits on B; after a random pause within one interval a
+fresh signed note is submitted on A; the lag runs from the call to A's \`engine.submit\` until B has
+answered the waiting poll with the group carrying that note. ${s.runs} runs per interval. A sync
+that finds a new note runs B's own \`Engine.submit\` for it, so the lag is at most about one
+interval plus one sync and one submit.
+
+${table(['sync interval', 'lag, ms', 'lag / interval', 'submit on A, ms'], s.intervals.map(i => [
+    i.intervalMs + ' ms', cell(i.lagMs), cell(i.lagOverInterval), cell(i.submitOnAMs)
+  ]))}
+`
+}
+
 function caveats (r) {
   const c = r.sections.catalogue
   const items = [
@@ -538,6 +555,7 @@ flushes.
   if (http) parts.push(http)
   if (s.auth) parts.push(authSection(s.auth))
   if (s.submit) parts.push(submitSection(s.submit))
+  if (s.gasp) parts.push(gaspSection(s.gasp))
   parts.push(caveats(r))
   return parts.join('\n') + '\n'
 }

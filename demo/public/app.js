@@ -124,72 +124,19 @@
     return body
   }
 
-  // ---------------------------------------------------------------- manifest
 
-  let manifest = null // the signed manifest body
-  let info = null // GET /demo/info
-  let capability = null // digest("capabilities", manifest body), computed here
+  // ---------------------------------------------------------------- sources
+  //
+  // A source is one provider this page follows: its own manifest, BRC-103 peer, stored session,
+  // memberships and connection state. The page's own node is always the first source; with
+  // `?sources=all` (or `both`) the page also follows every peer node its host names in
+  // /demo/info (docs/scaling.md). Sources share nothing but the key: each keeps its own
+  // membership, generation and cursor, and the list shows the union of what they hold.
+
+  const PAGE_ORIGIN = location.origin
+  const MULTI = params.get('sources') === 'all' || params.get('sources') === 'both'
+  const sources = []
   let notesTx = null
-
-  async function loadManifest () {
-    const [signed, hostInfo] = await Promise.all([plainJSON('/overlay/v1/capabilities'), plainJSON('/demo/info')])
-    const body = signed && signed.body
-    if (!body || typeof signed.signature !== 'string') throw new ProtocolError('the manifest is not a signed manifest')
-    const bytes = preimage('capabilities', body)
-    let verified = false
-    try {
-      verified = bsv.SignedMessage.verify(bytes, Utils.toArray(signed.signature, 'base64')) === true
-    } catch (_) {}
-    if (!verified) throw new ProtocolError('the manifest signature does not verify')
-    if (body.identity !== hostInfo.identity) throw new ProtocolError('the manifest names another provider')
-    const digest = Utils.toHex(bsv.Hash.sha256(bytes))
-    // The host tells which digest it computes; a mismatch means our canonicalizer is wrong, and
-    // the page stops there (retrying) rather than select a manifest by a digest of its own.
-    const agrees = digest === hostInfo.capabilityDigest
-    text('manifest', 'signature verified; digest ' + (agrees ? 'matches the host\'s' : 'DIFFERS from the host\'s ' + hostInfo.capabilityDigest))
-    text('capability', digest)
-    text('provider', body.identity)
-    if (!agrees) throw new ServerError('capability digest mismatch: this page computes ' + digest)
-    capability = digest
-    info = hostInfo
-    notesTx = createNotesTx(bsv, info)
-    manifest = body // last: a set manifest means every check above passed
-  }
-
-  // ---------------------------------------------------------------- authenticated lookup calls
-
-  let authFetch = null
-
-  function client () {
-    if (!authFetch) authFetch = new bsv.AuthFetch(new bsv.ProtoWallet(key))
-    return authFetch
-  }
-
-  async function post (op, body, ms) {
-    let res
-    try {
-      res = await withDeadline(op, ms, () => client().fetch(location.origin + '/overlay/v1/lookup/' + op, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-bsv-overlay-capability': capability, 'x-bsv-overlay-profile': info.profile },
-        body: JSON.stringify(body)
-      }))
-    } catch (e) {
-      // A fresh AuthFetch (new handshake) after any failure: the server may have restarted.
-      authFetch = null
-      throw e instanceof TransportError ? e : new TransportError(op + ': ' + e.message)
-    }
-    if (res.headers.get('x-bsv-auth-identity-key') !== manifest.identity) throw new ProtocolError('the answer is not signed by the provider')
-    let json
-    try {
-      json = JSON.parse(await res.text())
-    } catch (_) {
-      throw new ProtocolError(op + ': unreadable answer')
-    }
-    return { status: res.status, body: json }
-  }
-
-  // ---------------------------------------------------------------- persistent session state
-
   const EMPTY = {
     generation: 1,
     openRequestId: null,
@@ -205,176 +152,304 @@
     counter: 0, // display order
     resetReason: null
   }
+  const DOWN = new Set(['offline', 'reconnecting'])
 
-  function loadState () {
-    try {
-      const s = JSON.parse(localStorage.getItem(PREFIX + 'live'))
-      if (s && typeof s === 'object' && s.members) return { ...EMPTY, ...s }
-    } catch (_) {}
-    return { ...EMPTY }
-  }
+  function createSource (origin) {
+    const own = origin === PAGE_ORIGIN
+    // The page's own node keeps the storage key of the single-source page (a reload of an
+    // existing page resumes its session); other sources are keyed by their origin.
+    const storageKey = PREFIX + (own ? 'live' : 'live@' + origin)
+    const src = { origin, own, manifest: null, info: null, capability: null, connection: { state: 'starting', detail: '' } }
+    let authFetch = null
+    let contextChanges = 0 // context-changed answers since the last applied batch
+    let recovering = false // set when the connection went down, cleared by the next answered call
+    const label = () => MULTI ? '[' + origin.replace(/^https?:\/\//, '') + '] ' : ''
+    const note = (line) => event(label() + line)
 
-  let state = loadState()
+    // -------------------------------------------------------------- manifest
 
-  function saveState (next) {
-    localStorage.setItem(PREFIX + 'live', JSON.stringify(next))
-    state = next
-    render()
-  }
-
-  function startNewGeneration (reason) {
-    const previous = { ...(state.previous || {}), ...state.members }
-    saveState({ ...EMPTY, generation: state.generation + 1, previous, counter: state.counter, resetReason: reason })
-    event('reset (' + reason + '): opening generation ' + state.generation)
-  }
-
-  // ---------------------------------------------------------------- batches
-
-  function randomHex (bytes) {
-    return Utils.toHex(Array.from(crypto.getRandomValues(new Uint8Array(bytes))))
-  }
-
-  function decodeNote (evidence) {
-    let tx
-    try {
-      tx = bsv.Transaction.fromBEEF(Utils.toArray(evidence.beef, 'base64'), evidence.txid)
-    } catch (e) {
-      throw new ProtocolError('unreadable evidence: ' + e.message)
+    async function loadManifest () {
+      const [signed, hostInfo] = await Promise.all([plainJSON(origin + '/overlay/v1/capabilities'), plainJSON(origin + '/demo/info')])
+      const body = signed && signed.body
+      if (!body || typeof signed.signature !== 'string') throw new ProtocolError('the manifest is not a signed manifest')
+      const bytes = preimage('capabilities', body)
+      let verified = false
+      try {
+        verified = bsv.SignedMessage.verify(bytes, Utils.toArray(signed.signature, 'base64')) === true
+      } catch (_) {}
+      if (!verified) throw new ProtocolError('the manifest signature does not verify')
+      if (body.identity !== hostInfo.identity) throw new ProtocolError('the manifest names another provider')
+      const digest = Utils.toHex(bsv.Hash.sha256(bytes))
+      // The host tells which digest it computes; a mismatch means our canonicalizer is wrong, and
+      // the page stops there (retrying) rather than select a manifest by a digest of its own.
+      const agrees = digest === hostInfo.capabilityDigest
+      if (own) {
+        text('manifest', 'signature verified; digest ' + (agrees ? 'matches the host\'s' : 'DIFFERS from the host\'s ' + hostInfo.capabilityDigest))
+        text('capability', digest)
+        text('provider', body.identity)
+      }
+      if (!agrees) throw new ServerError('capability digest mismatch: this page computes ' + digest)
+      src.capability = digest
+      src.info = hostInfo
+      if (own) notesTx = createNotesTx(bsv, hostInfo)
+      src.manifest = body // last: a set manifest means every check above passed
+      if (own && MULTI) addPeers(hostInfo.peers || [])
     }
-    const out = tx.outputs[evidence.outputIndex]
-    if (!out) throw new ProtocolError('evidence lacks the output')
-    let fields
-    try {
-      fields = bsv.PushDrop.decode(out.lockingScript).fields
-    } catch (e) {
-      throw new ProtocolError('evidence is not a PushDrop output')
-    }
-    if (fields.length !== 4 || Utils.toUTF8(fields[0]) !== info.marker) throw new ProtocolError('evidence is not a note')
-    return { text: Utils.toUTF8(fields[1]), author: Utils.toHex(fields[2]) }
-  }
 
-  /** The client's checks of the ordering rules (BRC-193 §8); a failure means: do not use this batch. */
-  function checkBatch (b) {
-    if (!b.scope || b.scope.provider !== manifest.identity || b.scope.service !== info.service) throw new ProtocolError('batch of another provider or service')
-    const through = BigInt(b.through)
-    if (through > BigInt(b.highWater)) throw new ProtocolError('through above highWater')
-    if (b.phase !== 'live') return
-    if (state.session !== b.session) throw new ProtocolError('live batch of another session')
-    let last = BigInt(state.through)
-    if (through < last) throw new ProtocolError('through went back')
-    for (const g of b.groups) {
-      const seq = BigInt(g.sequence)
-      if (seq <= last || seq > through) throw new ProtocolError('live group out of order')
-      last = seq
-    }
-  }
+    // -------------------------------------------------------------- authenticated lookup calls
 
-  function applyBatch (b) {
-    checkBatch(b)
-    const members = { ...state.members }
-    let counter = state.counter
-    const live = b.phase === 'live'
-    for (const g of b.groups) {
-      for (const o of g.observations) {
-        if (o.kind === 'output') {
-          const ev = o.payload.evidence
-          const id = ev.txid + '.' + ev.outputIndex
-          const note = decodeNote(ev)
-          const known = members[id] || (state.previous && state.previous[id])
-          members[id] = {
-            txid: ev.txid,
-            outputIndex: ev.outputIndex,
-            text: note.text,
-            author: note.author,
-            // Only the author can spend a note, so only our own notes keep their evidence.
-            beef: note.author === myIdentity ? ev.beef : undefined,
-            n: known ? known.n : ++counter
+    function client () {
+      if (!authFetch) authFetch = new bsv.AuthFetch(new bsv.ProtoWallet(key))
+      return authFetch
+    }
+
+    async function post (op, body, ms) {
+      let res
+      try {
+        res = await withDeadline(op, ms, () => client().fetch(origin + '/overlay/v1/lookup/' + op, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-bsv-overlay-capability': src.capability, 'x-bsv-overlay-profile': src.info.profile },
+          body: JSON.stringify(body)
+        }))
+      } catch (e) {
+        // A fresh AuthFetch (new handshake) after any failure: the server may have restarted.
+        authFetch = null
+        throw e instanceof TransportError ? e : new TransportError(op + ': ' + e.message)
+      }
+      if (res.headers.get('x-bsv-auth-identity-key') !== src.manifest.identity) throw new ProtocolError('the answer is not signed by the provider')
+      let json
+      try {
+        json = JSON.parse(await res.text())
+      } catch (_) {
+        throw new ProtocolError(op + ': unreadable answer')
+      }
+      return { status: res.status, body: json }
+    }
+
+    // -------------------------------------------------------------- persistent session state
+
+    function loadState () {
+      try {
+        const s = JSON.parse(localStorage.getItem(storageKey))
+        if (s && typeof s === 'object' && s.members) return { ...EMPTY, ...s }
+      } catch (_) {}
+      return { ...EMPTY }
+    }
+
+    src.state = loadState()
+
+    function saveState (next) {
+      localStorage.setItem(storageKey, JSON.stringify(next))
+      src.state = next
+      render()
+    }
+
+    function startNewGeneration (reason) {
+      const state = src.state
+      const previous = { ...(state.previous || {}), ...state.members }
+      saveState({ ...EMPTY, generation: state.generation + 1, previous, counter: state.counter, resetReason: reason })
+      note('reset (' + reason + '): opening generation ' + src.state.generation)
+    }
+
+    // -------------------------------------------------------------- batches
+
+    function decodeNote (evidence) {
+      let tx
+      try {
+        tx = bsv.Transaction.fromBEEF(Utils.toArray(evidence.beef, 'base64'), evidence.txid)
+      } catch (e) {
+        throw new ProtocolError('unreadable evidence: ' + e.message)
+      }
+      const out = tx.outputs[evidence.outputIndex]
+      if (!out) throw new ProtocolError('evidence lacks the output')
+      let fields
+      try {
+        fields = bsv.PushDrop.decode(out.lockingScript).fields
+      } catch (e) {
+        throw new ProtocolError('evidence is not a PushDrop output')
+      }
+      if (fields.length !== 4 || Utils.toUTF8(fields[0]) !== src.info.marker) throw new ProtocolError('evidence is not a note')
+      return { text: Utils.toUTF8(fields[1]), author: Utils.toHex(fields[2]) }
+    }
+
+    /** The client's checks of the ordering rules (BRC-193 §8); a failure means: do not use this batch. */
+    function checkBatch (b) {
+      if (!b.scope || b.scope.provider !== src.manifest.identity || b.scope.service !== src.info.service) throw new ProtocolError('batch of another provider or service')
+      const through = BigInt(b.through)
+      if (through > BigInt(b.highWater)) throw new ProtocolError('through above highWater')
+      if (b.phase !== 'live') return
+      if (src.state.session !== b.session) throw new ProtocolError('live batch of another session')
+      let last = BigInt(src.state.through)
+      if (through < last) throw new ProtocolError('through went back')
+      for (const g of b.groups) {
+        const seq = BigInt(g.sequence)
+        if (seq <= last || seq > through) throw new ProtocolError('live group out of order')
+        last = seq
+      }
+    }
+
+    function applyBatch (b) {
+      checkBatch(b)
+      const state = src.state
+      const members = { ...state.members }
+      let counter = state.counter
+      const live = b.phase === 'live'
+      for (const g of b.groups) {
+        for (const o of g.observations) {
+          if (o.kind === 'output') {
+            const ev = o.payload.evidence
+            const id = ev.txid + '.' + ev.outputIndex
+            const decoded = decodeNote(ev)
+            const known = members[id] || (state.previous && state.previous[id])
+            members[id] = {
+              txid: ev.txid,
+              outputIndex: ev.outputIndex,
+              text: decoded.text,
+              author: decoded.author,
+              // Only the author can spend a note, so only our own notes keep their evidence.
+              beef: decoded.author === myIdentity ? ev.beef : undefined,
+              n: known ? known.n : ++counter
+            }
+            if (live) { fresh.add(id); note('#' + g.sequence + ' + "' + decoded.text + '"') }
+          } else if (o.kind === 'withdraw') {
+            const id = o.payload.outpoint.txid + '.' + o.payload.outpoint.outputIndex
+            const gone = members[id]
+            delete members[id]
+            if (live) note('#' + g.sequence + ' − ' + (gone ? '"' + gone.text + '"' : id.slice(0, 12)) + ' (' + o.payload.reason + ')')
+          } else if (o.kind === 'spend' && live) {
+            note('#' + g.sequence + ' spent by ' + o.payload.spendingTxid.slice(0, 12) + '…')
           }
-          if (live) { fresh.add(id); event('#' + g.sequence + ' + "' + note.text + '"') }
-        } else if (o.kind === 'withdraw') {
-          const id = o.payload.outpoint.txid + '.' + o.payload.outpoint.outputIndex
-          const gone = members[id]
-          delete members[id]
-          if (live) event('#' + g.sequence + ' − ' + (gone ? '"' + gone.text + '"' : id.slice(0, 12)) + ' (' + o.payload.reason + ')')
-        } else if (o.kind === 'spend' && live) {
-          event('#' + g.sequence + ' spent by ' + o.payload.spendingTxid.slice(0, 12) + '…')
+        }
+      }
+      const completes = b.snapshotComplete && !state.snapshotComplete
+      // One write: memberships, cursor and watermarks together; the cursor is used only after it.
+      saveState({
+        ...state,
+        openRequestId: null,
+        session: b.session,
+        cursor: b.cursor,
+        phase: b.phase,
+        snapshotComplete: b.snapshotComplete,
+        through: b.through,
+        highWater: b.highWater,
+        epoch: b.scope.epoch,
+        members,
+        counter,
+        previous: completes ? null : state.previous,
+        resetReason: completes ? null : state.resetReason
+      })
+      if (completes) note('snapshot of generation ' + src.state.generation + ' complete: ' + Object.keys(members).length + ' notes')
+    }
+
+    /** Handles an error envelope (BRC-193 §6); returns (nothing) when the loop should go on at once. */
+    function handleError (op, r) {
+      const err = (r.body && r.body.error) || {}
+      const code = err.code || 'unknown'
+      switch (code) {
+        case 'reset-required':
+        case 'expired':
+        case 'unauthorized':
+          // A read whose session ended: open the next generation. A refused open backs off instead.
+          if (op === 'read') { startNewGeneration(code); return }
+          break
+        case 'context-changed':
+          // The provider issued a new manifest (e.g. after a restart): fetch it again and repeat,
+          // once; a second one in a row backs off.
+          src.manifest = null
+          if (++contextChanges === 1) return
+          break
+        case 'conflict':
+          if (op === 'open') { saveState({ ...src.state, openRequestId: null }); return }
+          break
+        case 'unavailable':
+        case 'limited':
+          throw new ServerError(op + ': ' + code + ' ' + (err.message || ''), err.retryAfterMs)
+      }
+      throw new ServerError(op + ': ' + r.status + ' ' + code + ' ' + (err.message || ''))
+    }
+
+    async function openSession () {
+      // The requestId is stored before sending: a retry after a lost answer is the same open.
+      if (!src.state.openRequestId) saveState({ ...src.state, openRequestId: randomHex(16) })
+      setConnection('opening', 'opening generation ' + src.state.generation)
+      const r = await post('open', {
+        version: 1,
+        requestId: src.state.openRequestId,
+        service: src.info.service,
+        query: {},
+        limits: { maxBytes: 65536, maxObservations: CONFIG.snapshotPage, waitMs: 0 }
+      }, CONFIG.requestMs)
+      if (r.status !== 200) return handleError('open', r)
+      applyBatch(r.body)
+      return true
+    }
+
+    async function readOnce () {
+      const live = src.state.snapshotComplete
+      const limits = live
+        ? { maxBytes: 262144, maxObservations: 64, waitMs: CONFIG.waitMs }
+        : { maxBytes: 65536, maxObservations: CONFIG.snapshotPage, waitMs: 0 }
+      setConnection(live ? 'live' : 'snapshot', live ? 'waiting for changes (long poll up to ' + CONFIG.waitMs + ' ms)' : 'filling the snapshot')
+      const r = await post('read', { version: 1, session: src.state.session, cursor: src.state.cursor, limits }, limits.waitMs + CONFIG.requestMs)
+      if (r.status !== 200) return handleError('read', r)
+      applyBatch(r.body)
+      if (!src.state.snapshotComplete && CONFIG.snapshotPauseMs > 0) await sleep(CONFIG.snapshotPauseMs)
+      return true
+    }
+
+    function setConnection (s, detail) {
+      const was = src.connection.state
+      src.connection = { state: s, detail: detail || '' }
+      if (DOWN.has(s) && !DOWN.has(was)) {
+        recovering = true
+        note('connection ' + s + ': ' + src.connection.detail)
+      }
+      render()
+    }
+    src.setConnection = setConnection
+
+    src.staleReason = function staleReason () {
+      const state = src.state
+      if (state.previous) return 'yes: replacing after ' + (state.resetReason || 'a reset') + ' (generation ' + state.generation + ')'
+      if (DOWN.has(src.connection.state)) return 'yes: not connected, showing the last committed state'
+      return 'no'
+    }
+
+    src.run = async function run () {
+      let failures = 0
+      for (;;) {
+        try {
+          if (!navigator.onLine) {
+            setConnection('offline', 'the browser is offline; resuming from the stored cursor when it is back')
+            await waitOnline()
+          }
+          if (!src.manifest) await loadManifest()
+          const resumed = src.state.session !== null
+          const applied = resumed ? await readOnce() : await openSession()
+          failures = 0
+          if (applied) contextChanges = 0
+          if (applied && recovering) {
+            recovering = false
+            note('reconnected: generation ' + src.state.generation + (resumed ? ' resumed from its stored cursor' : ' opened'))
+          }
+        } catch (e) {
+          if (e instanceof ProtocolError && src.manifest) {
+            // An answer we must not use: start over from a new snapshot.
+            startNewGeneration('client check: ' + e.message)
+          }
+          if (e instanceof TransportError && e.message === 'interrupted') continue
+          failures++
+          const delay = Math.min(CONFIG.backoffMaxMs, (e.retryAfterMs || 500 * 2 ** Math.min(failures, 5)))
+          setConnection(navigator.onLine ? 'reconnecting' : 'offline', e.message + ' — retrying in ' + Math.round(delay / 100) / 10 + ' s')
+          await sleep(delay)
         }
       }
     }
-    const completes = b.snapshotComplete && !state.snapshotComplete
-    // One write: memberships, cursor and watermarks together; the cursor is used only after it.
-    saveState({
-      ...state,
-      openRequestId: null,
-      session: b.session,
-      cursor: b.cursor,
-      phase: b.phase,
-      snapshotComplete: b.snapshotComplete,
-      through: b.through,
-      highWater: b.highWater,
-      epoch: b.scope.epoch,
-      members,
-      counter,
-      previous: completes ? null : state.previous,
-      resetReason: completes ? null : state.resetReason
-    })
-    if (completes) event('snapshot of generation ' + state.generation + ' complete: ' + Object.keys(members).length + ' notes')
+    return src
   }
 
-  /** Handles an error envelope (BRC-193 §6); returns (nothing) when the loop should go on at once. */
-  function handleError (op, r) {
-    const err = (r.body && r.body.error) || {}
-    const code = err.code || 'unknown'
-    switch (code) {
-      case 'reset-required':
-      case 'expired':
-      case 'unauthorized':
-        // A read whose session ended: open the next generation. A refused open backs off instead.
-        if (op === 'read') { startNewGeneration(code); return }
-        break
-      case 'context-changed':
-        // The provider issued a new manifest (e.g. after a restart): fetch it again and repeat,
-        // once; a second one in a row backs off.
-        manifest = null
-        if (++contextChanges === 1) return
-        break
-      case 'conflict':
-        if (op === 'open') { saveState({ ...state, openRequestId: null }); return }
-        break
-      case 'unavailable':
-      case 'limited':
-        throw new ServerError(op + ': ' + code + ' ' + (err.message || ''), err.retryAfterMs)
-    }
-    throw new ServerError(op + ': ' + r.status + ' ' + code + ' ' + (err.message || ''))
-  }
-
-  async function openSession () {
-    // The requestId is stored before sending: a retry after a lost answer is the same open.
-    if (!state.openRequestId) saveState({ ...state, openRequestId: randomHex(16) })
-    setConnection('opening', 'opening generation ' + state.generation)
-    const r = await post('open', {
-      version: 1,
-      requestId: state.openRequestId,
-      service: info.service,
-      query: {},
-      limits: { maxBytes: 65536, maxObservations: CONFIG.snapshotPage, waitMs: 0 }
-    }, CONFIG.requestMs)
-    if (r.status !== 200) return handleError('open', r)
-    applyBatch(r.body)
-    return true
-  }
-
-  async function readOnce () {
-    const live = state.snapshotComplete
-    const limits = live
-      ? { maxBytes: 262144, maxObservations: 64, waitMs: CONFIG.waitMs }
-      : { maxBytes: 65536, maxObservations: CONFIG.snapshotPage, waitMs: 0 }
-    setConnection(live ? 'live' : 'snapshot', live ? 'waiting for changes (long poll up to ' + CONFIG.waitMs + ' ms)' : 'filling the snapshot')
-    const r = await post('read', { version: 1, session: state.session, cursor: state.cursor, limits }, limits.waitMs + CONFIG.requestMs)
-    if (r.status !== 200) return handleError('read', r)
-    applyBatch(r.body)
-    if (!state.snapshotComplete && CONFIG.snapshotPauseMs > 0) await sleep(CONFIG.snapshotPauseMs)
-    return true
+  function randomHex (bytes) {
+    return Utils.toHex(Array.from(crypto.getRandomValues(new Uint8Array(bytes))))
   }
 
   function waitOnline () {
@@ -384,45 +459,22 @@
     })
   }
 
-  let contextChanges = 0 // context-changed answers since the last applied batch
-
-  async function run () {
-    let failures = 0
-    for (;;) {
-      try {
-        if (!navigator.onLine) {
-          setConnection('offline', 'the browser is offline; resuming from the stored cursor when it is back')
-          await waitOnline()
-        }
-        if (!manifest) await loadManifest()
-        const resumed = state.session !== null
-        const applied = resumed ? await readOnce() : await openSession()
-        failures = 0
-        if (applied) contextChanges = 0
-        if (applied && recovering) {
-          recovering = false
-          event('reconnected: generation ' + state.generation + (resumed ? ' resumed from its stored cursor' : ' opened'))
-        }
-      } catch (e) {
-        if (e instanceof ProtocolError && manifest) {
-          // An answer we must not use: start over from a new snapshot.
-          startNewGeneration('client check: ' + e.message)
-        }
-        if (e instanceof TransportError && e.message === 'interrupted') continue
-        failures++
-        const delay = Math.min(CONFIG.backoffMaxMs, (e.retryAfterMs || 500 * 2 ** Math.min(failures, 5)))
-        setConnection(navigator.onLine ? 'reconnecting' : 'offline', e.message + ' — retrying in ' + Math.round(delay / 100) / 10 + ' s')
-        await sleep(delay)
-      }
+  /** Follows every peer the host names (once): each is one more source with its own session. */
+  function addPeers (peers) {
+    for (const url of peers) {
+      let origin
+      try { origin = new URL(url).origin } catch (_) { continue }
+      if (sources.some(s => s.origin === origin)) continue
+      const src = createSource(origin)
+      sources.push(src)
+      src.run()
     }
   }
-
-  window.addEventListener('offline', () => { setConnection('offline', 'the browser went offline'); interruptAll() })
-  window.addEventListener('online', () => { setConnection('reconnecting', 'back online'); interruptAll() })
 
   // ---------------------------------------------------------------- publishing and withdrawing
 
   async function submitBeef (beef) {
+    const info = primary.info
     return plainJSON('/submit', {
       method: 'POST',
       headers: { 'content-type': 'application/octet-stream', 'x-topics': JSON.stringify([info.topic]) },
@@ -431,6 +483,7 @@
   }
 
   async function publish (noteText) {
+    const info = primary.info
     if (!info) throw new Error('not connected yet')
     const funding = await plainJSON('/demo/fund', {
       method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ address: key.toAddress() })
@@ -443,7 +496,11 @@
   }
 
   async function withdraw (id) {
-    const m = state.members[id]
+    const info = primary.info
+    if (!info) throw new Error('not connected yet')
+    // The spend goes to this page's own node, whichever source delivered the note.
+    const holder = sources.find(s => s.state.members[id])
+    const m = holder && holder.state.members[id]
     if (!m || !m.beef) throw new Error('only your own notes can be withdrawn')
     const built = await notesTx.buildWithdraw(key, Utils.toArray(m.beef, 'base64'), m.txid, m.outputIndex)
     const steak = await submitBeef(built.beef)
@@ -487,7 +544,6 @@
   // ---------------------------------------------------------------- rendering
 
   const fresh = new Set()
-  let connection = { state: 'starting', detail: '' }
   const events = []
 
   function text (id, value) {
@@ -502,50 +558,72 @@
     ol.replaceChildren(...events.map(e => { const li = document.createElement('li'); li.textContent = e; return li }))
   }
 
-  const DOWN = new Set(['offline', 'reconnecting'])
-  let recovering = false // set when the connection went down, cleared by the next answered call
-
-  function setConnection (s, detail) {
-    const was = connection.state
-    connection = { state: s, detail: detail || '' }
-    if (DOWN.has(s) && !DOWN.has(was)) {
-      recovering = true
-      event('connection ' + s + ': ' + connection.detail)
-    }
-    render()
-  }
-
-  function staleReason () {
-    if (state.previous) return 'yes: replacing after ' + (state.resetReason || 'a reset') + ' (generation ' + state.generation + ')'
-    if (connection.state === 'offline' || connection.state === 'reconnecting') return 'yes: not connected, showing the last committed state'
-    return 'no'
+  function phaseText (state) {
+    return state.phase ? state.phase + (state.snapshotComplete && state.phase === 'snapshot' ? ' (complete)' : '') : '-'
   }
 
   function render () {
+    if (sources.length === 0) return
+    // The session panel describes the page's own node; with several sources, one line each below.
+    const { state, connection } = primary
     const conn = document.getElementById('state-connection')
     conn.textContent = connection.state
     conn.dataset.state = connection.state
     text('state-detail', connection.detail)
-    text('state-phase', state.phase ? state.phase + (state.snapshotComplete && state.phase === 'snapshot' ? ' (complete)' : '') : '-')
+    text('state-phase', phaseText(state))
     text('state-generation', String(state.generation))
     text('state-through', state.through ?? '-')
     text('state-highwater', state.highWater ?? '-')
     text('state-pending', String(pending))
-    const stale = staleReason()
+    const stale = primary.staleReason()
     const staleEl = document.getElementById('state-stale')
     staleEl.textContent = stale
     staleEl.dataset.stale = String(stale !== 'no')
     text('me', myIdentity)
+    renderSources()
     renderNotes()
   }
 
-  function renderNotes () {
-    const shown = Object.entries(state.members).map(([id, m]) => ({ id, m, stale: false }))
-    if (state.previous) {
-      for (const [id, m] of Object.entries(state.previous)) if (!state.members[id]) shown.push({ id, m, stale: true })
+  function renderSources () {
+    const section = document.getElementById('sources-section')
+    if (!MULTI) return
+    section.hidden = false
+    const ul = document.getElementById('sources')
+    ul.replaceChildren(...sources.map(s => {
+      const li = document.createElement('li')
+      const stale = s.staleReason()
+      li.dataset.origin = s.origin
+      li.dataset.state = s.connection.state
+      li.dataset.stale = String(stale !== 'no')
+      li.textContent = s.origin + (s.own ? ' (this page\'s node)' : '') + ': ' + s.connection.state +
+        ', phase ' + phaseText(s.state) + ', generation ' + s.state.generation +
+        ', through ' + (s.state.through ?? '-') + ' / highWater ' + (s.state.highWater ?? '-') +
+        ', ' + Object.keys(s.state.members).length + ' notes, ' + (stale === 'no' ? 'current' : 'stale: ' + stale.replace(/^yes: /, ''))
+      return li
+    }))
+  }
+
+  /**
+   * The union over sources: a note is current when any source holds it as a member; it is shown
+   * stale (greyed) when only a replaced generation of some source still holds it.
+   */
+  function unionNotes () {
+    const current = new Map()
+    const stale = new Map()
+    for (const s of sources) {
+      for (const [id, m] of Object.entries(s.state.members)) if (!current.has(id)) current.set(id, m)
+      if (s.state.previous) for (const [id, m] of Object.entries(s.state.previous)) if (!stale.has(id)) stale.set(id, m)
     }
+    for (const id of current.keys()) stale.delete(id)
+    return { current, stale }
+  }
+
+  function renderNotes () {
+    const { current, stale: old } = unionNotes()
+    const shown = [...current].map(([id, m]) => ({ id, m, stale: false }))
+    for (const [id, m] of old) shown.push({ id, m, stale: true })
     shown.sort((a, b) => b.m.n - a.m.n)
-    text('state-count', String(Object.keys(state.members).length))
+    text('state-count', String(current.size))
     const ul = document.getElementById('notes')
     ul.replaceChildren(...shown.map(({ id, m, stale }) => {
       const li = document.createElement('li')
@@ -564,19 +642,37 @@
     fresh.clear()
   }
 
-  // For the browser test and the curious: a read-only view of the client state.
+  // For the browser test and the curious: a read-only view of the client state. The top-level
+  // fields describe the page's own node; `notes` is the union over sources; `sources` has each.
   window.demoState = () => ({
-    connection: connection.state,
-    phase: state.phase,
-    generation: state.generation,
-    snapshotComplete: state.snapshotComplete,
-    through: state.through,
-    highWater: state.highWater,
-    stale: staleReason() !== 'no',
-    notes: Object.values(state.members).map(m => m.text),
-    identity: myIdentity
+    connection: primary.connection.state,
+    phase: primary.state.phase,
+    generation: primary.state.generation,
+    snapshotComplete: primary.state.snapshotComplete,
+    through: primary.state.through,
+    highWater: primary.state.highWater,
+    stale: primary.staleReason() !== 'no',
+    notes: [...unionNotes().current.values()].map(m => m.text),
+    identity: myIdentity,
+    sources: sources.map(s => ({
+      origin: s.origin,
+      provider: s.manifest ? s.manifest.identity : null,
+      connection: s.connection.state,
+      phase: s.state.phase,
+      generation: s.state.generation,
+      snapshotComplete: s.state.snapshotComplete,
+      through: s.state.through,
+      highWater: s.state.highWater,
+      epoch: s.state.epoch,
+      stale: s.staleReason() !== 'no',
+      notes: Object.values(s.state.members).map(m => m.text)
+    }))
   })
 
+  const primary = createSource(PAGE_ORIGIN)
+  sources.push(primary)
+  window.addEventListener('offline', () => { for (const s of sources) s.setConnection('offline', 'the browser went offline'); interruptAll() })
+  window.addEventListener('online', () => { for (const s of sources) s.setConnection('reconnecting', 'back online'); interruptAll() })
   render()
-  run()
+  primary.run()
 })()
