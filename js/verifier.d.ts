@@ -20,6 +20,8 @@ export interface VerificationSettings {
   memoryLimit?: number
   /** Concurrent workers. Default 4. */
   concurrency?: number
+  /** Results accepted per store commit. Default 32. */
+  acceptEvery?: number
 }
 
 export interface EvidenceCheck {

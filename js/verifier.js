@@ -11,7 +11,7 @@
 
 const { Beef } = require('@bsv/sdk')
 
-const DEFAULTS = { maxBytes: 1 << 20, maxTransactions: 256, maxDepth: 64, maxScriptBytes: 1 << 20, concurrency: 4 }
+const DEFAULTS = { maxBytes: 1 << 20, maxTransactions: 256, maxDepth: 64, maxScriptBytes: 1 << 20, concurrency: 4, acceptEvery: 32 }
 
 // A bound exceeded is a retained `limited` outcome, never `invalid` (BRC-192 §8).
 class Limited extends Error {}
@@ -112,7 +112,7 @@ class EvidenceVerifier {
    * @param {import('./client').CheckpointStore} o.store a store with configureReconciler done
    * @param {{isValidRootForHeight: Function, currentHeight: Function}} o.chainTracker
    */
-  constructor ({ store, chainTracker, maxBytes, maxTransactions, maxDepth, maxScriptBytes, memoryLimit, concurrency } = {}) {
+  constructor ({ store, chainTracker, maxBytes, maxTransactions, maxDepth, maxScriptBytes, memoryLimit, concurrency, acceptEvery } = {}) {
     if (!store) throw new TypeError('a CheckpointStore is required')
     if (!chainTracker || typeof chainTracker.isValidRootForHeight !== 'function') throw new TypeError('a ChainTracker is required')
     this.store = store
@@ -125,6 +125,7 @@ class EvidenceVerifier {
       memoryLimit
     }
     this.concurrency = Math.max(1, concurrency ?? DEFAULTS.concurrency)
+    this.acceptEvery = Math.max(1, acceptEvery ?? DEFAULTS.acceptEvery)
     this.stats = { verified: 0, invalid: 0, limited: 0, unresolved: 0, runs: 0 }
     this._running = null
     this._again = false
@@ -167,11 +168,19 @@ class EvidenceVerifier {
         if (r.status === 'unresolved') { skipped.add(job.variantId + job.txid); continue }
         // Proven ancestors first, so the accepted transaction finds them confirmed.
         for (const a of r.anchors ?? []) this.store.addAnchor(Buffer.from(a.toBinary()), null)
-        this.store.acceptVerifications([{ txid: job.txid, variantId: job.variantId, contextId: job.contextId, status: r.status, raw: r.raw, reason: r.reason }])
+        results.push({ txid: job.txid, variantId: job.variantId, contextId: job.contextId, status: r.status, raw: r.raw, reason: r.reason })
+        // Results go back in groups: one durable commit per group, not per job.
+        if (results.length >= this.acceptEvery) flush()
       }
     }
+    const results = []
+    const flush = () => { if (results.length) this.store.acceptVerifications(results.splice(0)) }
     this._unresolved = skipped
-    await Promise.all(Array.from({ length: Math.min(this.concurrency, queue.length) }, worker))
+    try {
+      await Promise.all(Array.from({ length: Math.min(this.concurrency, queue.length) }, worker))
+    } finally {
+      flush()
+    }
   }
 }
 
