@@ -295,6 +295,8 @@ export declare class LiveLookupClient {
   })
   /** The evidence verifier, or null without a chainTracker. */
   verifier: import('./verifier').EvidenceVerifier | null
+  /** The last error a background verification run ended with (e.g. the store was closed). */
+  verificationError?: Error
   capabilityDigest (signal?: AbortSignal): Promise<string>
   follow (service: string, query: unknown, options?: FollowOptions): Promise<{ sourceKey: SourceKey | null }>
   close (sourceKey: SourceKey, signal?: AbortSignal): Promise<{ version: 1; closed: true }>
