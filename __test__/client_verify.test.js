@@ -59,7 +59,8 @@ async function followUntil (client, done) {
   return last
 }
 
-const currentnessOf = snap => Object.fromEntries(snap.members.map(m => [m.outpoint.txid, m.currentness]))
+// txid -> currentness of output 0 (other outputs are keyed `txid:index`).
+const currentnessOf = snap => Object.fromEntries(snap.members.map(m => [m.outpoint.outputIndex === 0 ? m.outpoint.txid : `${m.outpoint.txid}:${m.outpoint.outputIndex}`, m.currentness]))
 const verdictOf = (store, txid) => store.verdicts(txid).map(v => v.verdict)
 
 // A real note transaction re-serialized after `edit(tx)`; its (possibly new) txid.
@@ -88,14 +89,18 @@ test('honest evidence becomes current; forged evidence is quarantined with its r
     admit(0, { txid: honest.txid, beef: Buffer.from(honest.beef) }),
     admit(1, { txid: badRoot.txid, beef: Buffer.from(badRoot.beef) }),
     admit(2, { txid: badSig.txid, beef: Buffer.from(badSig.beef) }),
-    admit(3, { txid: claimed, beef: Buffer.from(other.beef) })
+    admit(3, { txid: claimed, beef: Buffer.from(other.beef) }),
+    // A real transaction, but an output it does not have.
+    admit(4, { txid: honest.txid, outputIndex: 7, beef: Buffer.from(honest.beef) })
   ])
   const store = openStore()
   const client = new LiveLookupClient({ baseURL: origin, fetch, store, limits: { waitMs: 0 }, chainTracker: tracker, verification: { concurrency: 3 } })
-  const snap = await followUntil(client, s => s.members.length === 4 && s.reconciled.pending.length === 0)
+  const snap = await followUntil(client, s => s.members.length === 5 && s.reconciled.pending.length === 0)
   const c = currentnessOf(snap)
   expect(c[honest.txid]).toBe('current')
   for (const t of [badRoot.txid, badSig.txid, claimed]) expect(c[t]).not.toBe('current')
+  // The verified transaction has no output 7: the claimed outpoint never becomes current.
+  expect(c[`${honest.txid}:7`]).toBe('unknown')
   expect(snap.reconciled.current).toEqual([{ txid: honest.txid, outputIndex: 0 }])
 
   expect(verdictOf(store, honest.txid)).toEqual([expect.objectContaining({ status: 'verified' })])
