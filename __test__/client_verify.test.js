@@ -158,6 +158,8 @@ test('without a chainTracker nothing verifies; a restart with one resumes the pe
   const v = new EvidenceVerifier({ store, chainTracker: down })
   await v.run()
   expect(v.stats.unresolved).toBe(1)
+  await v.run() // a tracker failure is tried again on the next run
+  expect(v.stats.unresolved).toBe(2)
   expect(store.pendingVerifications()).toHaveLength(1)
   store.close()
 

@@ -100,7 +100,7 @@ async function checkEvidence (job, evidence, chainTracker, limits) {
     if (!ok) return { status: 'invalid', reason: 'a script or the amounts of the unconfirmed ancestry do not verify' }
   } catch (e) {
     if (e instanceof Limited) return { status: 'limited', reason: e.message }
-    if (e instanceof Unavailable) return { status: 'unresolved', reason: e.message }
+    if (e instanceof Unavailable) return { status: 'unresolved', reason: e.message, retry: true }
     throw e
   }
   return { status: 'verified', reason: 'merkle paths and scripts verify', raw: Buffer.from(tx.toBinary()), anchors: provenAncestors(tx).filter(a => a.id('hex') !== job.txid) }
@@ -165,7 +165,9 @@ class EvidenceVerifier {
         const evidence = this.store.verificationEvidence(job.txid, job.variantId)
         const r = await checkEvidence(job, evidence, this.chainTracker, this.limits)
         this.stats[r.status]++
-        if (r.status === 'unresolved') { skipped.add(job.variantId + job.txid); continue }
+        // Evidence that cannot complete is not retried in this process; a tracker
+        // failure is, on the next run.
+        if (r.status === 'unresolved') { if (!r.retry) skipped.add(job.variantId + job.txid); continue }
         // Proven ancestors first, so the accepted transaction finds them confirmed.
         for (const a of r.anchors ?? []) this.store.addAnchor(Buffer.from(a.toBinary()), null)
         results.push({ txid: job.txid, variantId: job.variantId, contextId: job.contextId, status: r.status, raw: r.raw, reason: r.reason })
