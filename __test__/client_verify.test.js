@@ -171,3 +171,51 @@ test('without a chainTracker nothing verifies; a restart with one resumes the pe
   expect(client.verifier.stats.verified).toBe(1)
   store.close()
 })
+
+// The whole path on real parts: notes submitted to a real @bsv/overlay Engine reach the
+// client as output and spend observations; the spender's unconfirmed ancestry (a PushDrop
+// note) is script-checked by the verifier before the graph marks the note spent.
+test('through a real Engine: a verified replacement makes the new note current and the old one spent', async () => {
+  const { createTestEngine } = require('./helpers/engine')
+  const { NotesLookupService } = require('../demo/notes/NotesLookupService')
+  const { createNotesCompanion } = require('../demo/notes/notesCompanion')
+  const { NOTES_TOPIC } = require('../demo/notes/notesProtocol')
+  await live.close()
+  live = await LiveLookup.open({ dataDir: path.join(dir, 'server-engine'), create: true, chain: CHAIN, provider: origin })
+  const t = await createTestEngine({
+    chainTracker: tracker,
+    lookupServices: async (knex) => {
+      const inner = new NotesLookupService(knex)
+      await inner.init()
+      return { ls_notes: live.wrap('ls_notes', inner, createNotesCompanion()) }
+    }
+  })
+  try {
+    await live.attach(t.engine)
+    routerRef = createRouter(live, { authentication: 'none', baseURL: origin, allowLocalHttp: true, privateKey: PrivateKey.fromRandom().toHex() })
+    const submit = built => t.engine.submit({ beef: built.beef, topics: [NOTES_TOPIC] })
+    const first = await factory.createNotes(['v1'])
+    await submit(first)
+    const second = await factory.replaceNote(first.notes[0], 'v2')
+    await submit(second)
+
+    const store = openStore()
+    const client = new LiveLookupClient({ baseURL: origin, fetch, store, limits: { waitMs: 0 }, chainTracker: tracker })
+    const ac = new AbortController()
+    let snap
+    await client.follow('ls_notes', {}, {
+      signal: ac.signal,
+      async onRevision (e) {
+        await client.verifier.idle()
+        snap = store.revisionSnapshot(e.sourceKey)
+        if (snap.reconciled.current.some(o => o.txid === second.txid) && snap.reconciled.pending.length === 0) ac.abort()
+      }
+    })
+    expect(snap.reconciled.current).toEqual([{ txid: second.txid, outputIndex: 0 }])
+    expect(store.reconciledView().spent).toContainEqual({ outpoint: { txid: first.txid, outputIndex: 0 }, by: second.txid })
+    expect(verdictOf(store, second.txid).every(v => v.status === 'verified')).toBe(true)
+    store.close()
+  } finally {
+    await t.close()
+  }
+})
