@@ -164,6 +164,9 @@ class EvidenceVerifier {
         const job = queue[next++]
         const evidence = this.store.verificationEvidence(job.txid, job.variantId)
         const r = await checkEvidence(job, evidence, this.chainTracker, this.limits)
+        // Script checks are CPU work on this thread: yield to I/O between jobs so receipt
+        // (and anything else the application does) is not starved by a long run.
+        await new Promise(resolve => setImmediate(resolve))
         this.stats[r.status]++
         // Evidence that cannot complete is not retried in this process; a tracker
         // failure is, on the next run.
