@@ -139,6 +139,10 @@ test('a bound exceeded gives limited, never invalid', async () => {
   expect((await checkEvidence(job, ev, tracker, { ...base, maxTransactions: 1 })).status).toBe('limited')
   expect((await checkEvidence(job, ev, tracker, { ...base, maxDepth: 0 })).status).toBe('limited')
   expect((await checkEvidence(job, ev, tracker, { ...base, maxScriptBytes: 10 })).status).toBe('limited')
+  // The interpreter's own memory bound (a 72-byte signature push does not fit in 16).
+  const mem = await checkEvidence(job, ev, tracker, { ...base, memoryLimit: 16 })
+  expect(mem).toMatchObject({ status: 'limited', reason: expect.stringMatching(/^script work: /) })
+  expect(mem.reason.length).toBeLessThanOrEqual(512)
   expect((await checkEvidence(job, ev, tracker, base)).status).toBe('verified')
   s2.close()
 })

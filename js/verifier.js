@@ -65,6 +65,10 @@ function provenAncestors (tx) {
   return [...out.values()]
 }
 
+// Interpreter errors carry a stack dump; a stored reason stays short.
+const REASON_MAX = 512
+const bounded = m => (m.length > REASON_MAX ? m.slice(0, REASON_MAX - 1) + '…' : m)
+
 /**
  * Checks one job's evidence. Resolves with `{status, reason, raw?, anchors}`; never
  * throws for bad evidence.
@@ -77,12 +81,13 @@ async function checkEvidence (job, evidence, chainTracker, limits) {
     beef = Beef.fromBinary(Array.from(evidence))
   } catch (e) {
     // Received without a bundle: raw bytes alone prove nothing about the inputs.
-    return { status: 'unresolved', reason: `evidence is not a BEEF: ${e.message}` }
+    return { status: 'unresolved', reason: bounded(`evidence is not a BEEF: ${e.message}`) }
   }
   if (beef.txs.length > limits.maxTransactions) return { status: 'limited', reason: `${beef.txs.length} transactions, over ${limits.maxTransactions}` }
   // The txid is computed from the bytes, so a bundle that names the job's txid
   // without holding those exact bytes does not find it.
-  const tx = beef.findAtomicTransaction(job.txid)
+  let tx
+  try { tx = beef.findAtomicTransaction(job.txid) } catch (e) { return { status: 'invalid', reason: bounded(`bundle structure: ${e.message}`) } }
   if (!tx || tx.id('hex') !== job.txid) return { status: 'invalid', reason: `evidence does not hold transaction ${job.txid}` }
   try {
     measure(tx, limits)
@@ -93,14 +98,14 @@ async function checkEvidence (job, evidence, chainTracker, limits) {
     } catch (e) {
       if (e instanceof Unavailable) throw e
       const m = String(e && e.message)
-      if (/missing an associated source transaction/.test(m)) return { status: 'unresolved', reason: m }
-      if (/memory|limit/i.test(m)) return { status: 'limited', reason: `script work: ${m}` }
-      return { status: 'invalid', reason: m }
+      if (/missing an associated source transaction/.test(m)) return { status: 'unresolved', reason: bounded(m) }
+      if (/stack memory usage has exceeded/i.test(m)) return { status: 'limited', reason: bounded(`script work: ${m}`) }
+      return { status: 'invalid', reason: bounded(m) }
     }
     if (!ok) return { status: 'invalid', reason: 'a script or the amounts of the unconfirmed ancestry do not verify' }
   } catch (e) {
     if (e instanceof Limited) return { status: 'limited', reason: e.message }
-    if (e instanceof Unavailable) return { status: 'unresolved', reason: e.message, retry: true }
+    if (e instanceof Unavailable) return { status: 'unresolved', reason: bounded(e.message), retry: true }
     throw e
   }
   return { status: 'verified', reason: 'merkle paths and scripts verify', raw: Buffer.from(tx.toBinary()), anchors: provenAncestors(tx).filter(a => a.id('hex') !== job.txid) }
