@@ -100,14 +100,22 @@ async function lag (tmp) {
   const ac = new AbortController()
   const t0 = performance.now()
   let lastReceipt = 0
-  await client.follow('ls_notes', { author: 'alice' }, {
-    signal: ac.signal,
-    onRevision (e) {
-      const now = performance.now()
-      for (const m of e.members) if (!received.has(m.outpoint.txid)) received.set(m.outpoint.txid, now)
-      if (received.size >= SNAPSHOT) { lastReceipt = now; ac.abort() }
+  let resets = 0
+  while (!ac.signal.aborted) {
+    try {
+      await client.follow('ls_notes', { author: 'alice' }, {
+        signal: ac.signal,
+        onRevision (e) {
+          const now = performance.now()
+          for (const m of e.members) if (!received.has(m.outpoint.txid)) received.set(m.outpoint.txid, now)
+          if (received.size >= SNAPSHOT) { lastReceipt = now; ac.abort() }
+        }
+      })
+    } catch (e) {
+      // A transport failure ends follow() in this version: resume from the checkpoint.
+      if (++resets > 3) throw e
     }
-  })
+  }
   await client.verifier.idle()
   const done = performance.now()
   const lags = [...received].map(([t, at]) => verifiedAt.get(t) - at)
@@ -122,7 +130,8 @@ async function lag (tmp) {
     receiptS: (lastReceipt - t0) / 1000,
     allVerifiedS: (done - t0) / 1000,
     lagMs: { median: pct(lags, 0.5), p95: pct(lags, 0.95), max: Math.max(...lags) },
-    current
+    current,
+    resets
   }
 }
 
@@ -132,7 +141,7 @@ async function main () {
     const r = await rate(tmp)
     console.log(`evidence verified: ${r.jobs} 1-input P2PKH jobs; checkEvidence alone ${r.checkPerS.toFixed(0)}/s; EvidenceVerifier (concurrency ${CONCURRENCY}, with store commits) ${r.verifierPerS.toFixed(0)}/s; current afterwards ${r.current}`)
     const l = await lag(tmp)
-    console.log(`snapshot of ${l.outputs} outputs: received in ${l.receiptS.toFixed(1)} s, all verified ${l.allVerifiedS.toFixed(1)} s after the start; lag behind receipt median ${l.lagMs.median.toFixed(0)} ms, p95 ${l.lagMs.p95.toFixed(0)} ms, max ${l.lagMs.max.toFixed(0)} ms; current ${l.current}`)
+    console.log(`snapshot of ${l.outputs} outputs: received in ${l.receiptS.toFixed(1)} s, all verified ${l.allVerifiedS.toFixed(1)} s after the start; lag behind receipt median ${l.lagMs.median.toFixed(0)} ms, p95 ${l.lagMs.p95.toFixed(0)} ms, max ${l.lagMs.max.toFixed(0)} ms; current ${l.current}; follow restarts after transport errors ${l.resets}`)
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true })
   }
