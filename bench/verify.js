@@ -119,7 +119,8 @@ async function lag (tmp) {
   await client.verifier.idle()
   const done = performance.now()
   const lags = [...received].map(([t, at]) => verifiedAt.get(t) - at)
-  if (lags.some(x => !(x >= 0))) throw new Error('an output was not verified')
+  const missing = lags.filter(x => !(x >= 0)).length
+  if (missing) throw new Error(`${missing} outputs not verified; stats ${JSON.stringify(client.verifier.stats)}; pending ${store.pendingVerifications().length}; error ${client.verificationError}`)
   const current = store.reconciledView().current.length
   store.close()
   server.closeAllConnections()
