@@ -164,8 +164,9 @@ class EvidenceVerifier {
     const skipped = this._unresolved ?? new Set()
     const queue = jobs.filter(j => !skipped.has(j.variantId + j.txid))
     let next = 0
+    let stop = false
     const worker = async () => {
-      while (next < queue.length) {
+      while (next < queue.length && !stop) {
         const job = queue[next++]
         const evidence = this.store.verificationEvidence(job.txid, job.variantId)
         const r = await checkEvidence(job, evidence, this.chainTracker, this.limits)
@@ -183,14 +184,16 @@ class EvidenceVerifier {
         if (results.length >= this.acceptEvery) flush()
       }
     }
+    const guarded = () => worker().catch(e => { stop = true; throw e })
     const results = []
     const flush = () => { if (results.length) this.store.acceptVerifications(results.splice(0)) }
     this._unresolved = skipped
-    try {
-      await Promise.all(Array.from({ length: Math.min(this.concurrency, queue.length) }, worker))
-    } finally {
-      flush()
-    }
+    // Every worker ends before the run does (no orphan still writing); the first
+    // failure is reported after the finished results are accepted.
+    const settled = await Promise.allSettled(Array.from({ length: Math.min(this.concurrency, queue.length) }, guarded))
+    flush()
+    const failed = settled.find(x => x.status === 'rejected')
+    if (failed) throw failed.reason
   }
 }
 
