@@ -55,6 +55,13 @@ export declare class CheckpointStore {
   setContext(id: string): any /* see js/client.d.ts: StepOutcome */
   /** Verification work for the current context (of one txid, or all). */
   pendingVerifications(txid?: string | undefined | null): any /* see js/client.d.ts: VerificationJob[] */
+  /** The exact evidence bytes of a verification job (null if unknown). */
+  verificationEvidence(txid: string, variantId: string): Buffer | null
+  /**
+   * The evidence variants of a transaction with their recorded verdicts (status,
+   * context and the verifier's reason), or null for an unknown transaction.
+   */
+  verdicts(txid: string): any /* see js/client.d.ts: VariantVerdict[] | null */
   /** Hands verifier results back through the port, all in one commit. */
   acceptVerifications(results: Array<JsVerificationResult>): any /* see js/client.d.ts: StepOutcome */
   /** Records a verified Merkle placement of a journal transaction. */

@@ -122,6 +122,10 @@ export declare class CheckpointStore {
   setContext (id: string): StepOutcome
   pendingVerifications (txid?: string | null): VerificationJob[]
   acceptVerifications (results: VerificationResultInput[]): StepOutcome
+  /** The exact evidence bytes of a job (the BEEF it arrived in), or null. */
+  verificationEvidence (txid: string, variantId: string): Buffer | null
+  /** A transaction's evidence variants with the verifier's recorded verdicts, or null. */
+  verdicts (txid: string): VariantVerdict[] | null
   addPlacement (txid: string, placement: Placement): StepOutcome
   reconciledView (): ReconciledView | null
   reconciledState (chain: { network: string; genesisHash: string }): ReconciledState | null
@@ -154,6 +158,11 @@ export interface VerificationJob {
   variantId: string
   contextId: string
   firstRaw: { position: U64; index: number }
+}
+
+export interface VariantVerdict {
+  variantId: string
+  verdict: { status: 'verified' | 'invalid' | 'limited'; contextId: string; reason: string } | null
 }
 
 export interface VerificationResultInput {
@@ -280,7 +289,14 @@ export declare class LiveLookupClient {
     limits?: Limits
     /** Added to the long-poll wait for each request's deadline. Default 30000. */
     requestTimeoutMs?: number
+    /** With a ChainTracker, evidence is verified after each receipt commit (js/verifier.js). */
+    chainTracker?: import('./verifier').ChainTrackerLike
+    verification?: import('./verifier').VerificationSettings
   })
+  /** The evidence verifier, or null without a chainTracker. */
+  verifier: import('./verifier').EvidenceVerifier | null
+  /** The last error a background verification run ended with (e.g. the store was closed). */
+  verificationError?: Error
   capabilityDigest (signal?: AbortSignal): Promise<string>
   follow (service: string, query: unknown, options?: FollowOptions): Promise<{ sourceKey: SourceKey | null }>
   close (sourceKey: SourceKey, signal?: AbortSignal): Promise<{ version: 1; closed: true }>

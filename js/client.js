@@ -69,6 +69,8 @@ class CheckpointStore {
   receiveTransactions (source, items) { return nativeCall(() => this._inner.receiveTransactions(source, items)) }
   setContext (id) { return nativeCall(() => this._inner.setContext(id)) }
   pendingVerifications (txid) { return nativeCall(() => this._inner.pendingVerifications(txid ?? null)) }
+  verificationEvidence (txid, variantId) { return nativeCall(() => this._inner.verificationEvidence(txid, variantId)) ?? null }
+  verdicts (txid) { return nativeCall(() => this._inner.verdicts(txid)) }
   acceptVerifications (results) { return nativeCall(() => this._inner.acceptVerifications(results)) }
   addPlacement (txid, placement) { return nativeCall(() => this._inner.addPlacement(txid, placement)) }
   reconciledView () { return nativeCall(() => this._inner.reconciledView()) }
@@ -177,7 +179,7 @@ class LiveLookupClient {
    * @param {CheckpointStore} o.store
    * @param {{maxBytes?:number,maxObservations?:number,waitMs?:number}} [o.limits]
    */
-  constructor ({ baseURL, authFetch, fetch, store, limits = {}, requestTimeoutMs = 30000 }) {
+  constructor ({ baseURL, authFetch, fetch, store, limits = {}, requestTimeoutMs = 30000, chainTracker, verification }) {
     if (typeof baseURL !== 'string' || !/^https?:\/\//.test(baseURL)) throw new LiveLookupError('invalid', 'baseURL must be an http(s) URL')
     if (!store) throw new LiveLookupError('invalid', 'a CheckpointStore is required')
     if (!authFetch && typeof (fetch ?? globalThis.fetch) !== 'function') throw new LiveLookupError('invalid', 'authFetch or fetch is required')
@@ -192,6 +194,14 @@ class LiveLookupClient {
     }
     this.requestTimeoutMs = requestTimeoutMs
     this._capability = null
+    // With a ChainTracker, evidence is verified after each receipt commit (js/verifier.js).
+    this.verifier = chainTracker ? new (require('./verifier').EvidenceVerifier)({ store, chainTracker, ...verification }) : null
+  }
+
+  // Runs in the background: receipt never waits for verification; the jobs are durable,
+  // so one that a crash interrupts runs again after the restart.
+  _verifyAfterCommit () {
+    if (this.verifier) this.verifier.run().catch(e => { this.verificationError = e })
   }
 
   // Every request has a deadline (long-poll wait plus a margin), so a provider that
@@ -310,6 +320,7 @@ class LiveLookupClient {
       openLabel
     })
     crashPoint('after-commit')
+    this._verifyAfterCommit()
     return outcome
   }
 
@@ -382,6 +393,7 @@ class LiveLookupClient {
     const queryDigest = digest('lookup-query', { service, query })
     const label = JSON.stringify([this.baseURL, service, queryDigest])
     let key = this.store.sourceForLabel(label)
+    this._verifyAfterCommit() // resumes jobs left pending by an earlier run
     let reopen = false
     while (!signal?.aborted) {
       const cp = key && !reopen ? this.store.checkpoint(key) : null

@@ -1,6 +1,7 @@
 // Types of the package root (js/index.js).
 export { LiveLookup, LiveLookupOptions, Caller, LiveResponse, LiveStats, AuthorizeRequest, Chain } from './live'
 export { LiveLookupClient, CheckpointStore, LiveLookupError, SourceKey, Member, Checkpoint } from './client'
+export { EvidenceVerifier, VerificationSettings, EvidenceCheck } from './verifier'
 export { createRouter, RouterOptions, LiveRouter, PROFILE } from './router'
 export { mountOnOverlayExpress } from './overlay-express'
 export { gaspRouter, scheduleGASPSync, GASPSchedule, GASPSyncOptions } from './gasp'

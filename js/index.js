@@ -18,6 +18,7 @@ module.exports = {
   gaspRouter,
   scheduleGASPSync,
   NativeWallet,
+  EvidenceVerifier: require('./verifier').EvidenceVerifier,
   digest: wire.digest,
   canonicalize: wire.canonicalize,
   parseOpen: wire.parseOpen,

@@ -15,6 +15,7 @@
 //! | `Xs` component | marker: the component's result can depend on the chain context |
 //! | `Xp` component | marker: the component is pending |
 //! | `Xc` txid | marker: the transaction's published status is a lost conflict |
+//! | `Xb` variant id | the exact evidence bytes of a variant (kept for the verifier) |
 //!
 //! Positions, component ids and heights are u64 big-endian; txids are 32 bytes in
 //! display order (so `Xt` scans are in txid order).
@@ -28,6 +29,9 @@ pub const META: &[u8] = b"Xm";
 
 pub fn entry_key(position: u64) -> Vec<u8> {
     [b"Xj".as_slice(), &position.to_be_bytes()].concat()
+}
+pub fn evidence_key(variant: &Hash32) -> Vec<u8> {
+    [b"Xb".as_slice(), &variant.0].concat()
 }
 pub fn tx_key(txid: &Txid) -> Vec<u8> {
     [b"Xt".as_slice(), &txid.0].concat()

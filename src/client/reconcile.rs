@@ -349,6 +349,21 @@ impl CheckpointStore {
         Ok(jobs)
     }
 
+    /// The exact evidence bytes of a job's variant: the stored bundle, or the raw
+    /// transaction itself when it was received without evidence. `None` for an unknown
+    /// transaction or variant.
+    pub fn verification_evidence(&self, txid: &Txid, variant: &Hash32) -> Result<Option<Vec<u8>>, ClientError> {
+        let tx = Tx::new(&self.tree);
+        let Some(rec) = tx.get_json::<TxRecord>(&tx_key(txid))? else { return Ok(None) };
+        if !rec.variants.iter().any(|v| v.id == *variant) {
+            return Ok(None);
+        }
+        if let Some(bytes) = tx.get(&evidence_key(variant))? {
+            return Ok(Some(bytes));
+        }
+        Ok((variant_id(&rec.raw) == *variant).then_some(rec.raw))
+    }
+
     pub fn transaction(&self, txid: &Txid) -> Result<Option<TxRecord>, ClientError> {
         Tx::new(&self.tree).get_json(&tx_key(txid))
     }
@@ -370,7 +385,13 @@ pub(crate) fn receive_in(tx: &mut Tx, source: &str, items: &[Received]) -> Resul
     for it in items {
         let p = parse_tx(&it.raw)?;
         let evidence = if it.evidence.is_empty() { &it.raw } else { &it.evidence };
-        parsed.push((p, variant_id(evidence), it.raw.clone()));
+        let id = variant_id(evidence);
+        // The verifier reads the evidence after this commit (and after a restart), so
+        // the bytes are kept in the same commit as the job they create.
+        if !it.evidence.is_empty() && tx.get(&evidence_key(&id))?.is_none() {
+            tx.put(evidence_key(&id), it.evidence.clone());
+        }
+        parsed.push((p, id, it.raw.clone()));
     }
     parsed.sort_by(|a, b| a.0.txid.cmp(&b.0.txid));
     let mut meta: Meta = tx.get_json(META)?.ok_or_else(|| ClientError::invalid("the reconciler is not configured"))?;

@@ -349,6 +349,27 @@ impl JsCheckpointStore {
         ))
     }
 
+    /// The exact evidence bytes of a verification job (null if unknown).
+    #[napi]
+    pub fn verification_evidence(&self, txid: String, variant_id: String) -> napi::Result<Option<Buffer>> {
+        let (t, v) = (hash("txid", &txid)?, hash("variantId", &variant_id)?);
+        Ok(self.with(|s| s.verification_evidence(&t, &v))?.map(Buffer::from))
+    }
+
+    /// The evidence variants of a transaction with their recorded verdicts (status,
+    /// context and the verifier's reason), or null for an unknown transaction.
+    #[napi(ts_return_type = "any /* see js/client.d.ts: VariantVerdict[] | null */")]
+    pub fn verdicts(&self, txid: String) -> napi::Result<Value> {
+        let t = hash("txid", &txid)?;
+        let Some(rec) = self.with(|s| s.transaction(&t))? else { return Ok(Value::Null) };
+        Ok(Value::Array(
+            rec.variants
+                .iter()
+                .map(|v| json!({"variantId": v.id, "verdict": v.verdict}))
+                .collect(),
+        ))
+    }
+
     /// Hands verifier results back through the port, all in one commit.
     #[napi(ts_return_type = "any /* see js/client.d.ts: StepOutcome */")]
     pub fn accept_verifications(&self, results: Vec<JsVerificationResult>) -> napi::Result<Value> {

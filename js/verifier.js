@@ -1,0 +1,200 @@
+'use strict'
+// The evidence verifier behind the store's verification port (BRC-192 §8, §10;
+// BRC-193 §9: a source's assertion becomes a fact only after its evidence checks).
+// For each pending job it reads the job's exact evidence bytes from the store, bounds
+// and decodes them, checks that they carry the job's txid, verifies Merkle paths
+// against the application's ChainTracker and script-verifies the unconfirmed ancestry
+// with @bsv/sdk's `Transaction.verify` (the ecosystem's interpreter, reused as is).
+// Proven ancestors are handed to the store as anchors; the result of every job goes to
+// `acceptVerifications`, which applies it in journal order whatever order the workers
+// finish in. Jobs are durable in the store, so a restart simply runs again.
+
+const { Beef } = require('@bsv/sdk')
+
+const DEFAULTS = { maxBytes: 1 << 20, maxTransactions: 256, maxDepth: 64, maxScriptBytes: 1 << 20, concurrency: 4, acceptEvery: 32 }
+
+// A bound exceeded is a retained `limited` outcome, never `invalid` (BRC-192 §8).
+class Limited extends Error {}
+// The chain tracker could not answer: the job stays pending.
+class Unavailable extends Error {}
+
+function trackerOf (chainTracker) {
+  // Errors of the tracker itself are not evidence failures.
+  return {
+    async isValidRootForHeight (root, height) {
+      try { return await chainTracker.isValidRootForHeight(root, height) } catch (e) { throw new Unavailable(`chain tracker: ${e.message}`) }
+    },
+    async currentHeight () {
+      try { return await chainTracker.currentHeight() } catch (e) { throw new Unavailable(`chain tracker: ${e.message}`) }
+    }
+  }
+}
+
+// Depth of the unconfirmed ancestry below `tx` and the script bytes it would run.
+function measure (tx, limits) {
+  let scriptBytes = 0
+  const depthOf = new Map()
+  const walk = (t, depth) => {
+    const id = t.id('hex')
+    if (depthOf.has(id) && depthOf.get(id) >= depth) return
+    if (depth > limits.maxDepth) throw new Limited(`ancestry deeper than ${limits.maxDepth}`)
+    depthOf.set(id, depth)
+    if (t.merklePath) return
+    for (const input of t.inputs) {
+      const src = input.sourceTransaction
+      if (!src) continue // Transaction.verify reports it
+      scriptBytes += (input.unlockingScript?.toBinary().length ?? 0) + (src.outputs[input.sourceOutputIndex]?.lockingScript.toBinary().length ?? 0)
+      if (scriptBytes > limits.maxScriptBytes) throw new Limited(`script work over ${limits.maxScriptBytes} bytes`)
+      walk(src, depth + 1)
+    }
+  }
+  walk(tx, 0)
+}
+
+function provenAncestors (tx) {
+  const out = new Map()
+  const seen = new Set()
+  const walk = t => {
+    const id = t.id('hex')
+    if (seen.has(id)) return
+    seen.add(id)
+    if (t.merklePath) { out.set(id, t); return }
+    for (const input of t.inputs) if (input.sourceTransaction) walk(input.sourceTransaction)
+  }
+  walk(tx)
+  return [...out.values()]
+}
+
+// Interpreter errors carry a stack dump; a stored reason stays short.
+const REASON_MAX = 512
+const bounded = m => (m.length > REASON_MAX ? m.slice(0, REASON_MAX - 1) + '…' : m)
+
+/**
+ * Checks one job's evidence. Resolves with `{status, reason, raw?, anchors}`; never
+ * throws for bad evidence.
+ */
+async function checkEvidence (job, evidence, chainTracker, limits) {
+  if (!evidence) return { status: 'unresolved', reason: 'the evidence bytes are not retained' }
+  if (evidence.length > limits.maxBytes) return { status: 'limited', reason: `evidence is ${evidence.length} bytes, over ${limits.maxBytes}` }
+  let beef
+  try {
+    beef = Beef.fromBinary(Array.from(evidence))
+  } catch (e) {
+    // Received without a bundle: raw bytes alone prove nothing about the inputs.
+    return { status: 'unresolved', reason: bounded(`evidence is not a BEEF: ${e.message}`) }
+  }
+  if (beef.txs.length > limits.maxTransactions) return { status: 'limited', reason: `${beef.txs.length} transactions, over ${limits.maxTransactions}` }
+  // The txid is computed from the bytes, so a bundle that names the job's txid
+  // without holding those exact bytes does not find it.
+  let tx
+  try { tx = beef.findAtomicTransaction(job.txid) } catch (e) { return { status: 'invalid', reason: bounded(`bundle structure: ${e.message}`) } }
+  if (!tx || tx.id('hex') !== job.txid) return { status: 'invalid', reason: `evidence does not hold transaction ${job.txid}` }
+  try {
+    measure(tx, limits)
+    const tracker = trackerOf(chainTracker)
+    let ok
+    try {
+      ok = await tx.verify(tracker, undefined, limits.memoryLimit)
+    } catch (e) {
+      if (e instanceof Unavailable) throw e
+      const m = String(e && e.message)
+      if (/missing an associated source transaction/.test(m)) return { status: 'unresolved', reason: bounded(m) }
+      if (/stack memory usage has exceeded/i.test(m)) return { status: 'limited', reason: bounded(`script work: ${m}`) }
+      return { status: 'invalid', reason: bounded(m) }
+    }
+    if (!ok) return { status: 'invalid', reason: 'a script or the amounts of the unconfirmed ancestry do not verify' }
+  } catch (e) {
+    if (e instanceof Limited) return { status: 'limited', reason: e.message }
+    if (e instanceof Unavailable) return { status: 'unresolved', reason: bounded(e.message), retry: true }
+    throw e
+  }
+  return { status: 'verified', reason: 'merkle paths and scripts verify', raw: Buffer.from(tx.toBinary()), anchors: provenAncestors(tx).filter(a => a.id('hex') !== job.txid) }
+}
+
+class EvidenceVerifier {
+  /**
+   * @param {object} o
+   * @param {import('./client').CheckpointStore} o.store a store with configureReconciler done
+   * @param {{isValidRootForHeight: Function, currentHeight: Function}} o.chainTracker
+   */
+  constructor ({ store, chainTracker, maxBytes, maxTransactions, maxDepth, maxScriptBytes, memoryLimit, concurrency, acceptEvery } = {}) {
+    if (!store) throw new TypeError('a CheckpointStore is required')
+    if (!chainTracker || typeof chainTracker.isValidRootForHeight !== 'function') throw new TypeError('a ChainTracker is required')
+    this.store = store
+    this.chainTracker = chainTracker
+    this.limits = {
+      maxBytes: maxBytes ?? DEFAULTS.maxBytes,
+      maxTransactions: maxTransactions ?? DEFAULTS.maxTransactions,
+      maxDepth: maxDepth ?? DEFAULTS.maxDepth,
+      maxScriptBytes: maxScriptBytes ?? DEFAULTS.maxScriptBytes,
+      memoryLimit
+    }
+    this.concurrency = Math.max(1, concurrency ?? DEFAULTS.concurrency)
+    this.acceptEvery = Math.max(1, acceptEvery ?? DEFAULTS.acceptEvery)
+    this.stats = { verified: 0, invalid: 0, limited: 0, unresolved: 0, runs: 0 }
+    this._running = null
+    this._again = false
+  }
+
+  /**
+   * Verifies every pending job once; a call while a run is active schedules one more
+   * run after it (so jobs committed meanwhile are picked up). Resolves when idle.
+   */
+  run () {
+    if (this._running) { this._again = true; return this._running }
+    this._running = (async () => {
+      try {
+        do {
+          this._again = false
+          await this._runOnce()
+        } while (this._again)
+      } finally {
+        this._running = null
+      }
+    })()
+    return this._running
+  }
+
+  /** Resolves when no run is active. */
+  idle () { return this._running ?? Promise.resolve() }
+
+  async _runOnce () {
+    this.stats.runs++
+    const jobs = this.store.pendingVerifications()
+    const skipped = this._unresolved ?? new Set()
+    const queue = jobs.filter(j => !skipped.has(j.variantId + j.txid))
+    let next = 0
+    let stop = false
+    const worker = async () => {
+      while (next < queue.length && !stop) {
+        const job = queue[next++]
+        const evidence = this.store.verificationEvidence(job.txid, job.variantId)
+        const r = await checkEvidence(job, evidence, this.chainTracker, this.limits)
+        // Script checks are CPU work on this thread: yield to I/O between jobs so receipt
+        // (and anything else the application does) is not starved by a long run.
+        await new Promise(resolve => setImmediate(resolve))
+        this.stats[r.status]++
+        // Evidence that cannot complete is not retried in this process; a tracker
+        // failure is, on the next run.
+        if (r.status === 'unresolved') { if (!r.retry) skipped.add(job.variantId + job.txid); continue }
+        // Proven ancestors first, so the accepted transaction finds them confirmed.
+        for (const a of r.anchors ?? []) this.store.addAnchor(Buffer.from(a.toBinary()), null)
+        results.push({ txid: job.txid, variantId: job.variantId, contextId: job.contextId, status: r.status, raw: r.raw, reason: r.reason })
+        // Results go back in groups: one durable commit per group, not per job.
+        if (results.length >= this.acceptEvery) flush()
+      }
+    }
+    const guarded = () => worker().catch(e => { stop = true; throw e })
+    const results = []
+    const flush = () => { if (results.length) this.store.acceptVerifications(results.splice(0)) }
+    this._unresolved = skipped
+    // Every worker ends before the run does (no orphan still writing); the first
+    // failure is reported after the finished results are accepted.
+    const settled = await Promise.allSettled(Array.from({ length: Math.min(this.concurrency, queue.length) }, guarded))
+    flush()
+    const failed = settled.find(x => x.status === 'rejected')
+    if (failed) throw failed.reason
+  }
+}
+
+module.exports = { EvidenceVerifier, checkEvidence, VERIFIER_DEFAULTS: DEFAULTS }
