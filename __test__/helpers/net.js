@@ -55,8 +55,8 @@ async function startProxy (targetPort, edit = {}) {
   }
 }
 
-async function startServer (app) {
-  const server = app.listen(0, '127.0.0.1')
+async function startServer (app, port = 0) {
+  const server = app.listen(port, '127.0.0.1')
   await new Promise((resolve) => server.once('listening', resolve))
   return { server, port: server.address().port, close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(resolve) }) }
 }

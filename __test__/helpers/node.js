@@ -22,14 +22,14 @@ const { gaspRouter } = require('../../js/gasp')
  * notes companion, `options.dir` and `options.engineDir` reuse the live store and the Engine's
  * SQLite folder (a restart), `options.serverKey` keeps the identity across restarts,
  * `options.chainTracker` shares one synthetic chain between nodes, `options.gasp` mounts the
- * GASP routes.
+ * GASP routes, `options.port` listens on a given port (a restart at the same address).
  */
 async function startNode (options = {}) {
   const authentication = options.authentication || 'brc103'
   const serverKey = options.serverKey || PrivateKey.fromRandom()
   const app = express()
   if (authentication === 'brc103') app.set('etag', false) // docs/operators.md
-  const srv = await startServer(app)
+  const srv = await startServer(app, options.port || 0)
   const origin = `http://127.0.0.1:${srv.port}`
   const dir = options.dir || h.tempDir()
   const live = await h.openLive(dir, {
