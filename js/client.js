@@ -464,7 +464,10 @@ class LiveLookupClient {
       } catch (e) {
         // A response refused here would come back identically for the same request
         // id, so a later open starts from a fresh one.
-        if (bytes !== null) this.store.setPendingOpen(label, randomRequestId())
+        if (bytes !== null) {
+          this.store.setPendingOpen(label, randomRequestId())
+          await this._discard(bytes, opts.signal)
+        }
         // A stored request id may be fenced (expired) or its parameters changed (conflict).
         if ((e.code === 'expired' || e.code === 'conflict') && attempt < OPEN_ATTEMPTS) {
           requestId = randomRequestId()
@@ -474,6 +477,15 @@ class LiveLookupClient {
         throw e
       }
     }
+  }
+
+  // A refused open still created a session on the provider: close it (best effort) so
+  // retries do not pile up sessions against the provider's per-principal limit.
+  async _discard (bytes, signal) {
+    let session = null
+    try { session = JSON.parse(bytes.toString('utf8')).session } catch {}
+    if (typeof session !== 'string') return
+    await this._post('close', { version: 1, session }, signal).catch(() => {})
   }
 
   // One revision per accepted commit: membership and reconciled state come from a
@@ -571,7 +583,8 @@ class LiveLookupClient {
     let attempt = 0
     let connection = null
     const setState = async (next, extra = {}) => {
-      if (next === connection && next !== 'retrying') return
+      // Repeated attempts are reported each time; steady states once.
+      if (next === connection && !('attempt' in extra)) return
       connection = next
       if (!onState) return
       try {
