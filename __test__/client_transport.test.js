@@ -251,3 +251,29 @@ test('a full pending budget pauses reads until verification drains it', async ()
   expect(store.members(key).filter(m => m.present)).toHaveLength(6)
   store.close()
 })
+
+test('several sources: a provider whose follow fails for good is reported failed while the others continue', async () => {
+  for (const n of [1, 2]) await live.commit([admit(n)])
+  const store = CheckpointStore.open(path.join(dir, 'client'))
+  const client = clientOf(store)
+  // Nothing lookup-live is served under this base: its manifest request gets a plain 404.
+  const broken = origin + '/elsewhere'
+  const states = []
+  let members = null
+  let added = false
+  const h = client.follow(SERVICE, QUERY, {
+    sources: [broken, origin],
+    onState (s) { states.push([s.source, s.connection]) },
+    onRevision (e) {
+      members = e.members
+      if (e.members.length === 2 && !added) { added = true; setImmediate(() => live.commit([admit(3)])) }
+      if (e.members.length === 3) h.close()
+    }
+  })
+  const result = await h.done
+  expect(states).toContainEqual([broken, 'failed'])
+  expect(members.map(m => m.outpoint.txid).sort()).toEqual([txid(1), txid(2), txid(3)].sort())
+  expect(result.sources[0]).toMatchObject({ source: broken, sourceKey: null, error: { code: 'unavailable', status: 404 } })
+  expect(result.sources[1]).toMatchObject({ source: origin, error: null })
+  store.close()
+})

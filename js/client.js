@@ -552,15 +552,21 @@ class LiveLookupClient {
     // partitions checkpoints, generations and memberships by source and keeps one
     // reconciled graph across them.
     const clients = urls.map(u => u === this.baseURL ? this : new LiveLookupClient({ ...this._options, baseURL: u }))
-    const results = await Promise.all(clients.map(c => c._follow(service, query, rest).then(
+    // A callback's own error ends every source's follow, not only the one it came from.
+    const all = new AbortController()
+    if (rest.signal.aborted) all.abort()
+    else rest.signal.addEventListener('abort', () => all.abort(), { once: true })
+    const each = { ...rest, signal: all.signal }
+    const results = await Promise.all(clients.map(c => c._follow(service, query, each).then(
       r => ({ source: c.baseURL, sourceKey: r.sourceKey, error: null }),
       async error => {
         // One provider failing for good does not stop the others: its membership is
         // shown stale (connection 'failed') while they continue.
-        if (error instanceof LiveLookupError && rest.onState) {
-          await Promise.resolve(rest.onState({ source: c.baseURL, sourceKey: null, connection: 'failed', error })).catch(() => {})
+        if (error instanceof LiveLookupError) {
+          if (rest.onState) await Promise.resolve(rest.onState({ source: c.baseURL, sourceKey: null, connection: 'failed', error })).catch(() => {})
           return { source: c.baseURL, sourceKey: null, error }
         }
+        all.abort()
         throw error
       })))
     return { sources: results }
