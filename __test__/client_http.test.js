@@ -14,14 +14,35 @@ const express = require('express')
 const { createAuthMiddleware } = require('@bsv/auth-express-middleware')
 const { AuthFetch, ProtoWallet, PrivateKey } = require('@bsv/sdk')
 const { LiveLookupClient, CheckpointStore, digest, PROFILE } = require('../js/client.js')
+const native = require('../index.js')
 
 const GENESIS = '000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f'
 const SERVICE = 'ls_notes'
 const QUERY = { author: 'alice' }
 const TXID = crypto.createHash('sha256').update('tx').digest('hex')
-const MANIFEST = { body: { provider: 'test', profiles: [PROFILE] }, signature: 'AAAA' }
+const CHAIN = { network: 'main', genesisHash: GENESIS }
+const RULES_DIGEST = digest('service-rules', { id: 'urn:test:rules' })
 
-function startProvider ({ pageSize = 2, wallet = null, identityKey = null } = {}) {
+// A real BRC-194 manifest of this provider, signed with its identity key.
+function signedManifest (key, baseURL, issuedAt) {
+  const body = native.buildManifest({
+    identity: key.toPublicKey().toString(),
+    baseURL,
+    allowLocalHttp: true,
+    chain: CHAIN,
+    issuedAt,
+    expiresAt: issuedAt + 86400,
+    services: [{
+      name: SERVICE,
+      rules: { id: 'urn:test:rules', parameters: {} },
+      rulesDigest: RULES_DIGEST,
+      profile: { authentication: 'brc103', maxRequestBytes: 1048576, maxResponseBytes: 4194304, sessionSeconds: 3600, replaySeconds: 86400, maxObservations: 1024, maxWaitMs: 25000 }
+    }]
+  })
+  return native.signManifest(body, key.toHex())
+}
+
+function startProvider ({ pageSize = 2, wallet = null, identityKey = null, key = PrivateKey.fromRandom() } = {}) {
   const p = {
     epoch: 'epoch-1',
     seq: 0,
@@ -34,8 +55,9 @@ function startProvider ({ pageSize = 2, wallet = null, identityKey = null } = {}
     reads: [], // cursors read, in order
     inject: null, // one-shot {status, headers, body}
     headerFaults: 0,
-    manifest: MANIFEST,
-    manifestFetches: 0
+    manifest: null,
+    manifestFetches: 0,
+    key
   }
   const app = express()
   const scope = epoch => ({
@@ -43,7 +65,8 @@ function startProvider ({ pageSize = 2, wallet = null, identityKey = null } = {}
     provider: p.providerName ?? identityKey ?? p.origin,
     service: SERVICE,
     queryDigest: digest('lookup-query', { service: SERVICE, query: QUERY }),
-    rulesDigest: digest('service-rules', { id: 'urn:test:rules' }),
+    rulesDigest: p.rulesDigest ?? RULES_DIGEST,
+    ...(p.chain ? { chain: p.chain } : {}),
     access: 'public',
     epoch
   })
@@ -100,6 +123,8 @@ function startProvider ({ pageSize = 2, wallet = null, identityKey = null } = {}
       // AuthFetch cannot carry Cache-Control in a signed request (see js/client.js).
       (wallet || req.get('cache-control') === 'no-store') && req.is('application/json')
     if (!ok) { p.headerFaults++; return error(res, 400, 'invalid') }
+    // Selection headers are echoed (BRC-194 §1) unless a test turns that off.
+    if (!p.noEcho) for (const h of ['x-bsv-overlay-profile', 'x-bsv-overlay-capability']) res.set(h, req.get(h))
     if (p.hangAll) return // never answers
     if (p.inject) {
       const { status, headers = {}, text } = p.inject
@@ -157,6 +182,9 @@ function startProvider ({ pageSize = 2, wallet = null, identityKey = null } = {}
   return new Promise(resolve => {
     const server = app.listen(0, '127.0.0.1', () => {
       p.origin = `http://127.0.0.1:${server.address().port}`
+      p.manifest = signedManifest(p.key, p.origin, Math.floor(Date.now() / 1000) - 60)
+      // Re-signing (a new issuedAt) changes the capability digest: context-changed.
+      p.resign = () => { p.manifest = signedManifest(p.key, p.origin, Math.floor(Date.now() / 1000) - 30) }
       p.close = () => new Promise(r => { for (const w of [...p.waiters]) w(); server.closeAllConnections(); server.close(r) })
       resolve(p)
     })
@@ -187,7 +215,7 @@ const present = members => members.filter(m => m.present).map(m => m.outpoint.ou
 async function followUntil (store, until, { step, waitMs = 5000, limits } = {}) {
   const ac = new AbortController()
   const events = []
-  const client = new LiveLookupClient({ baseURL: provider.origin + '/', fetch, store, limits: { waitMs, ...limits } })
+  const client = new LiveLookupClient({ baseURL: provider.origin + '/', fetch, store, chain: CHAIN, allowInsecureHttp: true, limits: { waitMs, ...limits } })
   await client.follow(SERVICE, QUERY, {
     signal: ac.signal,
     onRevision (e) {
@@ -210,7 +238,7 @@ test('drains a paged snapshot, then follows live enter/leave/re-enter with long 
       if (phase === 1 && e.members.some(m => m.outpoint.outputIndex === 7)) {
         phase = 3
         // The provider re-signs its manifest: the next request gets context-changed.
-        provider.manifest = { body: { ...MANIFEST.body, revision: 2 }, signature: 'BBBB' }
+        provider.resign()
         setImmediate(() => provider.mutate([{ index: 1, present: true }]))
       }
     }
@@ -274,12 +302,17 @@ test('an epoch reset starts a new generation; the old one stays visible and stal
 
 test('402 pays nothing and commits nothing; unknown errors and bad bodies are never empty success', async () => {
   const store = CheckpointStore.open(path.join(dir, 'store'))
-  const client = new LiveLookupClient({ baseURL: provider.origin, fetch, store })
+  const client = new LiveLookupClient({ baseURL: provider.origin, fetch, store, chain: CHAIN, allowInsecureHttp: true })
   const follow = () => client.follow(SERVICE, QUERY, {})
   provider.inject = { status: 402, headers: { 'x-bsv-payment-version': '1.0', 'x-bsv-payment-satoshis-required': '100' }, text: '' }
   await expect(follow()).rejects.toMatchObject({ code: 'unsupported', status: 402 })
+  // A 5xx without the protocol's error body is a transport failure: retried, shown as a state.
   provider.inject = { status: 500, headers: { 'content-type': 'text/html' }, text: '<h1>boom</h1>' }
-  await expect(follow()).rejects.toMatchObject({ code: 'unavailable', status: 500 })
+  const states = []
+  const h = client.follow(SERVICE, QUERY, { onState (s) { states.push(s); if (s.connection === 'retrying') h.close() } })
+  await h.done
+  expect(states[0]).toMatchObject({ connection: 'retrying', attempt: 1, error: { code: 'unavailable', status: 500, transport: true } })
+  expect(states[0].nextRetryAt).toEqual(expect.any(Number))
   provider.inject = { status: 200, headers: { 'content-type': 'text/plain' }, text: '{}' }
   await expect(follow()).rejects.toMatchObject({ code: 'invalid' })
   provider.inject = { status: 200, headers: { 'content-type': 'application/json' }, text: '{"version":1}' }
@@ -289,12 +322,15 @@ test('402 pays nothing and commits nothing; unknown errors and bad bodies are ne
   expect(provider.opens).toBe(0)
   // A provider that never answers: a clean retryable error at the request deadline.
   provider.hangAll = true
-  const impatient = new LiveLookupClient({ baseURL: provider.origin, fetch, store, requestTimeoutMs: 200 })
-  await expect(impatient.follow(SERVICE, QUERY, {})).rejects.toMatchObject({ code: 'unavailable', retryable: true })
+  const impatient = new LiveLookupClient({ baseURL: provider.origin, fetch, store, chain: CHAIN, allowInsecureHttp: true, requestTimeoutMs: 200 })
+  const waits = []
+  const hi = impatient.follow(SERVICE, QUERY, { onState (s) { waits.push(s); if (s.connection === 'retrying') hi.close() } })
+  await hi.done
+  expect(waits[0]).toMatchObject({ connection: 'retrying', error: { code: 'unavailable', retryable: true } })
   provider.hangAll = false
   provider.seed([0, 1, 2, 3])
   // A body over the requested byte limit is refused on its actual length.
-  const tight = new LiveLookupClient({ baseURL: provider.origin, fetch, store, limits: { maxBytes: 600 } })
+  const tight = new LiveLookupClient({ baseURL: provider.origin, fetch, store, chain: CHAIN, allowInsecureHttp: true, limits: { maxBytes: 600 } })
   await expect(tight.follow(SERVICE, QUERY, {})).rejects.toMatchObject({ code: 'limited' })
   expect(store.revision()).toBe(0)
   store.close()
@@ -306,7 +342,7 @@ const CHILD = `
 const { LiveLookupClient, CheckpointStore } = require(${JSON.stringify(path.join(__dirname, '../js/client.js'))})
 const store = CheckpointStore.open(process.env.STORE)
 const ac = new AbortController()
-const client = new LiveLookupClient({ baseURL: process.env.BASE, fetch, store, limits: { waitMs: 5000 } })
+const client = new LiveLookupClient({ baseURL: process.env.BASE, fetch, store, chain: ${JSON.stringify(CHAIN)}, allowInsecureHttp: true, limits: { waitMs: 5000 } })
 client.follow(${JSON.stringify(SERVICE)}, ${JSON.stringify(QUERY)}, {
   signal: ac.signal,
   onRevision ({ members, state }) {
@@ -367,13 +403,13 @@ test('over BRC-103/104 with AuthFetch: follows, checks the provider identity, an
   const serverKey = PrivateKey.fromRandom()
   const serverWallet = new ProtoWallet(serverKey)
   const { publicKey } = await serverWallet.getPublicKey({ identityKey: true })
-  provider = await startProvider({ wallet: serverWallet, identityKey: publicKey })
+  provider = await startProvider({ wallet: serverWallet, identityKey: publicKey, key: serverKey })
   provider.seed([0, 1, 2])
   const wallet = clientWallet()
   const authFetch = new AuthFetch(wallet)
   const store = CheckpointStore.open(path.join(dir, 'store'))
   const ac = new AbortController()
-  const client = new LiveLookupClient({ baseURL: provider.origin, authFetch, store, limits: { waitMs: 0 } })
+  const client = new LiveLookupClient({ baseURL: provider.origin, authFetch, store, chain: CHAIN, allowInsecureHttp: true, limits: { waitMs: 0 } })
   let last
   await client.follow(SERVICE, QUERY, {
     signal: ac.signal,
@@ -395,7 +431,7 @@ test('over BRC-103/104 with AuthFetch: follows, checks the provider identity, an
   // A scope naming some other provider is refused before anything is committed.
   const rev = store.revision()
   provider.providerName = '02' + 'ab'.repeat(32)
-  const other = new LiveLookupClient({ baseURL: provider.origin, authFetch, store })
+  const other = new LiveLookupClient({ baseURL: provider.origin, authFetch, store, chain: CHAIN, allowInsecureHttp: true })
   await expect(other.follow(SERVICE, { author: 'bob' }, {})).rejects.toMatchObject({ code: 'invalid' })
   expect(store.revision()).toBe(rev)
   store.close()
@@ -404,7 +440,7 @@ test('over BRC-103/104 with AuthFetch: follows, checks the provider identity, an
 test('plain fetch: the scope must name the exact origin', async () => {
   provider.providerName = 'https://elsewhere.example'
   const store = CheckpointStore.open(path.join(dir, 'store'))
-  const client = new LiveLookupClient({ baseURL: provider.origin, fetch, store })
+  const client = new LiveLookupClient({ baseURL: provider.origin, fetch, store, chain: CHAIN, allowInsecureHttp: true })
   await expect(client.follow(SERVICE, QUERY, {})).rejects.toMatchObject({ code: 'invalid' })
   expect(store.revision()).toBe(0)
   // The refused open is not retried with the same request id (it would return the
@@ -435,7 +471,7 @@ test('two providers for one query: separate sources, receipts and memberships fo
     const a = await followUntil(store, e => e.members.length === 2)
     const ac = new AbortController()
     let b
-    await new LiveLookupClient({ baseURL: second.origin, fetch, store, limits: { waitMs: 5000 } }).follow(SERVICE, QUERY, {
+    await new LiveLookupClient({ baseURL: second.origin, fetch, store, chain: CHAIN, allowInsecureHttp: true, limits: { waitMs: 5000 } }).follow(SERVICE, QUERY, {
       signal: ac.signal,
       onRevision (e) { b = e; if (e.members.length === 2) ac.abort() }
     })

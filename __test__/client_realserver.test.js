@@ -43,7 +43,7 @@ const keyFor = () => ({ provider: origin, service: SERVICE, queryDigest: digest(
 async function followUntil (store, until, step) {
   const ac = new AbortController()
   const events = []
-  const client = new LiveLookupClient({ baseURL: origin, fetch, store, limits: { maxObservations: 2, waitMs: 5000 } })
+  const client = new LiveLookupClient({ baseURL: origin, fetch, store, chain: CHAIN, allowInsecureHttp: true, limits: { maxObservations: 2, waitMs: 5000 } })
   await client.follow(SERVICE, QUERY, {
     signal: ac.signal,
     onRevision (e) { events.push(e); if (step) step(e); if (until(e)) ac.abort() }
@@ -111,7 +111,7 @@ const CHILD = `
 const { LiveLookupClient, CheckpointStore } = require(${JSON.stringify(path.join(__dirname, '../js/client.js'))})
 const store = CheckpointStore.open(process.env.STORE)
 const ac = new AbortController()
-const client = new LiveLookupClient({ baseURL: process.env.BASE, fetch, store, limits: { maxObservations: 2, waitMs: 5000 } })
+const client = new LiveLookupClient({ baseURL: process.env.BASE, fetch, store, chain: ${JSON.stringify(CHAIN)}, allowInsecureHttp: true, limits: { maxObservations: 2, waitMs: 5000 } })
 client.follow(${JSON.stringify(SERVICE)}, ${JSON.stringify(QUERY)}, {
   signal: ac.signal,
   onRevision ({ members, state }) {
@@ -165,6 +165,8 @@ test('follows over BRC-103: AuthFetch, signed answers, provider identity from th
     const events = []
     const client = new LiveLookupClient({
       baseURL: origin,
+      chain: CHAIN,
+      allowInsecureHttp: true,
       authFetch: new AuthFetch(new ProtoWallet(PrivateKey.fromRandom())),
       store,
       limits: { maxObservations: 1, waitMs: 5000 }

@@ -156,7 +156,7 @@ describe('LiveLookupClient revisions carry the reconciled state', () => {
     await live.commit([admit(0, { txid: tx('B').txid, beef: Buffer.from(vectors.inclusion.beef, 'base64') })])
     const store = CheckpointStore.open(path.join(dir, 'client'))
     setUp(store)
-    const client = new LiveLookupClient({ baseURL: origin, fetch, store, limits: { waitMs: 2000 } })
+    const client = new LiveLookupClient({ baseURL: origin, fetch, store, chain: CHAIN, allowInsecureHttp: true, limits: { waitMs: 2000 } })
     const ac = new AbortController()
     const events = []
     let sentA = false

@@ -94,7 +94,7 @@ test('honest evidence becomes current; forged evidence is quarantined with its r
     admit(4, { txid: honest.txid, outputIndex: 7, beef: Buffer.from(honest.beef) })
   ])
   const store = openStore()
-  const client = new LiveLookupClient({ baseURL: origin, fetch, store, limits: { waitMs: 0 }, chainTracker: tracker, verification: { concurrency: 3 } })
+  const client = new LiveLookupClient({ baseURL: origin, chain: CHAIN, allowInsecureHttp: true, fetch, store, limits: { waitMs: 0 }, chainTracker: tracker, verification: { concurrency: 3 } })
   const snap = await followUntil(client, s => s.members.length === 5 && s.reconciled.pending.length === 0)
   const c = currentnessOf(snap)
   expect(c[honest.txid]).toBe('current')
@@ -120,7 +120,7 @@ test('a bound exceeded gives limited, never invalid', async () => {
   const note = await factory.createNotes(['big'])
   await live.commit([admit(0, { txid: note.txid, beef: Buffer.from(note.beef) })])
   const store = openStore()
-  const client = new LiveLookupClient({ baseURL: origin, fetch, store, limits: { waitMs: 0 }, chainTracker: tracker, verification: { maxBytes: 64 } })
+  const client = new LiveLookupClient({ baseURL: origin, chain: CHAIN, allowInsecureHttp: true, fetch, store, limits: { waitMs: 0 }, chainTracker: tracker, verification: { maxBytes: 64 } })
   const snap = await followUntil(client, s => s.members.length === 1 && s.reconciled.pending.length === 0)
   expect(currentnessOf(snap)[note.txid]).not.toBe('current')
   expect(verdictOf(store, note.txid)).toEqual([expect.objectContaining({ status: 'limited', reason: expect.stringMatching(/over 64/) })])
@@ -151,7 +151,7 @@ test('without a chainTracker nothing verifies; a restart with one resumes the pe
   const note = await factory.createNotes(['later'])
   await live.commit([admit(0, { txid: note.txid, beef: Buffer.from(note.beef) })])
   let store = openStore()
-  const plain = new LiveLookupClient({ baseURL: origin, fetch, store, limits: { waitMs: 0 } })
+  const plain = new LiveLookupClient({ baseURL: origin, chain: CHAIN, allowInsecureHttp: true, fetch, store, limits: { waitMs: 0 } })
   expect(plain.verifier).toBeNull()
   let snap = await followUntil(plain, s => s.members.length === 1)
   // Its proven funding ancestor is not an anchor yet, so the note waits as unresolved.
@@ -168,7 +168,7 @@ test('without a chainTracker nothing verifies; a restart with one resumes the pe
   store.close()
 
   store = openStore()
-  const client = new LiveLookupClient({ baseURL: origin, fetch, store, limits: { waitMs: 0 }, chainTracker: tracker })
+  const client = new LiveLookupClient({ baseURL: origin, chain: CHAIN, allowInsecureHttp: true, fetch, store, limits: { waitMs: 0 }, chainTracker: tracker })
   snap = await followUntil(client, s => s.reconciled.pending.length === 0)
   expect(currentnessOf(snap)[note.txid]).toBe('current')
   expect(store.pendingVerifications()).toEqual([])
@@ -204,7 +204,7 @@ test('through a real Engine: a verified replacement makes the new note current a
     await submit(second)
 
     const store = openStore()
-    const client = new LiveLookupClient({ baseURL: origin, fetch, store, limits: { waitMs: 0 }, chainTracker: tracker })
+    const client = new LiveLookupClient({ baseURL: origin, chain: CHAIN, allowInsecureHttp: true, fetch, store, limits: { waitMs: 0 }, chainTracker: tracker })
     const ac = new AbortController()
     let snap
     await client.follow('ls_notes', {}, {

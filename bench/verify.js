@@ -107,7 +107,7 @@ async function lag (tmp) {
     }
     return r
   }
-  const client = new LiveLookupClient({ baseURL: origin, fetch, store, limits: { waitMs: 0 }, chainTracker: tracker, verification: { concurrency: CONCURRENCY } })
+  const client = new LiveLookupClient({ baseURL: origin, chain: CHAIN, allowInsecureHttp: true, fetch, store, limits: { waitMs: 0 }, chainTracker: tracker, verification: { concurrency: CONCURRENCY } })
   const ac = new AbortController()
   const t0 = performance.now()
   let lastReceipt = 0

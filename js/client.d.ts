@@ -94,6 +94,11 @@ export declare class LiveLookupError extends Error {
   retryable?: boolean
   retryAfterMs?: number
   limit?: unknown
+  /** A failure below the protocol (refused, reset, 5xx without an error body): retried by follow. */
+  transport?: boolean
+  /** Set on a `reset-required` raised by the client: the open's scope had another chain or rules digest. */
+  mismatch?: 'chain' | 'rulesDigest'
+  sourceKey?: SourceKey
 }
 
 export declare class CheckpointStore {
@@ -251,6 +256,8 @@ export interface Limits {
 }
 
 export interface RevisionEvent {
+  /** The provider's base URL this revision came from. */
+  source: string
   sourceKey: SourceKey
   members: MemberWithCurrentness[]
   partialMembers: Member[]
@@ -265,9 +272,31 @@ export interface RevisionEvent {
   batch: Buffer
 }
 
+/** Connection state of one followed provider (docs/client.md). */
+export type ConnectionState = 'connected' | 'retrying' | 'reset-required' | 'paused' | 'failed' | 'closed'
+
+export interface StateEvent {
+  source: string
+  sourceKey: SourceKey | null
+  connection: ConnectionState
+  /** retrying / reset-required: the failed attempt's number, from 1. */
+  attempt?: number
+  /** retrying / reset-required: when the next attempt is made (ms since the epoch). */
+  nextRetryAt?: number
+  error?: LiveLookupError
+  /** paused: groups awaiting verification, and the budget. */
+  pendingCount?: number
+  pendingBudget?: number
+}
+
 export interface FollowOptions {
   onRevision?: (event: RevisionEvent) => void | Promise<void>
+  onState?: (event: StateEvent) => void | Promise<void>
   signal?: AbortSignal
+  /** Follow the same query on each of these providers' base URLs, into the same store. */
+  sources?: string[]
+  /** With verified: false, reads pause while pending groups + maxObservations would exceed this. Default 65536. */
+  pendingBudget?: number
   waitMs?: number
   /** Pause between empty polls when waitMs is 0. Default 1000. */
   pollIntervalMs?: number
@@ -280,9 +309,43 @@ export interface AuthFetchLike {
   fetch (url: string, config: { method: string; headers: Record<string, string>; body?: string }): Promise<Response>
 }
 
+export interface FollowResult { sourceKey: SourceKey | null }
+
+export interface FollowManyResult {
+  sources: Array<{ source: string; sourceKey: SourceKey | null; error: LiveLookupError | null }>
+}
+
+/** A running follow. Awaiting the handle awaits `done`. */
+export interface FollowHandle<R> extends PromiseLike<R> {
+  done: Promise<R>
+  /** Stops the follow; resolves when it has ended. */
+  close (): Promise<void>
+  catch (onRejected: (reason: unknown) => unknown): Promise<unknown>
+}
+
+export interface AcceptedManifest {
+  digest: string
+  identity: string
+  expiresAt: string
+  live: Array<{ service: string; rulesDigest: string; authentication: string; maxRequestBytes: number; maxResponseBytes: number; sessionSeconds: string; replaySeconds: string; maxObservations: number; maxWaitMs: number }>
+}
+
 export declare class LiveLookupClient {
+  /** The provider's verified manifest (after the first request). */
+  manifest: AcceptedManifest | null
   constructor (options: {
+    /** https: (http: only with allowInsecureHttp). */
     baseURL: string
+    /** The chain the application follows; the manifest and every scope must name it. */
+    chain: { network: string; genesisHash: string }
+    /** Accept an http: baseURL, for local development. */
+    allowInsecureHttp?: boolean
+    /** The provider identity key the manifest must be signed by (with AuthFetch also the authenticated one). */
+    providerIdentity?: string
+    /** Bound on a response's header bytes (names + values). Default and maximum 16384. */
+    maxHeaderBytes?: number
+    /** Backoff of transport retries: the n-th waits a jittered [1/2, 1] x min(maxMs, initialMs x 2^(n-1)). */
+    retry?: { initialMs?: number; maxMs?: number }
     authFetch?: AuthFetchLike
     fetch?: typeof fetch
     store: CheckpointStore
@@ -298,7 +361,8 @@ export declare class LiveLookupClient {
   /** The last error a background verification run ended with (e.g. the store was closed). */
   verificationError?: Error
   capabilityDigest (signal?: AbortSignal): Promise<string>
-  follow (service: string, query: unknown, options?: FollowOptions): Promise<{ sourceKey: SourceKey | null }>
+  follow (service: string, query: unknown, options: FollowOptions & { sources: string[] }): FollowHandle<FollowManyResult>
+  follow (service: string, query: unknown, options?: FollowOptions): FollowHandle<FollowResult>
   close (sourceKey: SourceKey, signal?: AbortSignal): Promise<{ version: 1; closed: true }>
 }
 

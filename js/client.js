@@ -16,8 +16,13 @@ const PROFILE_MAX_WAIT_MS = 25000
 // Error bodies: a `limited` body is at most 4096 bytes (BRC-193 §8); other errors are
 // small JSON objects too, so a generous but fixed bound keeps reads bounded.
 const ERROR_BODY_MAX = 64 * 1024
-const MANIFEST_MAX = 1024 * 1024
+const MANIFEST_MAX = 256 * 1024 // the manifest bound of BRC-194 (src/manifest/accept.rs)
 const OPEN_ATTEMPTS = 3
+const U32_MAX = 0xffffffff
+// Response headers (names + values) are bounded before anything reads them.
+const HEADER_MAX = 16 * 1024
+const MANIFEST_FUTURE_SKEW = 300
+const SELECTION_ECHO = ['x-bsv-overlay-profile', 'x-bsv-overlay-capability']
 
 class LiveLookupError extends Error {
   constructor (code, message, extra = {}) {
@@ -105,6 +110,14 @@ function withoutFunding (authFetch) {
 }
 
 async function readCapped (response, max) {
+  try {
+    return await readCappedInner(response, max)
+  } catch (e) {
+    throw transportError(e) // a reset in the middle of a body
+  }
+}
+
+async function readCappedInner (response, max) {
   const body = response.body
   if (body && typeof body.getReader === 'function') {
     const reader = body.getReader()
@@ -133,15 +146,50 @@ function errorFrom (status, bytes) {
   let parsed
   try { parsed = JSON.parse(bytes.toString('utf8')) } catch { parsed = null }
   const e = parsed && parsed.version === 1 && parsed.error
-  if (e && typeof e.code === 'string' && typeof e.message === 'string') {
+  // retryAfterMs is a U32 (BRC-193 §6): any other value makes the body invalid.
+  const after = e && e.retryAfterMs
+  const afterOk = after === undefined || (Number.isInteger(after) && after >= 0 && after <= U32_MAX)
+  if (e && typeof e.code === 'string' && typeof e.message === 'string' && afterOk) {
     return new LiveLookupError(e.code, e.message, {
       status,
       retryable: e.retryable === true,
-      retryAfterMs: Number.isInteger(e.retryAfterMs) ? e.retryAfterMs : undefined,
+      retryAfterMs: after,
       limit: e.limit
     })
   }
-  return new LiveLookupError('unavailable', `HTTP ${status} without a protocol error body`, { status, retryable: false })
+  // A 5xx without the protocol's error object is a failure of the path to the provider
+  // (a proxy, a restarting process): retried like a refused connection.
+  const transport = status >= 500
+  return new LiveLookupError('unavailable', `HTTP ${status} without a valid protocol error body`, { status, retryable: transport, transport })
+}
+
+// A failure below HTTP (refused, reset, DNS, AuthFetch's "Network error while sending
+// authenticated request"): always `unavailable`, always retryable.
+function transportError (e) {
+  if (e instanceof LiveLookupError) return e
+  return new LiveLookupError('unavailable', `transport failure: ${e && e.message}`, { retryable: true, transport: true, cause: e })
+}
+
+// An application callback's own error is handed back unchanged, never retried.
+class CallbackFailure { constructor (error) { this.error = error } }
+
+function headerBytes (headers) {
+  let n = 0
+  for (const [k, v] of headers) n += k.length + v.length + 4
+  return n
+}
+
+function checkHeaders (res, max) {
+  if (headerBytes(res.headers) > max) throw new LiveLookupError('limited', `response headers exceed ${max} bytes`)
+}
+
+function nativeManifestError (e) {
+  const m = /^([a-z-]+): ([\s\S]*)$/.exec(e && e.message)
+  return m ? new LiveLookupError(m[1], `capability manifest: ${m[2]}`) : new LiveLookupError('invalid', `capability manifest: ${e && e.message}`)
+}
+
+function sameChain (a, b) {
+  return !!a && !!b && a.network === b.network && a.genesisHash === b.genesisHash
 }
 
 function randomRequestId () {
@@ -173,17 +221,29 @@ function raceDeadline (promise, ms, signal) {
 class LiveLookupClient {
   /**
    * @param {object} o
-   * @param {string} o.baseURL the provider's advertised base URL
+   * @param {string} o.baseURL the provider's advertised base URL (https:, or http: with allowInsecureHttp)
+   * @param {{network:string, genesisHash:string}} o.chain the chain this application follows
    * @param {object} [o.authFetch] an @bsv/sdk AuthFetch (BRC-103/104)
    * @param {Function} [o.fetch] plain fetch, for an explicitly unauthenticated public service
    * @param {CheckpointStore} o.store
-   * @param {{maxBytes?:number,maxObservations?:number,waitMs?:number}} [o.limits]
+   * See js/client.d.ts for the other options.
    */
-  constructor ({ baseURL, authFetch, fetch, store, limits = {}, requestTimeoutMs = 30000, chainTracker, verification }) {
-    if (typeof baseURL !== 'string' || !/^https?:\/\//.test(baseURL)) throw new LiveLookupError('invalid', 'baseURL must be an http(s) URL')
+  constructor (options) {
+    const { baseURL, authFetch, fetch, store, chain, limits = {}, requestTimeoutMs = 30000, chainTracker, verification } = options
+    if (typeof baseURL !== 'string' || !/^https?:\/\//.test(baseURL)) throw new LiveLookupError('invalid', 'baseURL must be an https URL')
+    if (baseURL.startsWith('http:') && options.allowInsecureHttp !== true) {
+      throw new LiveLookupError('invalid', 'baseURL must be https: (allowInsecureHttp: true is for local development only)')
+    }
+    if (!chain || typeof chain.network !== 'string' || !/^[0-9a-f]{64}$/.test(chain.genesisHash || '')) {
+      throw new LiveLookupError('invalid', 'chain {network, genesisHash} is required')
+    }
     if (!store) throw new LiveLookupError('invalid', 'a CheckpointStore is required')
     if (!authFetch && typeof (fetch ?? globalThis.fetch) !== 'function') throw new LiveLookupError('invalid', 'authFetch or fetch is required')
+    this._options = options
     this.baseURL = baseURL.replace(/\/+$/, '')
+    this.chain = { network: chain.network, genesisHash: chain.genesisHash }
+    this.providerIdentity = options.providerIdentity ?? null
+    this._rawAuthFetch = authFetch ?? null
     this.authFetch = authFetch ? withoutFunding(authFetch) : null
     this.fetch = authFetch ? null : (fetch ?? globalThis.fetch)
     this.store = store
@@ -192,8 +252,12 @@ class LiveLookupClient {
       maxObservations: Math.min(limits.maxObservations ?? PROFILE_MAX_OBSERVATIONS, PROFILE_MAX_OBSERVATIONS),
       waitMs: Math.min(limits.waitMs ?? 20000, PROFILE_MAX_WAIT_MS)
     }
+    this.maxHeaderBytes = Math.min(options.maxHeaderBytes ?? HEADER_MAX, HEADER_MAX)
     this.requestTimeoutMs = requestTimeoutMs
+    const retry = options.retry ?? {}
+    this.retry = { initialMs: retry.initialMs ?? 500, maxMs: retry.maxMs ?? 30000 }
     this._capability = null
+    this.manifest = null
     // With a ChainTracker, evidence is verified after each receipt commit (js/verifier.js).
     this.verifier = chainTracker ? new (require('./verifier').EvidenceVerifier)({ store, chainTracker, ...verification }) : null
   }
@@ -208,30 +272,52 @@ class LiveLookupClient {
   // never answers is an `unavailable` error, never a hang.
   async _send (method, url, headers, body, signal, waitMs = 0) {
     const ms = waitMs + this.requestTimeoutMs
+    let res
     if (this.authFetch) {
       // AuthFetch carries only content-type, authorization and x-bsv-* headers inside
       // the signed BRC-104 request, so Cache-Control cannot be sent on this path. It
       // takes no AbortSignal: the deadline and the caller's signal race it instead.
       const signed = {}
       for (const [k, v] of Object.entries(headers)) if (k.toLowerCase() !== 'cache-control') signed[k] = v
-      return raceDeadline(this.authFetch.fetch(url, { method, headers: signed, body }), ms, signal)
+      try {
+        res = await raceDeadline(this.authFetch.fetch(url, { method, headers: signed, body }), ms, signal)
+      } catch (e) {
+        throw transportError(e)
+      }
+    } else {
+      const timeout = AbortSignal.timeout(ms)
+      try {
+        res = await this.fetch(url, {
+          method,
+          headers: { ...headers, 'Accept-Encoding': 'identity' },
+          body,
+          redirect: 'manual',
+          signal: signal ? AbortSignal.any([signal, timeout]) : timeout
+        })
+      } catch (e) {
+        if (signal?.aborted) throw new LiveLookupError('cancelled', 'aborted')
+        if (timeout.aborted) throw timedOut(ms)
+        throw transportError(e)
+      }
     }
-    const timeout = AbortSignal.timeout(ms)
-    try {
-      return await this.fetch(url, {
-        method,
-        headers: { ...headers, 'Accept-Encoding': 'identity' },
-        body,
-        redirect: 'manual',
-        signal: signal ? AbortSignal.any([signal, timeout]) : timeout
-      })
-    } catch (e) {
-      if (timeout.aborted && !signal?.aborted) throw timedOut(ms)
-      throw e
-    }
+    checkHeaders(res, this.maxHeaderBytes)
+    return res
   }
 
-  /** The capability digest of the provider's signed manifest (BRC-194). */
+  // After a transport failure the provider may be a new process: its BRC-103 session
+  // and manifest are fetched again (a new handshake; the manifest is re-verified).
+  _forgetConnection () {
+    this._capability = null
+    const peers = this._rawAuthFetch && this._rawAuthFetch.peers
+    if (peers) delete peers[new URL(this.baseURL).origin]
+  }
+
+  /**
+   * The capability digest of the provider's signed manifest (BRC-194), after verifying
+   * the manifest: its BRC-77 signature by the provider identity (the identity AuthFetch
+   * authenticated, and `providerIdentity` when configured), its base URL, its chain and
+   * its validity window (src/manifest/accept.rs).
+   */
   async capabilityDigest (signal) {
     if (this._capability) return this._capability
     const res = await this._send('GET', this.baseURL + '/overlay/v1/capabilities', { 'Cache-Control': 'no-store' }, undefined, signal)
@@ -242,8 +328,34 @@ class LiveLookupClient {
     if (!signed || typeof signed.body !== 'object' || signed.body === null || typeof signed.signature !== 'string') {
       throw new LiveLookupError('invalid', 'capabilities response is not a signed manifest')
     }
-    this._capability = digest('capabilities', signed.body)
+    const identity = this._identityForManifest()
+    let accepted
+    try {
+      accepted = native.acceptManifest(signed, {
+        identity,
+        baseURL: this.baseURL,
+        network: this.chain.network,
+        genesisHash: this.chain.genesisHash,
+        now: Math.floor(Date.now() / 1000),
+        maxFutureSkew: MANIFEST_FUTURE_SKEW
+      })
+    } catch (e) {
+      throw nativeManifestError(e)
+    }
+    this.manifest = accepted
+    this._capability = accepted.digest
     return this._capability
+  }
+
+  _identityForManifest () {
+    if (!this.authFetch) return this.providerIdentity
+    const peer = this.authFetch.peers && this.authFetch.peers[new URL(this.baseURL).origin]
+    const authenticated = peer && typeof peer.identityKey === 'string' ? peer.identityKey : null
+    if (!authenticated) throw new LiveLookupError('unauthorized', 'no BRC-103 identity for the provider')
+    if (this.providerIdentity && authenticated !== this.providerIdentity) {
+      throw new LiveLookupError('invalid', 'the authenticated provider is not the configured providerIdentity')
+    }
+    return authenticated
   }
 
   // One POST; resolves with the exact 200 body bytes or throws the protocol error.
@@ -279,6 +391,13 @@ class LiveLookupClient {
     const ok = res.status === 200
     const bytes = await readCapped(res, ok ? this.limits.maxBytes : ERROR_BODY_MAX)
     if (!ok) throw errorFrom(res.status, bytes)
+    // A success answers the selection the request made: both selection headers are
+    // echoed exactly (BRC-194 §1); under BRC-104 they are part of the signed response.
+    for (const name of SELECTION_ECHO) {
+      if (res.headers.get(name) !== headers[name]) {
+        throw new LiveLookupError('invalid', `response does not echo ${name}`)
+      }
+    }
     // A BRC-104 response carries only the signed headers (no Content-Type); the body
     // itself is authenticated and parsed strictly by the native commit.
     const type = res.headers.get('content-type') || ''
@@ -296,8 +415,9 @@ class LiveLookupClient {
   }
 
   // The source key of an open response. Routing only: the native commit re-parses the
-  // exact bytes and checks every batch of the generation against this key.
-  _sourceKeyOf (bytes, service, queryDigest) {
+  // exact bytes and checks every batch of the generation against this key (so chain and
+  // rules digest, part of the session's scope, cannot change inside a generation).
+  _sourceKeyOf (bytes, service, queryDigest, pinnedRules) {
     let scope
     try { scope = JSON.parse(bytes.toString('utf8')).scope } catch { scope = null }
     if (!scope || typeof scope !== 'object') throw new LiveLookupError('invalid', 'batch has no scope')
@@ -308,7 +428,16 @@ class LiveLookupClient {
     if (scope.service !== service || scope.queryDigest !== queryDigest) {
       throw new LiveLookupError('invalid', 'batch scope is for another service or query')
     }
-    return { provider: scope.provider, service: scope.service, queryDigest: scope.queryDigest, access: scope.access }
+    const key = { provider: scope.provider, service: scope.service, queryDigest: scope.queryDigest, access: scope.access }
+    // A session on another chain or under other rules is not the followed source any
+    // more: never committed, handled like reset-required (see follow).
+    if (!sameChain(scope.chain, this.chain)) {
+      throw new LiveLookupError('reset-required', 'batch scope.chain is not the configured chain', { mismatch: 'chain', sourceKey: key })
+    }
+    if (pinnedRules && scope.rulesDigest !== pinnedRules) {
+      throw new LiveLookupError('reset-required', `batch scope.rulesDigest ${scope.rulesDigest} is not the pinned digest`, { mismatch: 'rulesDigest', sourceKey: key })
+    }
+    return key
   }
 
   _commit (key, generation, expectedCursor, bytes, verified, openLabel) {
@@ -339,70 +468,176 @@ class LiveLookupClient {
       let bytes = null
       try {
         bytes = await this._post('open', open, opts.signal)
-        const key = this._sourceKeyOf(bytes, service, queryDigest)
+        const key = this._sourceKeyOf(bytes, service, queryDigest, opts.requiredRulesDigest)
         const generation = this.store.beginGeneration(key, label)
         const outcome = this._commit(key, generation, null, bytes, opts.verified, label)
         return { key, outcome, bytes }
       } catch (e) {
         // A response refused here would come back identically for the same request
         // id, so a later open starts from a fresh one.
-        if (bytes !== null) this.store.setPendingOpen(label, randomRequestId())
+        if (bytes !== null) {
+          this.store.setPendingOpen(label, randomRequestId())
+          await this._discard(bytes, opts.signal)
+        }
         // A stored request id may be fenced (expired) or its parameters changed (conflict).
         if ((e.code === 'expired' || e.code === 'conflict') && attempt < OPEN_ATTEMPTS) {
           requestId = randomRequestId()
           this.store.setPendingOpen(label, requestId)
           continue
         }
-        if (e.retryable && attempt < OPEN_ATTEMPTS) { await sleep(e.retryAfterMs ?? 1000, opts.signal); continue }
         throw e
       }
     }
   }
 
+  // A refused open still created a session on the provider: close it (best effort) so
+  // retries do not pile up sessions against the provider's per-principal limit.
+  async _discard (bytes, signal) {
+    let session = null
+    try { session = JSON.parse(bytes.toString('utf8')).session } catch {}
+    if (typeof session !== 'string') return
+    await this._post('close', { version: 1, session }, signal).catch(() => {})
+  }
+
   // One revision per accepted commit: membership and reconciled state come from a
   // single native read under the store's commit lock, so they describe the same commit.
-  _emit (onRevision, key, outcome, bytes) {
+  async _emit (onRevision, key, outcome, bytes) {
     if (!onRevision) return
     const snap = this.store.revisionSnapshot(key)
-    return onRevision({
-      sourceKey: key,
-      members: snap.members,
-      partialMembers: snap.partialMembers,
-      state: snap.state,
-      reconciled: snap.reconciled,
-      outcome,
-      batch: bytes
-    })
+    try {
+      await onRevision({
+        source: this.baseURL,
+        sourceKey: key,
+        members: snap.members,
+        partialMembers: snap.partialMembers,
+        state: snap.state,
+        reconciled: snap.reconciled,
+        outcome,
+        batch: bytes
+      })
+    } catch (e) {
+      throw new CallbackFailure(e)
+    }
+  }
+
+  _delay (attempt, err) {
+    // The provider's retryAfterMs (a validated U32) is honoured up to the local cap.
+    if (err && err.retryAfterMs !== undefined) return Math.min(err.retryAfterMs, this.retry.maxMs)
+    // Capped exponential backoff with jitter in [half, full] of the step.
+    const step = Math.min(this.retry.maxMs, this.retry.initialMs * 2 ** Math.min(attempt - 1, 30))
+    return Math.round(step / 2 + Math.random() * step / 2)
   }
 
   /**
-   * Follows `query` on `service` until `signal` aborts (or an unrecoverable error).
+   * Follows `query` on `service` until the handle is closed or `signal` aborts.
    * Resumes from the stored checkpoint; on reset-required or equivocation, begins a
-   * new generation and opens again.
-   * @returns {Promise<{sourceKey: object|null}>}
+   * new generation and opens again; transport failures are retried (connection state
+   * `retrying`) from the last committed cursor. With `sources: [url, ...]`, follows the
+   * same query on each provider into the same store (see docs/client.md).
+   * @returns {FollowHandle} a handle with `close()` and `done`; awaiting it awaits `done`.
    */
-  async follow (service, query, opts = {}) {
-    const { onRevision, signal } = opts
+  follow (service, query, opts = {}) {
+    const ac = new AbortController()
+    if (opts.signal) {
+      if (opts.signal.aborted) ac.abort()
+      else opts.signal.addEventListener('abort', () => ac.abort(), { once: true })
+    }
+    const o = { ...opts, signal: ac.signal }
+    const done = Array.isArray(opts.sources)
+      ? this._followMany(service, query, o)
+      : this._follow(service, query, o)
+    return {
+      done,
+      close () { ac.abort(); return done.then(() => {}, () => {}) },
+      then (resolve, reject) { return done.then(resolve, reject) },
+      catch (reject) { return done.catch(reject) }
+    }
+  }
+
+  async _followMany (service, query, opts) {
+    const { sources, ...rest } = opts
+    if (sources.length === 0) throw new LiveLookupError('invalid', 'sources is empty')
+    const urls = sources.map(u => (typeof u === 'string' ? u : '').replace(/\/+$/, ''))
+    if (new Set(urls).size !== urls.length) throw new LiveLookupError('invalid', 'sources repeat a provider')
+    // One client per provider, all on this client's store, chain and options; the store
+    // partitions checkpoints, generations and memberships by source and keeps one
+    // reconciled graph across them.
+    // They share this client's verifier too: one run at a time over the store's jobs.
+    const clients = urls.map(u => {
+      if (u === this.baseURL) return this
+      const c = new LiveLookupClient({ ...this._options, baseURL: u, chainTracker: undefined })
+      c.verifier = this.verifier
+      return c
+    })
+    // A callback's own error ends every source's follow, not only the one it came from.
+    const all = new AbortController()
+    if (rest.signal.aborted) all.abort()
+    else rest.signal.addEventListener('abort', () => all.abort(), { once: true })
+    const each = { ...rest, signal: all.signal }
+    const results = await Promise.all(clients.map(c => c._follow(service, query, each).then(
+      r => ({ source: c.baseURL, sourceKey: r.sourceKey, error: null }),
+      async error => {
+        // One provider failing for good does not stop the others: its membership is
+        // shown stale (connection 'failed') while they continue.
+        if (error instanceof LiveLookupError) {
+          if (rest.onState) await Promise.resolve(rest.onState({ source: c.baseURL, sourceKey: null, connection: 'failed', error })).catch(() => {})
+          return { source: c.baseURL, sourceKey: null, error }
+        }
+        all.abort()
+        throw error
+      })))
+    return { sources: results }
+  }
+
+  async _follow (service, query, opts) {
+    const { onRevision, onState, signal } = opts
     const o = {
       signal,
       verified: opts.verified ?? true,
       requiredRulesDigest: opts.requiredRulesDigest,
       waitMs: Math.min(opts.waitMs ?? this.limits.waitMs, PROFILE_MAX_WAIT_MS),
-      pollIntervalMs: opts.pollIntervalMs ?? 1000
+      pollIntervalMs: opts.pollIntervalMs ?? 1000,
+      pendingBudget: Math.min(opts.pendingBudget ?? 65536, 65536)
     }
     const queryDigest = digest('lookup-query', { service, query })
     const label = JSON.stringify([this.baseURL, service, queryDigest])
     let key = this.store.sourceForLabel(label)
     this._verifyAfterCommit() // resumes jobs left pending by an earlier run
     let reopen = false
-    while (!signal?.aborted) {
+    let attempt = 0
+    let connection = null
+    const setState = async (next, extra = {}) => {
+      // Repeated attempts are reported each time; steady states once.
+      if (next === connection && !('attempt' in extra)) return
+      connection = next
+      if (!onState) return
+      try {
+        await onState({ source: this.baseURL, sourceKey: key, connection: next, ...extra })
+      } catch (e) {
+        throw new CallbackFailure(e)
+      }
+    }
+    // One step: an open, or a read and its commit. Returns true when the step made
+    // contact with the provider (so the connection is up).
+    const step = async () => {
       const cp = key && !reopen ? this.store.checkpoint(key) : null
       if (!cp || !cp.cursor || cp.invalidated) {
         const r = await this._open(service, query, queryDigest, label, o)
         key = r.key
         reopen = false
+        await setState('connected')
         await this._emit(onRevision, key, r.outcome, r.bytes)
-        continue
+        return
+      }
+      // Unverified groups are durable pending work; when the budget is full, receipt
+      // waits for verification to drain it instead of failing.
+      if (!o.verified) {
+        const st = this.store.state(key)
+        if (st.pendingCount + this.limits.maxObservations > o.pendingBudget) {
+          await setState('paused', { pendingCount: st.pendingCount, pendingBudget: o.pendingBudget })
+          await sleep(o.pollIntervalMs, signal)
+          return
+        }
       }
       let bytes
       try {
@@ -413,25 +648,54 @@ class LiveLookupClient {
           limits: { maxBytes: this.limits.maxBytes, maxObservations: this.limits.maxObservations, waitMs: o.waitMs }
         }, signal, o.waitMs)
       } catch (e) {
-        if (signal?.aborted) break
-        if (e.code === 'reset-required' || e.code === 'expired') { reopen = true; continue }
-        if (e.retryable) { await sleep(e.retryAfterMs ?? 1000, signal); continue }
+        if (e.code === 'reset-required' || e.code === 'expired') { reopen = true; return }
         throw e
       }
+      await setState('connected')
       let outcome
       try {
         outcome = this._commit(key, cp.generation, cp.cursor, bytes, o.verified)
       } catch (e) {
         // Continuity of this source is gone: a new generation replaces it.
-        if (e.code === 'equivocation' || e.code === 'reset-required') { reopen = true; continue }
+        if (e.code === 'equivocation' || e.code === 'reset-required') { reopen = true; return }
         // Another follower of this branch committed first: continue from its cursor.
-        if (e.code === 'conflict') continue
+        if (e.code === 'conflict') return
         throw e
       }
       await this._emit(onRevision, key, outcome, bytes)
       // Without a server-side wait, pace empty polls instead of spinning.
       if (o.waitMs === 0 && outcome.applied === 0) await sleep(o.pollIntervalMs, signal)
     }
+    while (!signal.aborted) {
+      try {
+        await step()
+        attempt = 0
+      } catch (e) {
+        if (e instanceof CallbackFailure) throw e.error
+        if (signal.aborted) break
+        const err = e instanceof LiveLookupError ? e : new LiveLookupError('invalid', String(e && e.message), { cause: e })
+        if (err.mismatch) {
+          // The provider now serves another chain or rules: nothing of it is committed,
+          // the source's published generation turns stale (a replacement is begun) and
+          // the open is retried with backoff until the provider matches again.
+          const cp = this.store.checkpoint(err.sourceKey)
+          if (cp && cp.cursor) this.store.beginGeneration(err.sourceKey, label)
+          key = err.sourceKey
+          attempt++
+          const delay = this._delay(attempt)
+          await setState('reset-required', { attempt, nextRetryAt: Date.now() + delay, error: err })
+          await sleep(delay, signal)
+          continue
+        }
+        if (!err.retryable && !err.transport) throw err
+        attempt++
+        if (err.transport) this._forgetConnection()
+        const delay = this._delay(attempt, err)
+        await setState('retrying', { attempt, nextRetryAt: Date.now() + delay, error: err })
+        await sleep(delay, signal)
+      }
+    }
+    await setState('closed').catch(() => {})
     return { sourceKey: key }
   }
 

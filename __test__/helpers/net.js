@@ -55,9 +55,10 @@ async function startProxy (targetPort, edit = {}) {
   }
 }
 
-async function startServer (app) {
-  const server = app.listen(0, '127.0.0.1')
-  await new Promise((resolve) => server.once('listening', resolve))
+/** Express `app` on 127.0.0.1:`port` (0: any free port; a fixed one restarts a node at its origin). */
+async function startServer (app, port = 0) {
+  const server = app.listen(port, '127.0.0.1')
+  await new Promise((resolve, reject) => { server.once('listening', resolve); server.once('error', reject) })
   return { server, port: server.address().port, close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(resolve) }) }
 }
 

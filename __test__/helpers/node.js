@@ -17,13 +17,6 @@ const wire = require('../../js/wire')
 const { PROFILE } = require('../../js/router')
 const { gaspRouter } = require('../../js/gasp')
 
-/** Like startServer, on a given loopback port (a restart that keeps the node's origin). */
-async function listenOn (app, port) {
-  const server = app.listen(port, '127.0.0.1')
-  await new Promise((resolve, reject) => { server.once('listening', resolve); server.once('error', reject) })
-  return { server, port, close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(resolve) }) }
-}
-
 /**
  * Starts a node. `options.live` goes to LiveLookup.open, `options.companion` replaces the
  * notes companion, `options.dir` and `options.engineDir` reuse the live store and the Engine's
@@ -36,7 +29,7 @@ async function startNode (options = {}) {
   const serverKey = options.serverKey || PrivateKey.fromRandom()
   const app = express()
   if (authentication === 'brc103') app.set('etag', false) // docs/operators.md
-  const srv = options.port ? await listenOn(app, options.port) : await startServer(app)
+  const srv = await startServer(app, options.port || 0)
   const origin = `http://127.0.0.1:${srv.port}`
   const dir = options.dir || h.tempDir()
   const live = await h.openLive(dir, {
