@@ -1,32 +1,19 @@
 //! Groups bounded by the provider's own limits and expiry applied by the store's timer
 //! (BRC-193 §3, §8; issue 21 items 3–5), on real sled stores.
 
+mod session_common;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use overlay_lookup_live::session::{Caller, Caps, Provider, ProviderConfig};
-use overlay_lookup_live::store::{Change, Outpoint, RemoveReason, Store, StoreConfig, StoreError};
+use overlay_lookup_live::session::{Caller, Caps, Provider};
+use overlay_lookup_live::store::{Change, Outpoint, RemoveReason, Store, StoreError};
 use overlay_lookup_live::wire::Limits;
 use serde_json::{json, Value};
 
 fn provider(dir: &Path, max_observations: u32, max_bytes: u32) -> Arc<Provider> {
-    let store = Store::open(StoreConfig { create: true, ..StoreConfig::new(dir) }).unwrap();
-    let p = Provider::new(
-        store,
-        ProviderConfig {
-            provider: "https://provider.example".into(),
-            network: "test".into(),
-            genesis_hash: "00".repeat(32),
-            session_seconds: 600,
-            replay_seconds: 600,
-            limits: Limits::provider(max_bytes, max_observations, 25_000).unwrap(),
-            caps: Caps::default(),
-        },
-    )
-    .unwrap();
-    p.register_service("svc", &json!({"id": "urn:test:rules", "parameters": {}})).unwrap();
-    p
+    session_common::provider_with_limits(dir, Caps::default(), Limits::provider(max_bytes, max_observations, 25_000).unwrap())
 }
 
 fn outpoint(n: u32) -> Outpoint {

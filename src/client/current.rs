@@ -249,17 +249,7 @@ impl CheckpointStore {
         }
         current.sort();
         spent.sort();
-        let (pending, stale) = l.pending_lists()?;
-        Ok(Some(ReconciledView {
-            revision: self.revision()?,
-            context: l.meta.current().id.clone(),
-            through: l.meta.position,
-            current,
-            spent,
-            pending,
-            conflicting: l.conflicting()?,
-            stale,
-        }))
+        Ok(Some(self.view_of_lists(&l, current, spent)?))
     }
 
     /// The summary for a set of outputs (a source's members): `current` and `spent`
@@ -284,8 +274,14 @@ impl CheckpointStore {
         current.dedup();
         spent.sort();
         spent.dedup();
+        Ok(Some((self.view_of_lists(&l, current, spent)?, states)))
+    }
+
+    /// A view with these `current` and `spent` lists (sorted by the caller) and the
+    /// store-wide `pending`, `stale` and `conflicting` lists read from their indexes.
+    fn view_of_lists(&self, l: &Loaded<'_>, current: Vec<Outpoint>, spent: Vec<(Outpoint, Txid)>) -> Result<ReconciledView, ClientError> {
         let (pending, stale) = l.pending_lists()?;
-        let view = ReconciledView {
+        Ok(ReconciledView {
             revision: self.revision()?,
             context: l.meta.current().id.clone(),
             through: l.meta.position,
@@ -294,8 +290,7 @@ impl CheckpointStore {
             pending,
             conflicting: l.conflicting()?,
             stale,
-        };
-        Ok(Some((view, states)))
+        })
     }
 
     /// The §10.5 `ReconciledState` (JSON, U64 values as decimal strings), with the

@@ -34,6 +34,11 @@ pub fn provider_in(dir: &std::path::Path) -> Arc<Provider> {
 }
 
 fn provider_with(dir: &std::path::Path, caps: Caps) -> Arc<Provider> {
+    provider_with_limits(dir, caps, Limits::provider(4 * 1024 * 1024, 1024, 25_000).unwrap())
+}
+
+/// A provider on a new store in `dir` with these caps and provider limits, `svc` registered.
+pub fn provider_with_limits(dir: &std::path::Path, caps: Caps, limits: Limits) -> Arc<Provider> {
     let mut cfg = StoreConfig::new(dir);
     cfg.create = true;
     let store = Store::open(cfg).unwrap();
@@ -45,7 +50,7 @@ fn provider_with(dir: &std::path::Path, caps: Caps) -> Arc<Provider> {
             genesis_hash: "00".repeat(32),
             session_seconds: 600,
             replay_seconds: 600,
-            limits: Limits::provider(4 * 1024 * 1024, 1024, 25_000).unwrap(),
+            limits,
             caps,
         },
     )
