@@ -6,12 +6,12 @@ export interface RouterOptions {
   /** The advertised base URL; routes live at {path}/overlay/v1/... */
   baseURL: string
   authentication: 'brc103' | 'none'
-  /** Provider identity private key, 64 hex: signs the manifest, and BRC-104 through a NativeWallet unless wallet/authMiddleware. */
+  /** Provider identity private key, 64 hex: signs the manifest, and BRC-104 through a NativeWallet unless wallet. */
   privateKey: string
-  /** A BRC-100 wallet for the BRC-104 middleware (default: NativeWallet.fromPrivateKey(privateKey)). */
+  /** A BRC-100 wallet holding privateKey's identity for BRC-104 (default: NativeWallet.fromPrivateKey(privateKey)). */
   wallet?: unknown
-  /** A ready createAuthMiddleware(...) instance. */
-  authMiddleware?: RequestHandler
+  /** Bounds of the BRC-103 session table (defaults 50,000 sessions, 16 per client identity). */
+  authSessions?: { maxSessions?: number; sessionsPerIdentity?: number }
   /** Exact origins allowed with credentials; '*' is refused. */
   allowedOrigins?: string[]
   /** Permits an http: baseURL for local development. */
@@ -28,10 +28,10 @@ export interface LiveRouter extends RequestHandler {
     digest (): string
     bytes (): Buffer
   }
-  /** The BRC-104 wallet in use (a NativeWallet by default); null in public mode or with only authMiddleware. */
+  /** The BRC-104 wallet in use (a NativeWallet by default); null in public mode. */
   wallet: import('./wallet').NativeWallet | unknown | null
-  /** The BRC-104 middleware in use (null in public mode); the router's own assembly has `peer`, its Peer. */
-  auth: (RequestHandler & { peer?: unknown }) | null
+  /** The BRC-103 provider side (null in public mode): `sessions.size` is the number of live sessions. */
+  auth: { identityKey: string; sessions: { readonly size: number } } | null
 }
 
 export declare const PROFILE: 'https://bsv.brc.dev/overlays/0193#lookup-live-v1'

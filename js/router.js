@@ -4,17 +4,18 @@
 // {base}/overlay/v1/capabilities, plus POST /.well-known/auth for BRC-103.
 // Mount it at the application root before any body parser or compression: it
 // reads the raw body itself, under the 1 MiB bound, and answers with the exact
-// bytes the native core produced. See docs/operators.md for the constraints of
-// the BRC-104 middleware that shape this file.
+// bytes the native core produced. BRC-103/104 is js/brc104.js.
 
 const express = require('express')
-const { Peer, SessionManager } = require('@bsv/sdk')
 const wire = require('./wire')
 const { CapabilityManifest, PROFILE } = require('./manifest')
 const { NativeWallet } = require('./wallet')
+const { AuthServer } = require('./brc104')
 
 const MAX_BODY = 1024 * 1024
 const MAX_HEADER_BYTES = 16 * 1024
+/** Bound of a handshake body (an initialRequest is a few hundred bytes). */
+const MAX_HANDSHAKE = 64 * 1024
 const VARY = 'Authorization, x-bsv-auth-identity-key, x-bsv-overlay-capability, x-bsv-overlay-profile'
 const SELECTION_HEADERS = ['x-bsv-overlay-capability', 'x-bsv-overlay-profile']
 const AUTH_HEADERS = [
@@ -35,11 +36,7 @@ function basePath (baseURL) {
   return u.pathname.replace(/\/+$/, '')
 }
 
-/**
- * Headers every response carries, errors included (BRC-193 §8). They are set
- * with Node's setHeader: the BRC-104 wrapper drops non-`x-bsv-` headers set
- * through Express's res.set after it wrapped the response.
- */
+/** Headers every response carries, errors included (BRC-193 §8). */
 function baseHeaders (req, res, allowedOrigins) {
   res.setHeader('Cache-Control', 'private, no-store')
   res.setHeader('Vary', VARY)
@@ -55,35 +52,37 @@ function baseHeaders (req, res, allowedOrigins) {
 }
 
 /**
- * Echoes the selection headers. Through res.set, so that under BRC-104 they are
- * part of the signed response (an x-bsv- header outside the signature makes the
- * client's verification fail).
+ * Echoes the selection headers. Set before an answer is signed, so that under
+ * BRC-104 they are among its signed headers (a client refuses an answer
+ * carrying an `x-bsv-*` header outside the signature).
  */
 function echoSelection (req, res) {
   for (const name of SELECTION_HEADERS) {
     const v = req.headers[name]
-    if (typeof v === 'string' && v.length <= 1024) res.set(name, v)
+    if (typeof v === 'string' && v.length <= 1024) res.setHeader(name, v)
   }
 }
 
+/**
+ * Writes an answer as is: no ETag (res.send would hash a body of up to
+ * 4 MiB for a no-store answer that is never revalidated).
+ */
 function send (res, status, body) {
   if (res.headersSent || res.writableEnded) return
   const buf = Buffer.from(body)
+  res.statusCode = status
   res.setHeader('Content-Type', 'application/json')
-  if (res.locals && res.locals.overlayLiveDirect) {
-    // Unauthenticated mode: written as is. res.send would add an ETag (a SHA-1 over
-    // the whole body, up to 4 MiB) that a no-store answer never uses.
-    res.statusCode = status
-    res.setHeader('Content-Length', buf.length)
-    res.end(buf)
-    return
-  }
-  // BRC-103: the auth middleware signs the body through res.send.
-  res.status(status).send(buf)
+  res.setHeader('Content-Length', buf.length)
+  res.end(buf)
 }
 
 function sendError (res, code, message) {
   send(res, wire.statusOf(code), wire.errorBody(code, message))
+}
+
+/** The 401 for a request that fails BRC-103 (unsigned: there is no exchange to sign in). */
+function refuseAuth (res) {
+  sendError(res, 'unauthorized', 'BRC-103 authentication failed')
 }
 
 /** Transport checks made before any byte of the body is read. */
@@ -123,8 +122,8 @@ function checkRequest (req, authenticated) {
   return null
 }
 
-/** Reads the raw body, refusing at the first byte past 1 MiB. */
-function readBody (req) {
+/** Reads the raw body, refusing at the first byte past `max` (`bound` names it). */
+function readBody (req, max = MAX_BODY, bound = '1 MiB') {
   return new Promise((resolve, reject) => {
     const chunks = []
     let size = 0
@@ -132,10 +131,10 @@ function readBody (req) {
     req.on('data', (chunk) => {
       if (done) return
       size += chunk.length
-      if (size > MAX_BODY) {
+      if (size > max) {
         done = true
         req.pause()
-        reject(Object.assign(new Error('request body exceeds 1 MiB'), { code: 'limited' }))
+        reject(Object.assign(new Error(`request body exceeds ${bound}`), { code: 'limited' }))
         return
       }
       chunks.push(chunk)
@@ -159,80 +158,6 @@ function preflight (req, res, allowedOrigins) {
     return res.status(204).end()
   }
   sendError(res, 'unauthorized', 'origin not allowed')
-}
-
-/**
- * The BRC-104 middleware, assembled from its parts the way
- * createAuthMiddleware does, so that the router holds its Peer. What the
- * middleware registers for one request (a general-message listener, which it
- * removes only when the request verifies; a certificate listener per new
- * identity's handshake, removed only when certificates arrive, which the
- * router never requests; the handshake's response handle, kept when the
- * handshake fails) is released when that request's response closes, so
- * failed or forged requests leave nothing behind.
- */
-function createAuth (wallet) {
-  const { ExpressTransport } = require('@bsv/auth-express-middleware')
-  const transport = new ExpressTransport(true)
-  // Unauthenticated requests pass as 'unknown' so that the public manifest
-  // stays readable with a plain GET; lookup routes refuse them.
-  const peer = new Peer(wallet, transport, undefined, new SessionManager())
-  transport.setPeer(peer)
-  let registered = null
-  const track = (listen, stop) => {
-    const original = peer[listen].bind(peer)
-    const release = peer[stop].bind(peer)
-    peer[listen] = (callback) => {
-      const id = original(callback)
-      if (registered) registered.push(() => release(id))
-      return id
-    }
-  }
-  track('listenForGeneralMessages', 'stopListeningForGeneralMessages')
-  track('listenForCertificatesReceived', 'stopListeningForCertificatesReceived')
-  const middleware = (req, res, next) => {
-    const mine = registered = []
-    try {
-      transport.handleIncomingRequest(req, res, next)
-    } finally {
-      registered = null
-    }
-    if (mine.length > 0 || req.path === '/.well-known/auth') {
-      res.once('close', () => {
-        for (const release of mine) release()
-        const handles = transport.openNonGeneralHandles
-        for (const key of Object.keys(handles)) {
-          handles[key] = handles[key].filter((h) => h.res !== res)
-          if (handles[key].length === 0) delete handles[key]
-        }
-      })
-    }
-  }
-  middleware.peer = peer
-  return middleware
-}
-
-/**
- * Runs the BRC-104 middleware and then `onPass`. A request that fails
- * authentication (the middleware answers those itself with its own JSON,
- * 401 or, for a forged nonce, 500) gets the profile's 401 `unauthorized`
- * envelope (BRC-193 §6) with the §8 headers instead, whatever the reason.
- */
-function authenticate (auth, req, res, onPass) {
-  let passed = false
-  const refuse = () => sendError(res, 'unauthorized', 'BRC-103 authentication failed')
-  const json = res.json
-  res.json = function (body) {
-    // The middleware's failures are `{status: 'error', ...}`; its handshake
-    // answer (an AuthMessage sent with res.send) also arrives here.
-    if (!passed && body && body.status === 'error') return refuse()
-    return json.call(this, body)
-  }
-  auth(req, res, (err) => {
-    if (err) return refuse()
-    passed = true
-    onPass()
-  })
 }
 
 /** Queues `fn` to run in a later event-loop turn, SIGNED_PER_TURN per turn. */
@@ -289,43 +214,77 @@ function createRouter (live, options = {}) {
   let wallet = null
   if (authentication === 'brc103') {
     // The identity's crypto runs in the Rust core unless a wallet is given.
-    wallet = options.authMiddleware ? options.wallet || null : options.wallet || NativeWallet.fromPrivateKey(options.privateKey)
-    auth = options.authMiddleware || createAuth(wallet)
+    wallet = options.wallet || NativeWallet.fromPrivateKey(options.privateKey)
+    auth = new AuthServer(wallet, manifest.identity, options.authSessions)
   }
   const inTurn = createTurns()
   const log = typeof options.log === 'function' ? options.log : () => {}
   const prefix = basePath(options.baseURL) + '/overlay/v1'
   const router = express.Router()
 
+  /** Sends an answer, signed first when it answers a verified BRC-104 exchange. */
+  const answer = async (res, status, body, exchange) => {
+    if (!exchange) return send(res, status, body)
+    if (res.headersSent || res.writableEnded) return
+    const buf = Buffer.from(body)
+    await auth.sign(exchange, res, status, buf)
+    send(res, status, buf)
+  }
+  const answerError = (res, code, message, exchange) => answer(res, wire.statusOf(code), wire.errorBody(code, message), exchange)
+
+  /**
+   * The exchange a request belongs to: null for a request without BRC-104
+   * headers, false for one whose authentication fails, else the verified
+   * exchange (js/brc104.js).
+   */
+  const exchangeOf = async (req, body) => {
+    if (!AuthServer.signed(req)) return null
+    return (await auth.verify(req, body)) || false
+  }
+
   if (auth) {
-    // BRC-103 handshakes always go to the origin root; the middleware needs the
-    // parsed JSON there (and only there). Browsers preflight it like the
-    // lookup routes, and its answers carry the same §8 headers.
+    // BRC-103 handshakes always go to the origin root. Browsers preflight it
+    // like the lookup routes, and its answers carry the same §8 headers.
     router.options('/.well-known/auth', (req, res) => {
       baseHeaders(req, res, allowedOrigins)
       preflight(req, res, allowedOrigins)
     })
-    const json = express.json({ limit: '64kb' })
-    router.post('/.well-known/auth', (req, res, next) => {
+    router.post('/.well-known/auth', async (req, res) => {
       baseHeaders(req, res, allowedOrigins)
-      json(req, res, (err) => {
-        if (err) return sendError(res, err.status === 413 ? 'limited' : 'invalid', 'unreadable handshake body')
-        authenticate(auth, req, res, () => sendError(res, 'not-found', 'unknown route'))
-      })
+      let message
+      try {
+        message = JSON.parse((await readBody(req, MAX_HANDSHAKE, '64 KiB')).toString('utf8'))
+      } catch (e) {
+        res.setHeader('Connection', 'close')
+        return sendError(res, e.code === 'limited' ? 'limited' : 'invalid', 'unreadable handshake body')
+      }
+      try {
+        const reply = await auth.handshake(message)
+        if (!reply) return refuseAuth(res)
+        res.setHeader('x-bsv-auth-version', reply.version)
+        res.setHeader('x-bsv-auth-message-type', reply.messageType)
+        res.setHeader('x-bsv-auth-identity-key', reply.identityKey)
+        res.setHeader('x-bsv-auth-your-nonce', reply.yourNonce)
+        send(res, 200, JSON.stringify(reply))
+      } catch (e) {
+        log({ op: 'handshake', status: 503, error: String((e && e.code) || 'internal') })
+        sendError(res, 'unavailable', 'the provider failed to answer')
+      }
     })
   }
 
   router.use(prefix, (req, res, next) => {
-    if (!auth) res.locals.overlayLiveDirect = true
     baseHeaders(req, res, allowedOrigins)
     if (req.method !== 'OPTIONS') return next()
     preflight(req, res, allowedOrigins)
   })
 
-  router.get(prefix + '/capabilities', (req, res, next) => {
-    const serve = () => send(res, 200, manifest.bytes())
-    if (!auth) return serve()
-    authenticate(auth, req, res, serve)
+  // The manifest is public: readable with a plain GET in both modes, and
+  // signed for a BRC-104 caller.
+  router.get(prefix + '/capabilities', async (req, res) => {
+    const exchange = auth ? await exchangeOf(req, Buffer.alloc(0)) : null
+    if (exchange === false) return refuseAuth(res)
+    answer(res, 200, manifest.bytes(), exchange).catch(() => sendError(res, 'unavailable', 'the provider failed to answer'))
   })
 
   const handlers = {
@@ -349,45 +308,45 @@ function createRouter (live, options = {}) {
       res.setHeader('Connection', 'close')
       return sendError(res, e.code === 'limited' ? 'limited' : 'invalid', e.code === 'limited' ? e.message : 'unreadable request body')
     }
-    // The BRC-104 middleware verifies the exact bytes it finds on req.body.
-    req.body = body
-    const run = async () => {
-      echoSelection(req, res)
-      const principal = auth ? req.auth && req.auth.identityKey : ''
-      if (auth && (!principal || principal === 'unknown')) {
-        return sendError(res, 'unauthorized', 'BRC-103 authentication is required')
+    let exchange = null
+    const fail = (e) => {
+      log({ op, status: 503, error: String((e && e.code) || 'internal') })
+      // Unsigned: the failure may be the signing itself.
+      sendError(res, 'unavailable', 'the provider failed to answer')
+    }
+    try {
+      if (auth) {
+        exchange = await exchangeOf(req, body)
+        if (exchange === false) return refuseAuth(res)
       }
+      echoSelection(req, res)
+      if (auth && !exchange) return sendError(res, 'unauthorized', 'BRC-103 authentication is required')
       const refused = checkRequest(req, !!auth) ||
         manifest.check(op, req.headers['x-bsv-overlay-capability'], req.headers['x-bsv-overlay-profile'])
-      if (refused) return sendError(res, refused[0], refused[1])
-      const caller = auth ? { principal, authenticated: true } : { principal: '', authenticated: false }
+      if (refused) return await answerError(res, refused[0], refused[1], exchange)
+      const caller = exchange ? { principal: exchange.identityKey, authenticated: true } : { principal: '', authenticated: false }
       const ac = new AbortController()
       const onClose = () => { if (!res.writableEnded) ac.abort() }
       res.on('close', onClose)
+      let out
       try {
-        const out = await handlers[op](body, caller, ac.signal)
-        if (ac.signal.aborted) return
-        // Cursors and bodies never reach the log.
-        log({ op, status: out.status, principal: caller.principal || null, bytes: out.body.length })
-        if (!auth) return send(res, out.status, out.body)
-        inTurn(() => {
-          try { send(res, out.status, out.body) } catch (e) { fail(e) }
-        })
+        out = await handlers[op](body, caller, ac.signal)
       } finally {
         res.off('close', onClose)
       }
+      if (ac.signal.aborted) return
+      // Cursors and bodies never reach the log.
+      log({ op, status: out.status, principal: caller.principal || null, bytes: out.body.length })
+      if (!exchange) return send(res, out.status, out.body)
+      inTurn(() => answer(res, out.status, out.body, exchange).catch(fail))
+    } catch (e) {
+      fail(e)
     }
-    const fail = (e) => {
-      log({ op, status: 503, error: String((e && e.code) || 'internal') })
-      sendError(res, 'unavailable', 'the provider failed to answer')
-    }
-    if (!auth) return run().catch(fail)
-    authenticate(auth, req, res, () => run().catch(fail))
   })
 
   router.all(prefix + '/{*rest}', (req, res) => sendError(res, 'not-found', 'unknown route'))
   router.manifest = manifest
-  // The BRC-104 wallet and middleware in use (null in public mode), for
+  // The BRC-104 wallet and sessions in use (null in public mode), for
   // diagnostics; the wallet never exposes its key.
   router.wallet = wallet
   router.auth = auth

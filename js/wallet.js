@@ -91,6 +91,8 @@ function invalid (message, code) {
 }
 
 const CONSTRUCTING = Symbol('NativeWallet')
+/** Each NativeWallet's core, for the package's own BRC-104 code (see `authCrypto`). */
+const CORES = new WeakMap()
 
 class NativeWallet {
   #core
@@ -101,6 +103,7 @@ class NativeWallet {
     if (token !== CONSTRUCTING) throw new TypeError('use NativeWallet.fromPrivateKey(hex)')
     this.#core = core
     this.#identityKey = core.identityKey()
+    CORES.set(this, core)
   }
 
   /**
@@ -205,4 +208,46 @@ class NativeWallet {
   }
 }
 
-module.exports = { NativeWallet }
+const AUTH_LEVEL = 2
+const AUTH_PROTOCOL = 'auth message signature'
+
+/**
+ * The two calls BRC-104 makes per message (protocol [2, 'auth message
+ * signature'], SHA-256 of the payload), straight on a NativeWallet's core with
+ * Buffers and synchronous: `sign(keyID, counterparty, payload)` gives DER,
+ * `verify(keyID, counterparty, der, payload)` a boolean (false for a malformed
+ * signature or key, never a throw). For any other wallet, the same through
+ * its BRC-100 methods, as promises. Package-internal (js/brc104.js).
+ */
+function authCrypto (wallet) {
+  const core = CORES.get(wallet)
+  if (core) {
+    return {
+      sign: (keyID, counterparty, payload) => core.createSignature(AUTH_LEVEL, AUTH_PROTOCOL, keyID, counterparty, payload, null),
+      verify: (keyID, counterparty, der, payload) => {
+        try {
+          return core.verifySignatureDer(AUTH_LEVEL, AUTH_PROTOCOL, keyID, counterparty, false, der, payload, null)
+        } catch {
+          return false
+        }
+      }
+    }
+  }
+  const protocolID = [AUTH_LEVEL, AUTH_PROTOCOL]
+  return {
+    sign: async (keyID, counterparty, payload) => {
+      const { signature } = await wallet.createSignature({ data: Array.from(payload), protocolID, keyID, counterparty })
+      return Buffer.from(signature)
+    },
+    verify: async (keyID, counterparty, der, payload) => {
+      try {
+        const { valid } = await wallet.verifySignature({ data: Array.from(payload), signature: Array.from(der), protocolID, keyID, counterparty })
+        return valid === true
+      } catch {
+        return false
+      }
+    }
+  }
+}
+
+module.exports = { NativeWallet, authCrypto }

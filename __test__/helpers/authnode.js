@@ -16,7 +16,7 @@ const { NOTES_TOPIC } = require('../../demo/notes/notesProtocol')
 const wire = require('../../js/wire')
 const { PROFILE } = require('../../js/router')
 
-async function startAuthNode ({ wallet, allowedOrigins = [], before, serverKey = PrivateKey.fromRandom(), log } = {}) {
+async function startAuthNode ({ wallet, allowedOrigins = [], before, serverKey = PrivateKey.fromRandom(), log, authSessions } = {}) {
   const app = express()
   app.set('etag', false)
   if (before) before(app)
@@ -39,7 +39,8 @@ async function startAuthNode ({ wallet, allowedOrigins = [], before, serverKey =
     wallet,
     allowLocalHttp: true,
     allowedOrigins,
-    log
+    log,
+    authSessions
   })
   app.use(router)
   const capability = wire.digest('capabilities', JSON.parse(router.manifest.bytes()).body)

@@ -412,8 +412,8 @@ median (min–max) over windows). Every answer is parsed. **Snapshot pages**: \`
 ${r.snapshotPage.maxObservations}-observation page of a ${r.rows.toLocaleString('en-US')}-row snapshot (a client whose snapshot ends closes it and opens
 a new one, not counted as a read). **Caught-up live reads**: \`read\` with \`waitMs\` 0 on a session whose
 snapshot is complete and with nothing new (an empty batch). Public mode: node:http keep-alive
-\`Agent\` clients. BRC-103: one \`AuthFetch\` (own \`ProtoWallet\` identity) per client, the router with
-\`@bsv/auth-express-middleware\` on its default native wallet (section 10 has the server alone); every request and answer is signed and verified,
+\`Agent\` clients. BRC-103: one \`AuthFetch\` (own \`ProtoWallet\` identity) per client, the router's own BRC-104
+provider on its default native wallet (section 10 has the server alone); every request and answer is signed and verified,
 and the handshake happens before the timing (collection of ${h.authReads ? h.authReads.rows : '—'} rows). Clients and server share one process (and the 2 cores
 with it).
 

@@ -5,8 +5,8 @@
 //     parsed by the client; every answer is checked to hold exactly the committed group;
 // (b) immediate reads per second: reads that answer without waiting (snapshot pages of a small
 //     page; caught-up live reads with waitMs 0) from 1 and 16 concurrent clients, in public mode;
-// (c) the caught-up live reads again with BRC-103 authentication (AuthFetch clients, the real
-//     @bsv/auth-express-middleware in the router).
+// (c) the caught-up live reads again with BRC-103 authentication (AuthFetch clients, the router's
+//     own BRC-104 provider, js/brc104.js).
 // Client and server share this process (one event loop): each figure includes the client's own
 // work (sending, receiving, JSON.parse), serialized with the server's on the same thread.
 

@@ -1,0 +1,121 @@
+'use strict'
+// The router's own BRC-104 provider (js/brc104.js): its request payload is
+// byte for byte what AuthFetch signs, its session table is bounded without
+// breaking AuthFetch clients (they handshake again), and a session only ever
+// authenticates the identity that made it.
+
+const crypto = require('node:crypto')
+const { AuthFetch, PrivateKey, ProtoWallet } = require('@bsv/sdk')
+const { NativeWallet } = require('../js')
+const { requestPayload } = require('../js/brc104')
+const { startAuthNode, lookupClient, openReq, openCaughtUp, readReq, PROFILE } = require('./helpers/authnode')
+
+/** A random string over `alphabet` of 1..max characters. */
+function pick (alphabet, max) {
+  const n = 1 + crypto.randomInt(max)
+  return Array.from({ length: n }, () => alphabet[crypto.randomInt(alphabet.length)]).join('')
+}
+
+describe('request payload', () => {
+  test('equals AuthFetch.serializeRequest for random methods, paths, queries, headers and bodies', async () => {
+    const af = new AuthFetch(new ProtoWallet(PrivateKey.fromRandom()))
+    const pathChars = 'abcXYZ019-._~/%éß✓ '
+    for (let i = 0; i < 300; i++) {
+      const method = ['GET', 'POST', 'PUT', 'DELETE'][i % 4]
+      const query = i % 3 === 0 ? '' : '?' + pick('ab=&1é+', 12)
+      const url = new URL(`http://node.test/${pick(pathChars, 24)}${query}`)
+      const headers = {}
+      if (i % 2 === 0) headers['Content-Type'] = ['application/json', 'application/json; charset=utf-8', 'text/plain;x=1'][i % 3]
+      if (i % 5 === 0) headers.Authorization = 'Bearer ' + pick('abc123', 20)
+      for (let k = 0; k < i % 4; k++) headers['X-BSV-' + pick('abcdef-_', 8)] = pick('vw xyz é', 16)
+      const body = method === 'GET' || i % 7 === 0 ? undefined : i % 2 === 0 ? JSON.stringify({ n: i, s: pick('aé✓"\\', 10) }) : pick('plain text ✓', 30)
+      const requestId = crypto.randomBytes(32)
+      const expected = Buffer.from((await af.serializeRequest(method, headers, body, url, Array.from(requestId))).toArray())
+      // What the server sees: lower-case header names, the request line, the body bytes.
+      const lower = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toLowerCase(), v]))
+      const sent = body === undefined
+        ? (['POST', 'PUT', 'DELETE'].includes(method) && /application\/json/.test(lower['content-type'] || '') ? '{}' : '')
+        : body
+      const req = { method, originalUrl: url.pathname + url.search, headers: lower }
+      expect(requestPayload(requestId, req, Buffer.from(sent, 'utf8')).equals(expected)).toBe(true)
+    }
+  })
+})
+
+describe('sessions', () => {
+  let node
+  beforeAll(async () => { node = await startAuthNode({ authSessions: { maxSessions: 4, sessionsPerIdentity: 2 } }) })
+  afterAll(async () => { await node.close() })
+
+  test('the table never holds more than its bounds, and a client whose session was dropped handshakes again and is served', async () => {
+    const clients = Array.from({ length: 6 }, () => lookupClient(node.origin, node.capability, NativeWallet.fromPrivateKey(PrivateKey.fromRandom().toHex())))
+    const batches = []
+    for (const c of clients) {
+      batches.push(await openCaughtUp(c))
+      expect(node.router.auth.sessions.size).toBeLessThanOrEqual(4)
+    }
+    // The first two clients' sessions were dropped; their next reads succeed all the same.
+    for (let i = 0; i < 2; i++) {
+      const again = await clients[i].post('read', readReq(batches[i]))
+      expect(again.status).toBe(200)
+    }
+    expect(node.router.auth.sessions.size).toBe(4)
+  })
+
+  test('one identity handshaking again and again keeps at most sessionsPerIdentity sessions', async () => {
+    const key = PrivateKey.fromRandom()
+    const before = node.router.auth.sessions.size
+    for (let i = 0; i < 5; i++) {
+      // A new AuthFetch per round: each one handshakes.
+      const c = lookupClient(node.origin, node.capability, NativeWallet.fromPrivateKey(key.toHex()))
+      expect((await c.post('open', openReq())).status).toBe(200)
+    }
+    const mine = [...node.router.auth.sessions.byNonce.values()].filter((s) => s.peerIdentityKey === key.toPublicKey().toString())
+    expect(mine.length).toBe(2)
+    expect(node.router.auth.sessions.size).toBeLessThanOrEqual(Math.max(before, 4))
+  })
+})
+
+describe('a session authenticates only its own identity', () => {
+  let node
+  beforeAll(async () => { node = await startAuthNode() })
+  afterAll(async () => { await node.close() })
+
+  test('a request signed in A\'s session but naming identity B is refused; the same request naming A is served', async () => {
+    const keyA = PrivateKey.fromRandom()
+    const walletA = NativeWallet.fromPrivateKey(keyA.toHex())
+    const client = lookupClient(node.origin, node.capability, walletA)
+    await openCaughtUp(client)
+    // A's session as AuthFetch holds it: the provider's session nonce.
+    const session = client.af.peers[node.origin].peer.sessionManager.getSession(node.identity)
+    const send = async (identityKey) => {
+      const body = Buffer.from(JSON.stringify(openReq()))
+      const requestId = crypto.randomBytes(32)
+      const headers = { 'content-type': 'application/json', 'x-bsv-overlay-capability': node.capability, 'x-bsv-overlay-profile': PROFILE }
+      const payload = requestPayload(requestId, { method: 'POST', originalUrl: '/overlay/v1/lookup/open', headers }, body)
+      const nonce = crypto.randomBytes(32).toString('base64')
+      const { signature } = await walletA.createSignature({ data: Array.from(payload), protocolID: [2, 'auth message signature'], keyID: `${nonce} ${session.peerNonce}`, counterparty: node.identity })
+      const res = await fetch(`${node.origin}/overlay/v1/lookup/open`, {
+        method: 'POST',
+        headers: {
+          ...headers,
+          'x-bsv-auth-version': '0.1',
+          'x-bsv-auth-identity-key': identityKey,
+          'x-bsv-auth-nonce': nonce,
+          'x-bsv-auth-your-nonce': session.peerNonce,
+          'x-bsv-auth-signature': Buffer.from(signature).toString('hex'),
+          'x-bsv-auth-request-id': requestId.toString('base64')
+        },
+        body
+      })
+      return { status: res.status, signed: res.headers.get('x-bsv-auth-signature') !== null, body: await res.json() }
+    }
+    const own = await send(keyA.toPublicKey().toString())
+    expect(own.status).toBe(200)
+    expect(own.signed).toBe(true)
+    const other = await send(PrivateKey.fromRandom().toPublicKey().toString())
+    expect(other.status).toBe(401)
+    expect(other.signed).toBe(false)
+    expect(other.body.error.code).toBe('unauthorized')
+  })
+})
