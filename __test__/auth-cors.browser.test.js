@@ -8,7 +8,7 @@ const fs = require('node:fs')
 const path = require('node:path')
 const express = require('express')
 const { startServer } = require('./helpers/net')
-const { startAuthNode, PROFILE } = require('./helpers/authnode')
+const { startNode, PROFILE } = require('./helpers/node')
 
 const CHROMIUM = '/usr/bin/chromium'
 const haveChromium = fs.existsSync(CHROMIUM)
@@ -51,7 +51,8 @@ maybe('a browser page on another origin', () => {
     pageSrv = await startServer(pageApp)
     // The page's origin differs from the node's by port.
     const pageOrigin = `http://localhost:${pageSrv.port}`
-    node = await startAuthNode({
+    node = await startNode({
+      maxWaitMs: 25000,
       allowedOrigins: [pageOrigin],
       before: (app) => app.use((req, res, next) => {
         seen.push(`${req.method} ${req.path}`)

@@ -7,7 +7,7 @@ const path = require('node:path')
 const { fork } = require('node:child_process')
 const { PrivateKey } = require('@bsv/sdk')
 const { NativeWallet } = require('../js')
-const { lookupClient, readReq, openCaughtUp } = require('./helpers/authnode')
+const { lookupClient, readReq, openCaughtUp } = require('./helpers/node')
 
 jest.setTimeout(240000)
 

@@ -8,7 +8,7 @@
 const { ProtoWallet, PrivateKey, Utils } = require('@bsv/sdk')
 const { NativeWallet } = require('../js')
 const { startProxy, observeVerdicts, flush } = require('./helpers/net')
-const { startAuthNode, lookupClient, openReq, readReq, openCaughtUp } = require('./helpers/authnode')
+const { startNode, lookupClient, openReq, readReq, openCaughtUp } = require('./helpers/node')
 
 const ALLOWED = 'http://page.example.test'
 const VARY = 'Authorization, x-bsv-auth-identity-key, x-bsv-overlay-capability, x-bsv-overlay-profile'
@@ -31,7 +31,7 @@ function expectSection8 (headers, origin) {
 
 describe('router on the native wallet (default), clients on ProtoWallet', () => {
   let node
-  beforeAll(async () => { node = await startAuthNode({ allowedOrigins: [ALLOWED] }) })
+  beforeAll(async () => { node = await startNode({ maxWaitMs: 25000, allowedOrigins: [ALLOWED] }) })
   afterAll(async () => { await node.close() })
 
   test('the router signs with a NativeWallet made from privateKey', async () => {
@@ -43,7 +43,7 @@ describe('router on the native wallet (default), clients on ProtoWallet', () => 
     const client = lookupClient(node.origin, node.capability, new ProtoWallet(PrivateKey.fromRandom()))
     const b = await openCaughtUp(client)
     expect(b.scope.provider).toBe(node.identity)
-    const poll = client.post('read', readReq(b, 20000))
+    const poll = client.post('read', readReq(b, { waitMs: 20000 }))
     await new Promise((resolve) => setTimeout(resolve, 200))
     const created = await node.factory.createNotes(['native wallet note'])
     await node.submit(created)
@@ -156,7 +156,7 @@ describe('client on the native wallet, server on ProtoWallet', () => {
   let node
   beforeAll(async () => {
     const serverKey = PrivateKey.fromRandom()
-    node = await startAuthNode({ serverKey, wallet: new ProtoWallet(serverKey) })
+    node = await startNode({ maxWaitMs: 25000, serverKey, wallet: new ProtoWallet(serverKey) })
   })
   afterAll(async () => { await node.close() })
 
@@ -165,7 +165,7 @@ describe('client on the native wallet, server on ProtoWallet', () => {
     const client = lookupClient(node.origin, node.capability, NativeWallet.fromPrivateKey(PrivateKey.fromRandom().toHex()))
     const b = await openCaughtUp(client)
     expect(b.scope.provider).toBe(node.identity)
-    const poll = client.post('read', readReq(b, 20000))
+    const poll = client.post('read', readReq(b, { waitMs: 20000 }))
     await new Promise((resolve) => setTimeout(resolve, 200))
     const created = await node.factory.createNotes(['from a native client'])
     await node.submit(created)
@@ -197,7 +197,8 @@ describe('one commit waking many authenticated polls', () => {
   let node
   const counts = { sentReads: 0, armed: false, pingAt: null, pinged: null }
   beforeAll(async () => {
-    node = await startAuthNode({
+    node = await startNode({
+      maxWaitMs: 25000,
       before: (app) => {
         // Counts signed read answers at the moment they are written (the
         // router ends the response once the answer is signed), and starts an
@@ -225,7 +226,7 @@ describe('one commit waking many authenticated polls', () => {
     const clients = Array.from({ length: 8 }, () => lookupClient(node.origin, node.capability, NativeWallet.fromPrivateKey(PrivateKey.fromRandom().toHex())))
     const sessions = []
     for (let i = 0; i < POLLS; i++) sessions.push(await openCaughtUp(clients[i % clients.length]))
-    const polls = sessions.map((b, i) => clients[i % clients.length].post('read', readReq(b, 25000)))
+    const polls = sessions.map((b, i) => clients[i % clients.length].post('read', readReq(b, { waitMs: 25000 })))
     // Every poll is parked before the commit.
     for (let i = 0; i < 200 && node.live.stats().waiters < POLLS; i++) await new Promise((resolve) => setTimeout(resolve, 25))
     expect(node.live.stats().waiters).toBe(POLLS)

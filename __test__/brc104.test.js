@@ -8,7 +8,7 @@ const crypto = require('node:crypto')
 const { AuthFetch, PrivateKey, ProtoWallet } = require('@bsv/sdk')
 const { NativeWallet } = require('../js')
 const { requestPayload } = require('../js/brc104')
-const { startAuthNode, lookupClient, openReq, openCaughtUp, readReq, PROFILE } = require('./helpers/authnode')
+const { startNode, lookupClient, openReq, openCaughtUp, readReq, PROFILE } = require('./helpers/node')
 
 /** A random string over `alphabet` of 1..max characters. */
 function pick (alphabet, max) {
@@ -44,7 +44,7 @@ describe('request payload', () => {
 
 describe('sessions', () => {
   let node
-  beforeAll(async () => { node = await startAuthNode({ authSessions: { maxSessions: 4, sessionsPerIdentity: 2 } }) })
+  beforeAll(async () => { node = await startNode({ maxWaitMs: 25000, authSessions: { maxSessions: 4, sessionsPerIdentity: 2 } }) })
   afterAll(async () => { await node.close() })
 
   test('the table never holds more than its bounds, and a client whose session was dropped handshakes again and is served', async () => {
@@ -78,7 +78,7 @@ describe('sessions', () => {
 
 describe('a session authenticates only its own identity', () => {
   let node
-  beforeAll(async () => { node = await startAuthNode() })
+  beforeAll(async () => { node = await startNode({ maxWaitMs: 25000 }) })
   afterAll(async () => { await node.close() })
 
   test('a request signed in A\'s session but naming identity B is refused; the same request naming A is served', async () => {

@@ -5,7 +5,7 @@
 // sessions.test.js; here every request and answer is an authenticated HTTP exchange.
 
 const h = require('./helpers/live')
-const { startNode, authClient, openReq, readReq, drain, summary, expiringNotesCompanion } = require('./helpers/node')
+const { startNode, authClient, openReq, readReq, drain, openAndDrain, summary, expiringNotesCompanion } = require('./helpers/node')
 const { NoteFactory } = require('./helpers/engine')
 const { createNotesCompanion } = require('../demo/notes/notesCompanion')
 
@@ -18,13 +18,6 @@ async function node (options) {
   const n = await startNode(options)
   nodes.push(n)
   return n
-}
-
-async function openAndDrain (client, query = {}, limits = {}) {
-  const r = await client.post('open', openReq(query, limits))
-  expect(r.status).toBe(200)
-  const batches = await drain(client, r.body, limits)
-  return { first: r.body, batches, end: batches[batches.length - 1] }
 }
 
 test('limited group: a group larger than the client limit is 413 limited without advancing, and whole with a larger limit', async () => {

@@ -10,7 +10,7 @@
 const fs = require('node:fs')
 const h = require('./helpers/live')
 const { LocalChainTracker } = require('./helpers/engine')
-const { startNode, publicClient, openReq, readReq, drain, summary } = require('./helpers/node')
+const { startNode, publicClient, readReq, openAndDrain, summary } = require('./helpers/node')
 const { scheduleGASPSync } = require('../js/gasp')
 
 const cleanup = []
@@ -57,10 +57,8 @@ function syncAll (nodes) {
 /** An HTTP follower of one node: opened, snapshot drained. */
 async function follow (n) {
   const client = await publicClient(n)
-  const first = await client.post('open', openReq())
-  expect(first.status).toBe(200)
-  const batches = await drain(client, first.body)
-  return { client, batches, end: batches[batches.length - 1] }
+  const { batches, end } = await openAndDrain(client)
+  return { client, batches, end }
 }
 
 async function next (f) {

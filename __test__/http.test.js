@@ -3,57 +3,13 @@
 // middleware with AuthFetch clients of two distinct identities, a real
 // @bsv/overlay Engine with real transactions, and the native sled store.
 
-const express = require('express')
 const { AuthFetch, PrivateKey, ProtoWallet, SignedMessage, Utils } = require('@bsv/sdk')
 const h = require('./helpers/live')
-const { startProxy, startServer, observeVerdicts, flush } = require('./helpers/net')
-const { createTestEngine, NoteFactory } = require('./helpers/engine')
-const { NotesLookupService } = require('../demo/notes/NotesLookupService')
-const { NotesTopicManager } = require('../demo/notes/NotesTopicManager')
-const { createNotesCompanion } = require('../demo/notes/notesCompanion')
-const { NOTES_TOPIC } = require('../demo/notes/notesProtocol')
+const { startProxy, observeVerdicts, flush } = require('./helpers/net')
+const { startNode, authClient, publicClient, openReq, readReq, drain, openCaughtUp, PROFILE } = require('./helpers/node')
 const wire = require('../js/wire')
-const { PROFILE } = require('../js/router')
 
 const ALLOWED_ORIGIN = 'http://app.example.test'
-
-async function startNode ({ authentication = 'brc103' } = {}) {
-  const serverKey = PrivateKey.fromRandom()
-  const app = express()
-  // Needed under BRC-104 (docs/operators.md); public mode is left on Express's default.
-  if (authentication === 'brc103') app.set('etag', false)
-  const srv = await startServer(app)
-  const origin = `http://127.0.0.1:${srv.port}`
-  const live = await h.openLive(h.tempDir(), {
-    provider: authentication === 'brc103' ? serverKey.toPublicKey().toString() : origin,
-    maxWaitMs: 20000
-  })
-  const t = await createTestEngine({
-    managers: { [NOTES_TOPIC]: new NotesTopicManager() },
-    lookupServices: async (knex) => {
-      const inner = new NotesLookupService(knex)
-      await inner.init()
-      return { ls_notes: live.wrap('ls_notes', inner, createNotesCompanion()) }
-    }
-  })
-  await live.attach(t.engine)
-  const logged = []
-  app.use(live.router({
-    baseURL: origin,
-    authentication,
-    privateKey: serverKey.toHex(),
-    allowLocalHttp: true,
-    allowedOrigins: [ALLOWED_ORIGIN],
-    log: (entry) => logged.push(entry)
-  }))
-  const factory = new NoteFactory(t.chainTracker)
-  return {
-    live, t, srv, origin, logged, factory,
-    identity: serverKey.toPublicKey().toString(),
-    submit: (built) => t.engine.submit({ beef: built.beef, topics: [NOTES_TOPIC] }),
-    async close () { await srv.close(); await t.close(); await live.close() }
-  }
-}
 
 async function manifestOf (node) {
   const res = await fetch(`${node.origin}/overlay/v1/capabilities`)
@@ -65,50 +21,15 @@ function preimage (type, body) {
   return Buffer.concat([Buffer.from('BRC-OUTPUT/1/' + type), Buffer.from([0]), Buffer.from(wire.canonicalize(body))])
 }
 
-/** A BRC-103 client of one identity. */
-function authClient (node, capability) {
-  const key = PrivateKey.fromRandom()
-  const af = new AuthFetch(new ProtoWallet(key))
-  return {
-    identity: key.toPublicKey().toString(),
-    af,
-    async post (op, body, headers = {}) {
-      const res = await af.fetch(`${node.origin}/overlay/v1/lookup/${op}`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-bsv-overlay-capability': capability, 'x-bsv-overlay-profile': PROFILE, ...headers },
-        body: JSON.stringify(body)
-      })
-      return { status: res.status, headers: res.headers, body: await res.json() }
-    }
-  }
-}
-
-function openReq (query = {}, waitMs = 0) {
-  return { version: 1, requestId: h.requestId(), service: 'ls_notes', query, limits: { maxBytes: 65536, maxObservations: 100, waitMs } }
-}
-
-function readReq (batch, waitMs = 0) {
-  return { version: 1, session: batch.session, cursor: batch.cursor, limits: { maxBytes: 65536, maxObservations: 100, waitMs } }
-}
-
-async function drain (client, first) {
-  let b = first
-  while (!b.snapshotComplete) {
-    const r = await client.post('read', readReq(b))
-    expect(r.status).toBe(200)
-    b = r.body
-  }
-  return b
-}
-
 function outputs (batch) {
   return batch.groups.flatMap(g => g.observations.filter(o => o.kind === 'output').map(o => `${o.payload.evidence.txid}.${o.payload.evidence.outputIndex}`))
 }
 
 describe('BRC-103 authenticated routes', () => {
   let node, capability
+  const logged = []
   beforeAll(async () => {
-    node = await startNode()
+    node = await startNode({ allowedOrigins: [ALLOWED_ORIGIN], log: (entry) => logged.push(entry) })
     capability = wire.digest('capabilities', (await manifestOf(node)).body)
   })
   afterAll(async () => { await node.close() })
@@ -124,17 +45,17 @@ describe('BRC-103 authenticated routes', () => {
   })
 
   test('open, drain, a real submit wakes the waiting poll; a second client learns it without reopening', async () => {
-    const alice = authClient(node, capability)
-    const bob = authClient(node, capability)
+    const alice = await authClient(node, PrivateKey.fromRandom(), capability)
+    const bob = await authClient(node, PrivateKey.fromRandom(), capability)
     const a0 = await alice.post('open', openReq())
     expect(a0.status).toBe(200)
     expect(a0.headers.get('x-bsv-overlay-capability')).toBe(capability)
     expect(a0.headers.get('x-bsv-overlay-profile')).toBe(PROFILE)
     expect(a0.body.scope.provider).toBe(node.identity)
-    const aEnd = await drain(alice, a0.body)
-    const bEnd = await drain(bob, (await bob.post('open', openReq())).body)
-    const aPoll = alice.post('read', readReq(aEnd, 15000))
-    const bPoll = bob.post('read', readReq(bEnd, 15000))
+    const aEnd = (await drain(alice, a0.body)).pop()
+    const bEnd = await openCaughtUp(bob)
+    const aPoll = alice.post('read', readReq(aEnd, { waitMs: 15000 }))
+    const bPoll = bob.post('read', readReq(bEnd, { waitMs: 15000 }))
     await new Promise(resolve => setTimeout(resolve, 200))
     const created = await node.factory.createNotes(['hello over HTTP'])
     await node.submit(created)
@@ -144,14 +65,14 @@ describe('BRC-103 authenticated routes', () => {
     expect(outputs(b1.body)).toEqual([`${created.txid}.0`])
     expect(a1.body.session).not.toBe(b1.body.session)
     // The log hook never sees cursors or bodies.
-    expect(JSON.stringify(node.logged)).not.toContain(a1.body.cursor)
-    expect(node.logged.every(e => Object.keys(e).every(k => ['op', 'status', 'principal', 'bytes', 'error'].includes(k)))).toBe(true)
+    expect(JSON.stringify(logged)).not.toContain(a1.body.cursor)
+    expect(logged.every(e => Object.keys(e).every(k => ['op', 'status', 'principal', 'bytes', 'error'].includes(k)))).toBe(true)
   })
 
   test('principal B can neither read nor close principal A\'s session and learns nothing about it', async () => {
-    const alice = authClient(node, capability)
-    const bob = authClient(node, capability)
-    const a = await drain(alice, (await alice.post('open', openReq())).body)
+    const alice = await authClient(node, PrivateKey.fromRandom(), capability)
+    const bob = await authClient(node, PrivateKey.fromRandom(), capability)
+    const a = await openCaughtUp(alice)
     const stolen = await bob.post('read', readReq(a))
     const unknown = await bob.post('read', { ...readReq(a), session: 'cd'.repeat(16) })
     expect(stolen.status).toBe(409)
@@ -162,9 +83,9 @@ describe('BRC-103 authenticated routes', () => {
   })
 
   test('revocation during a waiting poll ends it with unauthorized', async () => {
-    const alice = authClient(node, capability)
-    const a = await drain(alice, (await alice.post('open', openReq())).body)
-    const poll = alice.post('read', readReq(a, 15000))
+    const alice = await authClient(node, PrivateKey.fromRandom(), capability)
+    const a = await openCaughtUp(alice)
+    const poll = alice.post('read', readReq(a, { waitMs: 15000 }))
     await new Promise(resolve => setTimeout(resolve, 300))
     expect(await node.live.revoke(alice.identity)).toBeGreaterThanOrEqual(1)
     const res = await poll
@@ -173,11 +94,11 @@ describe('BRC-103 authenticated routes', () => {
   })
 
   test('a stale capability is context-changed and an unknown profile unsupported, in signed answers', async () => {
-    const alice = authClient(node, 'ef'.repeat(32))
+    const alice = await authClient(node, PrivateKey.fromRandom(), 'ef'.repeat(32))
     const stale = await alice.post('open', openReq())
     expect(stale.status).toBe(409)
     expect(stale.body.error.code).toBe('context-changed')
-    const other = authClient(node, capability)
+    const other = await authClient(node, PrivateKey.fromRandom(), capability)
     const unknown = await other.post('open', openReq(), { 'x-bsv-overlay-profile': 'https://bsv.brc.dev/overlays/0193#lookup-live-v9' })
     expect(unknown.status).toBe(422)
     expect(unknown.body.error.code).toBe('unsupported')
@@ -224,10 +145,11 @@ function rawRequest (port, lines, body = '') {
 }
 
 describe('explicit unauthenticated public mode', () => {
-  let node, capability
+  let node, capability, client
   beforeAll(async () => {
-    node = await startNode({ authentication: 'none' })
+    node = await startNode({ authentication: 'none', allowedOrigins: [ALLOWED_ORIGIN] })
     capability = wire.digest('capabilities', (await manifestOf(node)).body)
+    client = await publicClient(node, capability)
   })
   afterAll(async () => { await node.close() })
 
@@ -238,13 +160,7 @@ describe('explicit unauthenticated public mode', () => {
     'x-bsv-overlay-profile': PROFILE
   })
 
-  async function post (op, body, extra = {}, init = {}) {
-    const res = await fetch(`${node.origin}/overlay/v1/lookup/${op}`, {
-      method: 'POST', headers: { ...headers(), ...extra }, body: typeof body === 'string' ? body : JSON.stringify(body), ...init
-    })
-    const text = await res.text()
-    return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : null, raw: text }
-  }
+  const post = (op, body, init) => client.post(op, body, init)
 
   test('the provider is the exact origin, and every answer carries the cache and vary headers', async () => {
     const ok = await post('open', openReq())
@@ -273,7 +189,7 @@ describe('explicit unauthenticated public mode', () => {
       [await fetch(`${node.origin}/overlay/v1/elsewhere`, { method: 'POST', headers: headers(), body: '{}' }), 404, 'not-found'],
       [await fetch(`${node.origin}/overlay/v1/lookup/open`, { method: 'POST', headers: headers(), body: '{"version":1,"version":1}' }), 400, 'invalid'],
       [await fetch(`${node.origin}/overlay/v1/lookup/open`, { method: 'POST', headers: headers(), body: JSON.stringify({ ...openReq(), version: 2 }) }), 422, 'unsupported'],
-      [await fetch(`${node.origin}/overlay/v1/lookup/open`, { method: 'POST', headers: headers(), body: JSON.stringify(openReq({}, 0)).replace('"ls_notes"', '"ls_missing"') }), 404, 'not-found'],
+      [await fetch(`${node.origin}/overlay/v1/lookup/open`, { method: 'POST', headers: headers(), body: JSON.stringify(openReq()).replace('"ls_notes"', '"ls_missing"') }), 404, 'not-found'],
       [await fetch(`${node.origin}/overlay/v1/lookup/open`, { method: 'POST', headers: { ...headers(), 'x-bsv-overlay-profile': 'urn:other' }, body: JSON.stringify(openReq()) }), 422, 'unsupported']
     ]
     for (const [res, status, code] of cases) {
@@ -297,12 +213,12 @@ describe('explicit unauthenticated public mode', () => {
   })
 
   test('CORS: an allowed origin gets exact credentialed headers, another origin gets none', async () => {
-    const allowed = await post('open', openReq(), { origin: ALLOWED_ORIGIN })
+    const allowed = await post('open', openReq(), { headers: { origin: ALLOWED_ORIGIN } })
     expect(allowed.headers.get('access-control-allow-origin')).toBe(ALLOWED_ORIGIN)
     expect(allowed.headers.get('access-control-allow-credentials')).toBe('true')
     expect(allowed.headers.get('access-control-expose-headers')).toContain('x-bsv-overlay-capability')
     expect(allowed.headers.get('access-control-expose-headers')).toContain('x-bsv-auth-signature')
-    const refused = await post('open', openReq(), { origin: 'http://evil.example.test' })
+    const refused = await post('open', openReq(), { headers: { origin: 'http://evil.example.test' } })
     expect(refused.headers.get('access-control-allow-origin')).toBeNull()
     const preflight = await fetch(`${node.origin}/overlay/v1/lookup/open`, { method: 'OPTIONS', headers: { origin: ALLOWED_ORIGIN, 'access-control-request-method': 'POST' } })
     expect(preflight.status).toBe(204)
@@ -312,11 +228,9 @@ describe('explicit unauthenticated public mode', () => {
   })
 
   test('a client that disconnects during a poll consumes nothing and resumes with its cursor', async () => {
-    const first = await post('open', openReq())
-    let b = first.body
-    while (!b.snapshotComplete) b = (await post('read', readReq(b))).body
+    const b = await openCaughtUp(client)
     const ac = new AbortController()
-    const poll = post('read', readReq(b, 15000), {}, { signal: ac.signal }).catch(e => e)
+    const poll = post('read', readReq(b, { waitMs: 15000 }), { signal: ac.signal }).catch(e => e)
     await new Promise(resolve => setTimeout(resolve, 300))
     expect(node.live.stats().waiters).toBe(1)
     ac.abort()

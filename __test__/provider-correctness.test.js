@@ -181,8 +181,7 @@ describe('close', () => {
     cleanup.push(() => n.close())
     await n.submit(await n.factory.createNotes(['one']))
     const client = await node.publicClient(n)
-    const opened = await client.post('open', node.openReq())
-    const end = (await node.drain(client, opened.body)).pop()
+    const end = await node.openCaughtUp(client)
     const poll = client.post('read', node.readReq(end, { waitMs: 20000 }))
     await new Promise(resolve => setTimeout(resolve, 150))
     // The host's graceful shutdown: stop the live layer, then let the HTTP server drain.

@@ -1,11 +1,12 @@
 'use strict'
-// An authenticated node (helpers/authnode.js) in its own process, for tests
+// An authenticated node (helpers/node.js) in its own process, for tests
 // that measure the server alone. GET /__heap collects garbage (the process
 // runs with --expose-gc) and answers the heap in use. 'close' stops it.
-const { startAuthNode } = require('./authnode')
+const { startNode } = require('./node')
 
 ;(async () => {
-  const node = await startAuthNode({
+  const node = await startNode({
+    maxWaitMs: 25000,
     before: (app) => app.get('/__heap', (req, res) => {
       global.gc()
       global.gc()

@@ -1,8 +1,8 @@
 'use strict'
-// A whole overlay node on loopback for HTTP tests: Express 5 with this package's router,
-// a real @bsv/overlay Engine (knex + SQLite) with the wrapped notes LookupService, the
-// native sled store, and clients: BRC-103 (`AuthFetch` with its own identity) or plain
-// `fetch` in the explicit public mode.
+// The one way tests start a whole overlay node on loopback: Express 5 with this package's
+// router, a real @bsv/overlay Engine (knex + SQLite) with the wrapped notes LookupService,
+// the native sled store; and the clients and request bodies that talk to it: BRC-103
+// (`AuthFetch` with its own identity) or plain `fetch` in the explicit public mode.
 
 const express = require('express')
 const { AuthFetch, PrivateKey, ProtoWallet } = require('@bsv/sdk')
@@ -18,23 +18,34 @@ const { PROFILE } = require('../../js/router')
 const { gaspRouter } = require('../../js/gasp')
 
 /**
- * Starts a node. `options.live` goes to LiveLookup.open, `options.companion` replaces the
- * notes companion, `options.dir` and `options.engineDir` reuse the live store and the Engine's
- * SQLite folder (a restart), `options.serverKey` keeps the identity across restarts,
- * `options.chainTracker` shares one synthetic chain between nodes, `options.gasp` mounts the
- * GASP routes, `options.port` listens on that port (a restart keeping the origin).
+ * Starts a node. Options, all optional:
+ * - `authentication`: 'brc103' (default) or 'none' (the explicit public mode; the provider
+ *   is then the origin);
+ * - `serverKey`: the provider identity (kept across restarts); `wallet` replaces the router's
+ *   default native wallet made from it;
+ * - `allowedOrigins`, `log`, `authSessions`: passed to the router as they are;
+ * - `before(app)`: mounts test routes ahead of the router;
+ * - `maxWaitMs` (default 20000) and `live`: options of LiveLookup.open, `live` last;
+ * - `companion`: replaces the notes companion;
+ * - `dir`, `engineDir`: reuse the live store and the Engine's SQLite folder (a restart);
+ *   `port`: listen on that port (a restart keeping the origin);
+ * - `chainTracker`: shares one synthetic chain between nodes; `gasp`: mounts the GASP routes.
+ * `capability` in the answer is the digest of the manifest the router serves now, read from
+ * the router itself; like the first request, reading it issues the manifest if none is yet.
  */
 async function startNode (options = {}) {
   const authentication = options.authentication || 'brc103'
   const serverKey = options.serverKey || PrivateKey.fromRandom()
   const app = express()
-  if (authentication === 'brc103') app.set('etag', false) // docs/operators.md
+  // Needed under BRC-104 (docs/operators.md); the public mode keeps Express's default.
+  if (authentication === 'brc103') app.set('etag', false)
+  if (options.before) options.before(app)
   const srv = await startServer(app, options.port || 0)
   const origin = `http://127.0.0.1:${srv.port}`
   const dir = options.dir || h.tempDir()
   const live = await h.openLive(dir, {
     provider: authentication === 'brc103' ? serverKey.toPublicKey().toString() : origin,
-    maxWaitMs: 20000,
+    maxWaitMs: options.maxWaitMs || 20000,
     ...options.live
   })
   const companion = options.companion || createNotesCompanion()
@@ -49,18 +60,24 @@ async function startNode (options = {}) {
     }
   })
   await live.attach(t.engine)
-  app.use(live.router({
+  const router = live.router({
     baseURL: origin,
     authentication,
     privateKey: serverKey.toHex(),
-    allowLocalHttp: true
-  }))
+    wallet: options.wallet,
+    allowLocalHttp: true,
+    allowedOrigins: options.allowedOrigins,
+    log: options.log,
+    authSessions: options.authSessions
+  })
+  app.use(router)
   if (options.gasp) app.use(gaspRouter(t.engine))
   const factory = new NoteFactory(t.chainTracker)
   let closed = false
   return {
-    live, t, srv, origin, factory, dir, serverKey,
+    live, t, srv, origin, router, factory, dir, serverKey,
     identity: serverKey.toPublicKey().toString(),
+    get capability () { return router.manifest.digest() },
     submit: (built) => t.engine.submit({ beef: built.beef, topics: [NOTES_TOPIC] }),
     async close () {
       if (closed) return
@@ -79,17 +96,15 @@ async function capabilityOf (node) {
   return wire.digest('capabilities', (await res.json()).body)
 }
 
-/** A BRC-103 client of its own identity, over a real AuthFetch. */
-async function authClient (node, key = PrivateKey.fromRandom()) {
-  const capability = await capabilityOf(node)
-  const af = new AuthFetch(new ProtoWallet(key))
+/** A BRC-103 client posting lookup requests with `wallet` (ProtoWallet or NativeWallet). */
+function lookupClient (origin, capability, wallet) {
+  const af = new AuthFetch(wallet)
   return {
-    identity: key.toPublicKey().toString(),
     af,
-    async post (op, body) {
-      const res = await af.fetch(`${node.origin}/overlay/v1/lookup/${op}`, {
+    async post (op, body, headers = {}) {
+      const res = await af.fetch(`${origin}/overlay/v1/lookup/${op}`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-bsv-overlay-capability': capability, 'x-bsv-overlay-profile': PROFILE },
+        headers: { 'content-type': 'application/json', 'x-bsv-overlay-capability': capability, 'x-bsv-overlay-profile': PROFILE, ...headers },
         body: JSON.stringify(body)
       })
       return { status: res.status, headers: res.headers, body: await res.json() }
@@ -97,29 +112,46 @@ async function authClient (node, key = PrivateKey.fromRandom()) {
   }
 }
 
-/** A client of the explicit public mode, over plain fetch. */
-async function publicClient (node) {
-  const capability = await capabilityOf(node)
+/**
+ * A BRC-103 client of the identity `key` (a fresh one unless given), naming `capability`
+ * or else the one the node's manifest names now.
+ */
+async function authClient (node, key = PrivateKey.fromRandom(), capability) {
+  const client = lookupClient(node.origin, capability || await capabilityOf(node), new ProtoWallet(key))
+  return { identity: key.toPublicKey().toString(), ...client }
+}
+
+/**
+ * A client of the explicit public mode, over plain fetch, naming `capability` or else the
+ * one the node's manifest names now. `post` sends a string body as it is; `init.headers`
+ * are added to the lookup headers, the rest of `init` goes to fetch.
+ */
+async function publicClient (node, capability) {
+  capability = capability || await capabilityOf(node)
   return {
     async post (op, body, init = {}) {
       const res = await fetch(`${node.origin}/overlay/v1/lookup/${op}`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'cache-control': 'no-store', 'x-bsv-overlay-capability': capability, 'x-bsv-overlay-profile': PROFILE },
-        body: JSON.stringify(body),
-        ...init
+        body: typeof body === 'string' ? body : JSON.stringify(body),
+        ...init,
+        headers: { 'content-type': 'application/json', 'cache-control': 'no-store', 'x-bsv-overlay-capability': capability, 'x-bsv-overlay-profile': PROFILE, ...init.headers }
       })
-      const text = await res.text()
-      return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : null }
+      const raw = await res.text()
+      return { status: res.status, headers: res.headers, body: raw ? JSON.parse(raw) : null, raw }
     }
   }
 }
 
+const LIMITS = { maxBytes: 65536, maxObservations: 100, waitMs: 0 }
+
+/** An open request for ls_notes; `limits` override the defaults one by one. */
 function openReq (query = {}, limits = {}) {
-  return { version: 1, requestId: h.requestId(), service: 'ls_notes', query, limits: { maxBytes: 65536, maxObservations: 100, waitMs: 0, ...limits } }
+  return { version: 1, requestId: h.requestId(), service: 'ls_notes', query, limits: { ...LIMITS, ...limits } }
 }
 
+/** A read request continuing `batch`; `limits` override the defaults one by one. */
 function readReq (batch, limits = {}) {
-  return { version: 1, session: batch.session, cursor: batch.cursor, limits: { maxBytes: 65536, maxObservations: 100, waitMs: 0, ...limits } }
+  return { version: 1, session: batch.session, cursor: batch.cursor, limits: { ...LIMITS, ...limits } }
 }
 
 /** Reads until the snapshot is complete; returns every batch, the first included. */
@@ -133,6 +165,19 @@ async function drain (client, first, limits = {}) {
     batches.push(b)
   }
   return batches
+}
+
+/** Opens a session and drains its snapshot: the first batch, every batch, and the last. */
+async function openAndDrain (client, query = {}, limits = {}) {
+  const r = await client.post('open', openReq(query, limits))
+  if (r.status !== 200) throw new Error(`open failed: ${r.status} ${JSON.stringify(r.body)}`)
+  const batches = await drain(client, r.body, limits)
+  return { first: r.body, batches, end: batches[batches.length - 1] }
+}
+
+/** Opens a session and reads until the snapshot is complete; returns the last batch. */
+async function openCaughtUp (client, query = {}, limits = {}) {
+  return (await openAndDrain(client, query, limits)).end
 }
 
 /**
@@ -163,4 +208,19 @@ function summary (batch) {
   }))
 }
 
-module.exports = { startNode, capabilityOf, authClient, publicClient, openReq, readReq, drain, summary, expiringNotesCompanion, NOTES_TOPIC }
+module.exports = {
+  startNode,
+  capabilityOf,
+  lookupClient,
+  authClient,
+  publicClient,
+  openReq,
+  readReq,
+  drain,
+  openAndDrain,
+  openCaughtUp,
+  summary,
+  expiringNotesCompanion,
+  NOTES_TOPIC,
+  PROFILE
+}
