@@ -92,9 +92,16 @@ function invalid (message, code) {
 
 const CONSTRUCTING = Symbol('NativeWallet')
 
+/** The Rust core of a NativeWallet, or null for any other object (see coreOf below). */
+let coreOfWallet
+
 class NativeWallet {
   #core
   #identityKey
+
+  static {
+    coreOfWallet = (wallet) => (wallet !== null && typeof wallet === 'object' && #core in wallet) ? wallet.#core : null
+  }
 
   /** Use `NativeWallet.fromPrivateKey`. */
   constructor (token, core) {
@@ -205,4 +212,15 @@ class NativeWallet {
   }
 }
 
-module.exports = { NativeWallet }
+/**
+ * The core behind a NativeWallet, for the package's own hot paths
+ * (js/authfetch.js) that call it with Buffers and flat arguments instead of
+ * the BRC-100 shapes; null if `wallet` is not a NativeWallet. Not exported
+ * from the package root. The core only signs and verifies what the wallet's
+ * own methods already would; the key still never leaves Rust.
+ */
+function coreOf (wallet) {
+  return coreOfWallet(wallet)
+}
+
+module.exports = { NativeWallet, coreOf }
