@@ -254,9 +254,20 @@ function networkError (url, e) {
 /**
  * One HTTP exchange; resolves {status, rawHeaders, body} with the body read
  * whole but never past `limits.maxBodyBytes` (the header block is bounded by
- * the parser's maxHeaderSize).
+ * the parser's maxHeaderSize). A request that fails on a reused keep-alive
+ * socket before any answer (the server closed it meanwhile, e.g. it
+ * restarted) is sent once more on a new one, as Node's docs recommend.
  */
-function exchange (agents, limits, url, method, headers, body, signal) {
+async function exchange (agents, limits, url, method, headers, body, signal) {
+  try {
+    return await exchangeOnce(agents, limits, url, method, headers, body, signal)
+  } catch (e) {
+    if (!e.retryOnNewSocket) throw e
+    return exchangeOnce(agents, limits, url, method, headers, body, signal)
+  }
+}
+
+function exchangeOnce (agents, limits, url, method, headers, body, signal) {
   return new Promise((resolve, reject) => {
     let settled = false
     const fail = (e) => { if (!settled) { settled = true; req.destroy(); reject(e) } }
@@ -290,7 +301,13 @@ function exchange (agents, limits, url, method, headers, body, signal) {
       res.on('error', (e) => fail(networkError(url.href, e)))
       res.on('close', () => { if (!res.complete) fail(networkError(url.href, new Error('response closed before its end'))) })
     })
-    req.on('error', (e) => fail(networkError(url.href, e)))
+    let answered = false
+    req.once('response', () => { answered = true })
+    req.on('error', (e) => {
+      const error = networkError(url.href, e)
+      if (req.reusedSocket && !answered && e && e.code === 'ECONNRESET') error.retryOnNewSocket = true
+      fail(error)
+    })
     req.end(body || undefined)
   })
 }
