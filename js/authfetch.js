@@ -32,6 +32,19 @@ const HEX = /^(?:[0-9a-fA-F]{2})+$/
 
 // --- Bytes -------------------------------------------------------------------
 
+// Random bytes (nonces, request ids) cut from a pool drawn from the CSPRNG a
+// few KiB at a time: one randomBytes call per request costs more than the
+// bytes. A pool is never reused once cut, so no two callers share bytes.
+const POOL_BYTES = 4096
+let pool = Buffer.alloc(0)
+let poolAt = 0
+function randomBytes (n) {
+  if (poolAt + n > pool.length) { pool = crypto.randomBytes(POOL_BYTES); poolAt = 0 }
+  const out = pool.subarray(poolAt, poolAt + n)
+  poolAt += n
+  return out
+}
+
 /** Bitcoin varint, as the SDK's Writer.writeVarIntNum (a negative n as its 64-bit two's complement). */
 function varint (n) {
   if (n < 0) {
@@ -135,7 +148,7 @@ function walletSigner (wallet) {
 
 /** createNonce (SDK auth/utils): 16 random bytes and their 'server hmac' for 'self', base64. */
 async function createNonce (signer) {
-  const first = crypto.randomBytes(16)
+  const first = randomBytes(16)
   const mac = await signer.hmac(UTF8.decode(first), first)
   return Buffer.concat([first, mac]).toString('base64')
 }
@@ -460,9 +473,9 @@ class NativeAuthFetch {
     const entry = await this._session(url.origin, signal)
     const session = entry.session
     const signer = this._signer
-    const requestId = crypto.randomBytes(32)
+    const requestId = randomBytes(32)
     const payload = requestPayload(requestId, req, url)
-    const nonce = crypto.randomBytes(32).toString('base64')
+    const nonce = randomBytes(32).toString('base64')
     const signature = await signer.sign(`${nonce} ${session.peerNonce}`, session.peerIdentityKey, payload)
     const headers = {}
     for (const [k, v] of req.pairs) headers[k] = v

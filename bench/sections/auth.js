@@ -41,7 +41,10 @@ function start (script, arg) {
 }
 
 async function startServer (cfg, authentication) {
-  return start('live-server.js', { authentication, dir: cfg.dir })
+  const server = await start('live-server.js', { authentication, dir: cfg.dir })
+  // The BRC-103 clients' transport (bench/lib/live-client.js; default NativeAuthFetch).
+  if (cfg.transport) server.ready = { ...server.ready, transport: cfg.transport }
+  return server
 }
 
 async function startClients (server, authentication, processes, sessionsEach) {
