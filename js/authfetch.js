@@ -12,8 +12,8 @@
 // Not supported (this package's lookup-live-v1 profile uses neither):
 // certificate exchange (no certificates are requested or offered, as with an
 // AuthFetch whose wallet holds none) and 402 payments (the response is
-// returned as it is). Unlike AuthFetch it never falls back to plain HTTP for
-// a server that does not authenticate: such a response is an error.
+// returned as it is). A response without BRC-104 authentication is an error,
+// never a plain answer.
 
 const http = require('node:http')
 const https = require('node:https')
