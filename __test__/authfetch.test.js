@@ -32,14 +32,14 @@ const identityOf = async (wallet) => (await wallet.getPublicKey({ identityKey: t
 async function startEcho ({ serverKey = PrivateKey.fromRandom(), port = 0, before } = {}) {
   const app = express()
   app.set('etag', false)
-  const counts = { handshakes: 0, requests: 0 }
+  const counts = { handshakes: 0, requests: 0, handshakeBodies: [] }
   app.use((req, _res, next) => {
     if (req.path === '/.well-known/auth') counts.handshakes++
     else counts.requests++
     next()
   })
   if (before) before(app)
-  app.use(express.json())
+  app.use(express.json({ verify: (req, _res, buf) => { if (req.path === '/.well-known/auth') counts.handshakeBodies.push(buf.toString('utf8')) } }))
   app.use(express.text())
   app.use(createAuthMiddleware({ wallet: new ProtoWallet(serverKey) }))
   app.all('/echo', (req, res) => {
@@ -57,6 +57,27 @@ async function startEcho ({ serverKey = PrivateKey.fromRandom(), port = 0, befor
   const srv = await startServer(app, port)
   return { ...srv, origin: `http://127.0.0.1:${srv.port}`, counts, serverKey, identity: serverKey.toPublicKey().toString() }
 }
+
+test('request payloads are byte for byte those of AuthFetch.serializeRequest', async () => {
+  const { serializeRequest } = require('../js/authfetch')
+  const af = new AuthFetch(new ProtoWallet(PrivateKey.fromRandom()))
+  const cases = [
+    ['GET', {}, undefined, 'http://h.test/'],
+    ['GET', { 'x-bsv-b': '2', 'X-Bsv-A': '1', authorization: 'Bearer x' }, undefined, 'http://h.test/p/a%20th?q=1&r=%C3%A9'],
+    ['POST', { 'content-type': 'application/json; charset=utf-8' }, undefined, 'http://h.test/x'],
+    ['POST', { 'content-type': 'text/plain' }, undefined, 'http://h.test/x'],
+    ['DELETE', {}, undefined, 'http://h.test/x?'],
+    ['PUT', { 'content-type': 'application/json', 'x-bsv-overlay-profile': 'p', 'x-bsv-overlay-capability': 'c' }, JSON.stringify({ a: 'ünï 🎉', b: [1, 2] }), 'http://h.test/overlay/v1/lookup/read'],
+    ['POST', { 'content-type': 'application/json' }, { object: true, n: 1 }, 'http://h.test/o#fragment'],
+    ['POST', { 'content-type': 'text/plain' }, 'x'.repeat(70000), 'http://h.test/big'],
+    ['PATCH', { 'content-type': 'application/json' }, '', 'http://h.test/empty']
+  ]
+  for (const [method, headers, body, url] of cases) {
+    const id = require('node:crypto').randomBytes(32)
+    const theirs = Buffer.from((await af.serializeRequest(method, headers, body, new URL(url), Array.from(id))).toArray())
+    expect(serializeRequest(id, method, headers, body, url).toString('hex')).toBe(theirs.toString('hex'))
+  }
+})
 
 describe('against @bsv/auth-express-middleware (ProtoWallet server)', () => {
   let server
@@ -116,6 +137,27 @@ describe('against @bsv/auth-express-middleware (ProtoWallet server)', () => {
       expect(server.counts.handshakes - before).toBe(1)
     } finally {
       client.close()
+    }
+  })
+
+  test('the handshake request is the one AuthFetch sends, but for the identity and the nonce', async () => {
+    const wallets = [nativeWallet(), nativeWallet()]
+    const ours = new NativeAuthFetch(wallets[0])
+    const theirs = new AuthFetch(wallets[1])
+    const from = server.counts.handshakeBodies.length
+    try {
+      await (await ours.fetch(`${server.origin}/echo`)).json()
+      await (await theirs.fetch(`${server.origin}/echo`)).json()
+      const [a, b] = server.counts.handshakeBodies.slice(from)
+      const shape = async (text, wallet) => {
+        const m = JSON.parse(text)
+        expect(m.identityKey).toBe(await identityOf(wallet))
+        expect(Buffer.from(m.initialNonce, 'base64')).toHaveLength(48)
+        return text.replace(m.identityKey, 'IDENTITY').replace(m.initialNonce, 'NONCE')
+      }
+      expect(await shape(a, wallets[0])).toBe(await shape(b, wallets[1]))
+    } finally {
+      ours.close()
     }
   })
 
@@ -297,6 +339,8 @@ test('a restarted server (its sessions gone) is survived by one new handshake', 
     server = await startEcho({ serverKey, port })
     const res = await client.fetch(`${server.origin}/echo?n=2`)
     expect((await res.json()).query.n).toBe('2')
+    // The old session's request (answered 401 unauthenticated), one handshake, the retry.
+    expect(server.counts.requests).toBe(2)
     expect(server.counts.handshakes).toBe(1)
     expect(client.peers[server.origin]).not.toBe(session)
     expect(client.peers[server.origin].identityKey).toBe(server.identity)

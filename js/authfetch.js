@@ -547,4 +547,9 @@ function derBytes (value) {
   return Buffer.from(value)
 }
 
-module.exports = { NativeAuthFetch }
+/** The request payload bytes for `requestId` (exported for the tests, not from the package root). */
+function serializeRequest (requestId, method, headers, body, url) {
+  return Buffer.concat(requestPayload(requestId, prepare(method, headers, body), new URL(url)))
+}
+
+module.exports = { NativeAuthFetch, serializeRequest }
