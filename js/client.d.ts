@@ -305,8 +305,9 @@ export interface FollowOptions {
   requiredRulesDigest?: string
 }
 
+/** @bsv/sdk's AuthFetch or this package's NativeAuthFetch (js/authfetch.d.ts). */
 export interface AuthFetchLike {
-  fetch (url: string, config: { method: string; headers: Record<string, string>; body?: string }): Promise<Response>
+  fetch (url: string, config: { method: string; headers: Record<string, string>; body?: string; signal?: AbortSignal }): Promise<Response>
 }
 
 export interface FollowResult { sourceKey: SourceKey | null }

@@ -223,7 +223,7 @@ class LiveLookupClient {
    * @param {object} o
    * @param {string} o.baseURL the provider's advertised base URL (https:, or http: with allowInsecureHttp)
    * @param {{network:string, genesisHash:string}} o.chain the chain this application follows
-   * @param {object} [o.authFetch] an @bsv/sdk AuthFetch (BRC-103/104)
+   * @param {object} [o.authFetch] an @bsv/sdk AuthFetch or a NativeAuthFetch (BRC-103/104)
    * @param {Function} [o.fetch] plain fetch, for an explicitly unauthenticated public service
    * @param {CheckpointStore} o.store
    * See js/client.d.ts for the other options.
@@ -277,10 +277,13 @@ class LiveLookupClient {
       // AuthFetch carries only content-type, authorization and x-bsv-* headers inside
       // the signed BRC-104 request, so Cache-Control cannot be sent on this path. It
       // takes no AbortSignal: the deadline and the caller's signal race it instead.
+      // NativeAuthFetch does take one, to release the socket (a little after the
+      // deadline, so that the race still decides which error the caller sees).
       const signed = {}
       for (const [k, v] of Object.entries(headers)) if (k.toLowerCase() !== 'cache-control') signed[k] = v
+      const release = AbortSignal.timeout(ms + 1000)
       try {
-        res = await raceDeadline(this.authFetch.fetch(url, { method, headers: signed, body }), ms, signal)
+        res = await raceDeadline(this.authFetch.fetch(url, { method, headers: signed, body, signal: signal ? AbortSignal.any([signal, release]) : release }), ms, signal)
       } catch (e) {
         throw transportError(e)
       }

@@ -7,6 +7,7 @@ const { createRouter, PROFILE } = require('./router')
 const { mountOnOverlayExpress } = require('./overlay-express')
 const { gaspRouter, scheduleGASPSync } = require('./gasp')
 const { NativeWallet } = require('./wallet')
+const { NativeAuthFetch } = require('./authfetch')
 
 module.exports = {
   LiveLookup,
@@ -18,6 +19,7 @@ module.exports = {
   gaspRouter,
   scheduleGASPSync,
   NativeWallet,
+  NativeAuthFetch,
   EvidenceVerifier: require('./verifier').EvidenceVerifier,
   digest: wire.digest,
   canonicalize: wire.canonicalize,

@@ -91,19 +91,23 @@ function invalid (message, code) {
 }
 
 const CONSTRUCTING = Symbol('NativeWallet')
-/** Each NativeWallet's core, for the package's own BRC-104 code (see `authCrypto`). */
-const CORES = new WeakMap()
+
+/** The Rust core of a NativeWallet, or null for any other object (see coreOf below). */
+let coreOfWallet
 
 class NativeWallet {
   #core
   #identityKey
+
+  static {
+    coreOfWallet = (wallet) => (wallet !== null && typeof wallet === 'object' && #core in wallet) ? wallet.#core : null
+  }
 
   /** Use `NativeWallet.fromPrivateKey`. */
   constructor (token, core) {
     if (token !== CONSTRUCTING) throw new TypeError('use NativeWallet.fromPrivateKey(hex)')
     this.#core = core
     this.#identityKey = core.identityKey()
-    CORES.set(this, core)
   }
 
   /**
@@ -208,6 +212,18 @@ class NativeWallet {
   }
 }
 
+/**
+ * The core behind a NativeWallet, for the package's own hot paths
+ * (js/authfetch.js, js/brc104.js) that call it with Buffers and flat arguments instead of
+ * the BRC-100 shapes; null if `wallet` is not a NativeWallet. Not exported
+ * from the package root. The core only signs and verifies what the wallet's
+ * own methods already would; the key still never leaves Rust.
+ */
+function coreOf (wallet) {
+  return coreOfWallet(wallet)
+}
+
+
 const AUTH_LEVEL = 2
 const AUTH_PROTOCOL = 'auth message signature'
 
@@ -220,7 +236,7 @@ const AUTH_PROTOCOL = 'auth message signature'
  * its BRC-100 methods, as promises. Package-internal (js/brc104.js).
  */
 function authCrypto (wallet) {
-  const core = CORES.get(wallet)
+  const core = coreOf(wallet)
   if (core) {
     return {
       sign: (keyID, counterparty, payload) => core.createSignature(AUTH_LEVEL, AUTH_PROTOCOL, keyID, counterparty, payload, null),
@@ -250,4 +266,4 @@ function authCrypto (wallet) {
   }
 }
 
-module.exports = { NativeWallet, authCrypto }
+module.exports = { NativeWallet, coreOf, authCrypto }

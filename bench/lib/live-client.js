@@ -1,16 +1,18 @@
 'use strict'
 // A benchmark client in its own process. Public mode: node:http keep-alive requests. BRC-103:
-// AuthFetch with the package's NativeWallet, one identity per 16 sessions. Started with fork();
-// config {base, port, headers, authentication, sessions}. It opens its sessions (snapshot read to
-// the end, then caught up), sends {ready}, then answers:
-//   {cmd: 'reads', ms}  -> {reads}: back-to-back caught-up reads (waitMs 0) on every session for ms
+// the package's NativeWallet behind `transport` 'native' (NativeAuthFetch, the default) or
+// 'authfetch' (@bsv/sdk's AuthFetch), one identity per 16 sessions. Started with fork();
+// config {base, port, headers, authentication, sessions, transport}. It opens its sessions
+// (snapshot read to the end, then caught up), sends {ready}, then answers:
+//   {cmd: 'reads', ms}  -> {reads, cpuMicros}: back-to-back caught-up reads (waitMs 0) on every
+//                          session for ms, and this process's CPU time (user + system) meanwhile
 //   {cmd: 'park'}       -> sends one long poll (waitMs 25 s) per session, replies {parked} at once,
 //                          then {answered: [wall-clock ms when each answer was received and parsed]}
 //   {cmd: 'first', n}   -> {firstMs: [...]}: n new identities in turn, each one read of a new
 //                          session with its first (handshake) request timed
 //   {cmd: 'close'}
 const { AuthFetch, PrivateKey } = require('@bsv/sdk')
-const { NativeWallet } = require('../../js')
+const { NativeWallet, NativeAuthFetch } = require('../../js')
 const { agent, postRaw } = require('./http')
 const client = require('./client')
 
@@ -18,7 +20,18 @@ const NOWAIT = { maxBytes: 65536, maxObservations: 100, waitMs: 0 }
 const WAIT = { ...NOWAIT, waitMs: 25000 }
 const wallClock = () => performance.timeOrigin + performance.now()
 
-function poster (server, authentication, ag) {
+const closers = []
+
+function authClient (transport) {
+  const wallet = NativeWallet.fromPrivateKey(PrivateKey.fromRandom().toHex())
+  if (transport === 'authfetch') return new AuthFetch(wallet)
+  if (transport !== 'native') throw new Error(`unknown transport ${transport}`)
+  const af = new NativeAuthFetch(wallet)
+  closers.push(() => af.close())
+  return af
+}
+
+function poster (server, authentication, ag, transport = 'native') {
   if (authentication === 'none') {
     return async (op, body) => {
       const res = await postRaw(ag, server, op, body)
@@ -26,7 +39,7 @@ function poster (server, authentication, ag) {
       return res.body
     }
   }
-  const af = new AuthFetch(NativeWallet.fromPrivateKey(PrivateKey.fromRandom().toHex()))
+  const af = authClient(transport)
   return async (op, body) => {
     const res = await af.fetch(`${server.base}/overlay/v1/lookup/${op}`, { method: 'POST', headers: server.headers, body: body.toString('utf8') })
     const text = await res.text()
@@ -49,12 +62,13 @@ async function main () {
   const sessions = []
   let post = null
   for (let i = 0; i < cfg.sessions; i++) {
-    if (i % 16 === 0) post = poster(server, cfg.authentication, ag)
+    if (i % 16 === 0) post = poster(server, cfg.authentication, ag, cfg.transport)
     sessions.push(await openCaughtUp(post))
   }
   process.on('message', async (m) => {
     if (m.cmd === 'reads') {
       let reads = 0
+      const cpu0 = process.cpuUsage()
       const end = performance.now() + m.ms
       await Promise.all(sessions.map(async (s) => {
         while (performance.now() < end) {
@@ -64,7 +78,8 @@ async function main () {
           reads++
         }
       }))
-      process.send({ reads })
+      const cpu = process.cpuUsage(cpu0)
+      process.send({ reads, cpuMicros: cpu.user + cpu.system })
     } else if (m.cmd === 'park') {
       const polls = sessions.map(async (s) => {
         const b = await s.post('read', client.readBody(s.session, s.cursor, WAIT))
@@ -78,7 +93,7 @@ async function main () {
     } else if (m.cmd === 'first') {
       const firstMs = []
       for (let i = 0; i < m.n; i++) {
-        const p = poster(server, cfg.authentication, ag)
+        const p = poster(server, cfg.authentication, ag, cfg.transport)
         const t0 = performance.now()
         await p('open', client.openBody({}, NOWAIT))
         firstMs.push(performance.now() - t0)
@@ -86,6 +101,7 @@ async function main () {
       process.send({ firstMs })
     } else if (m.cmd === 'close') {
       ag.destroy()
+      for (const close of closers) close()
       process.exit(0)
     }
   })

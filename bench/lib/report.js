@@ -439,8 +439,8 @@ function authSection (a) {
 The server (\`bench/lib/live-server.js\`: a 10-row collection behind the real router) runs in its own
 process and reports its own CPU time (\`process.cpuUsage\`, user + system); clients run in other
 processes (\`bench/lib/live-client.js\`), one session per client process for the reads. BRC-103
-clients are \`AuthFetch\` with the package's \`NativeWallet\`; the router uses its default native
-wallet. Public-mode clients are node:http keep-alive requests. Reads are caught-up live reads
+clients are the package's \`NativeAuthFetch\` with its \`NativeWallet\` (\`@bsv/sdk\`'s \`AuthFetch\` with
+\`transport: 'authfetch'\`); the router uses its default native wallet. Public-mode clients are node:http keep-alive requests. Reads are caught-up live reads
 (\`waitMs\` 0, an empty batch) back to back over ${num(a.windowMs / 1000)}-second windows after a warm-up; cells are
 median (min–max) over windows. The 2 cores are shared by the server, every client process and
 whatever else ran on the machine.
@@ -461,7 +461,7 @@ measured rounds.
 ${table(['authenticated polls', 'p50, ms', 'p99, ms', 'max, ms', 'server done, ms', 'server CPU per signed answer, ms'], a.polls.map(p => [
     p.pollers.toLocaleString('en-US'), cell(p.p50Ms), cell(p.p99Ms), cell(p.maxMs), cell(p.lastWrittenMs), cell(p.serverCpuMsPerAnswer)
   ]))}
-**First contact**: ${a.firstContact.contacts} new client identities in turn, each sending one \`open\` (AuthFetch first
+**First contact**: ${a.firstContact.contacts} new client identities in turn, each sending one \`open\` (the client first
 runs the BRC-103 handshake): server CPU per new client ${cell(a.firstContact.serverCpuMsPerContact)} ms (handshake and the open),
 client latency p50 ${cell(a.firstContact.clientLatencyP50Ms)} ms.
 `

@@ -1,7 +1,8 @@
 'use strict'
 // BRC-103 authenticated serving with the server in its own process (bench/lib/live-server.js),
 // so that the server's CPU time is measured alone, and clients in their own processes
-// (bench/lib/live-client.js; BRC-103 clients are AuthFetch with the package's NativeWallet):
+// (bench/lib/live-client.js; BRC-103 clients are NativeAuthFetch, or AuthFetch with
+// cfg.transport 'authfetch', on the package's NativeWallet):
 // (a) server CPU per caught-up live read (waitMs 0), BRC-103 against public mode, and
 //     authenticated reads/s with 1, 16 and 64 client processes (one session each);
 // (b) commit-to-delivery of one group to N authenticated long polls (N = 100, 1,000), from the
@@ -41,7 +42,10 @@ function start (script, arg) {
 }
 
 async function startServer (cfg, authentication) {
-  return start('live-server.js', { authentication, dir: cfg.dir })
+  const server = await start('live-server.js', { authentication, dir: cfg.dir })
+  // The BRC-103 clients' transport (bench/lib/live-client.js; default NativeAuthFetch).
+  if (cfg.transport) server.ready = { ...server.ready, transport: cfg.transport }
+  return server
 }
 
 async function startClients (server, authentication, processes, sessionsEach) {

@@ -1,0 +1,555 @@
+'use strict'
+// NativeAuthFetch: a lean BRC-104 client (BRC-103 mutual authentication over
+// HTTP) for Node, wire-compatible with @bsv/auth-express-middleware servers
+// and @bsv/sdk's Peer. It sends the same bytes as the SDK's AuthFetch (its
+// serializeRequest, Peer.toPeer and SimplifiedFetchTransport) and accepts a
+// response exactly when AuthFetch's Peer would (processInitialResponse,
+// processGeneralMessage), but keeps everything in Buffers, hashes with
+// node:crypto, sends over node:http(s) with a keep-alive Agent, and with a
+// NativeWallet calls its Rust core directly. Any other BRC-100 wallet (e.g.
+// ProtoWallet) works through its async methods.
+//
+// Not supported (this package's lookup-live-v1 profile uses neither):
+// certificate exchange (no certificates are requested or offered, as with an
+// AuthFetch whose wallet holds none) and 402 payments (the response is
+// returned as it is). A response without BRC-104 authentication is an error,
+// never a plain answer.
+
+const http = require('node:http')
+const https = require('node:https')
+const crypto = require('node:crypto')
+const { coreOf } = require('./wallet')
+
+const AUTH_VERSION = '0.1'
+const SIGNATURE_PROTOCOL = [2, 'auth message signature']
+const NONCE_PROTOCOL = [2, 'server hmac']
+const DEFAULTS = { maxHeaderBytes: 16 * 1024, maxBodyBytes: 8 * 1024 * 1024, handshakeTimeoutMs: 30000 }
+const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
+// Utils.toUTF8 in the SDK is a default TextDecoder (a leading BOM is dropped,
+// invalid bytes become U+FFFD): nonce key IDs must be decoded the same way.
+const UTF8 = new TextDecoder()
+const HEX = /^(?:[0-9a-fA-F]{2})+$/
+
+// --- Bytes -------------------------------------------------------------------
+
+// Random bytes (nonces, request ids) cut from a pool drawn from the CSPRNG a
+// few KiB at a time: one randomBytes call per request costs more than the
+// bytes. A pool is never reused once cut, so no two callers share bytes.
+const POOL_BYTES = 4096
+let pool = Buffer.alloc(0)
+let poolAt = 0
+function randomBytes (n) {
+  if (poolAt + n > pool.length) { pool = crypto.randomBytes(POOL_BYTES); poolAt = 0 }
+  const out = pool.subarray(poolAt, poolAt + n)
+  poolAt += n
+  return out
+}
+
+/** Bitcoin varint, as the SDK's Writer.writeVarIntNum (a negative n as its 64-bit two's complement). */
+function varint (n) {
+  if (n < 0) {
+    const b = Buffer.alloc(9)
+    b[0] = 0xff
+    b.writeBigInt64LE(BigInt(n), 1)
+    return b
+  }
+  if (n < 0xfd) return Buffer.of(n)
+  if (n <= 0xffff) { const b = Buffer.alloc(3); b[0] = 0xfd; b.writeUInt16LE(n, 1); return b }
+  if (n <= 0xffffffff) { const b = Buffer.alloc(5); b[0] = 0xfe; b.writeUInt32LE(n, 1); return b }
+  const b = Buffer.alloc(9); b[0] = 0xff; b.writeBigUInt64LE(BigInt(n), 1); return b
+}
+
+const NO_FIELD = varint(-1)
+
+/** varint(length) + bytes, appended to `parts`. */
+function field (parts, bytes) {
+  parts.push(varint(bytes.length), bytes)
+}
+
+/** `[name, value]` pairs sorted as the SDK sorts signed headers (localeCompare on the name). */
+function sortHeaders (pairs) {
+  return pairs.sort(([a], [b]) => a.localeCompare(b))
+}
+
+function headerFields (parts, pairs) {
+  parts.push(varint(pairs.length))
+  for (const [k, v] of pairs) {
+    field(parts, Buffer.from(k, 'utf8'))
+    field(parts, Buffer.from(v, 'utf8'))
+  }
+}
+
+function sha256 (parts) {
+  const h = crypto.createHash('sha256')
+  for (const p of parts) h.update(p)
+  return h.digest()
+}
+
+// --- Wallet access -----------------------------------------------------------
+
+function verificationFailure (e) {
+  return e && (e.code === 'ERR_INVALID_SIGNATURE' || e.code === 'ERR_INVALID_HMAC')
+}
+
+/**
+ * The five operations the protocol needs, over a NativeWallet's core: flat
+ * arguments and Buffers, the message hashed by the caller. Synchronous.
+ */
+function nativeSigner (core) {
+  const identityKey = core.identityKey()
+  const [level, name] = SIGNATURE_PROTOCOL
+  const [nonceLevel, nonceName] = NONCE_PROTOCOL
+  return {
+    identityKey: () => identityKey,
+    hmac: (keyID, data) => core.createHmac(nonceLevel, nonceName, keyID, 'self', data),
+    verifyHmac: (keyID, data, mac) => core.verifyHmac(nonceLevel, nonceName, keyID, 'self', data, mac),
+    sign: (keyID, counterparty, parts) => core.createSignature(level, name, keyID, counterparty, null, sha256(parts)),
+    verify: (keyID, counterparty, parts, der) => core.verifySignatureDer(level, name, keyID, counterparty, false, der, null, sha256(parts))
+  }
+}
+
+/** The same operations through any BRC-100 wallet's async methods (ProtoWallet and the like). */
+function walletSigner (wallet) {
+  let identityKey = null
+  const bytes = (parts) => Array.from(Buffer.concat(parts))
+  return {
+    async identityKey () {
+      if (identityKey === null) identityKey = (await wallet.getPublicKey({ identityKey: true })).publicKey
+      return identityKey
+    },
+    async hmac (keyID, data) {
+      const { hmac } = await wallet.createHmac({ protocolID: NONCE_PROTOCOL, keyID, data: Array.from(data), counterparty: 'self' })
+      return Buffer.from(hmac)
+    },
+    async verifyHmac (keyID, data, mac) {
+      try {
+        const { valid } = await wallet.verifyHmac({ protocolID: NONCE_PROTOCOL, keyID, data: Array.from(data), hmac: Array.from(mac), counterparty: 'self' })
+        return valid === true
+      } catch (e) {
+        if (verificationFailure(e)) return false
+        throw e
+      }
+    },
+    async sign (keyID, counterparty, parts) {
+      const { signature } = await wallet.createSignature({ protocolID: SIGNATURE_PROTOCOL, keyID, counterparty, data: bytes(parts) })
+      return Buffer.from(signature)
+    },
+    async verify (keyID, counterparty, parts, der) {
+      try {
+        const { valid } = await wallet.verifySignature({ protocolID: SIGNATURE_PROTOCOL, keyID, counterparty, data: bytes(parts), signature: Array.from(der) })
+        return valid === true
+      } catch (e) {
+        if (verificationFailure(e)) return false
+        throw e
+      }
+    }
+  }
+}
+
+/** createNonce (SDK auth/utils): 16 random bytes and their 'server hmac' for 'self', base64. */
+async function createNonce (signer) {
+  const first = randomBytes(16)
+  const mac = await signer.hmac(UTF8.decode(first), first)
+  return Buffer.concat([first, mac]).toString('base64')
+}
+
+/** verifyNonce (SDK auth/utils): the second part is our HMAC of the first. */
+async function verifyNonce (signer, nonce) {
+  const bytes = Buffer.from(nonce, 'base64')
+  const data = bytes.subarray(0, 16)
+  return signer.verifyHmac(UTF8.decode(data), data, bytes.subarray(16))
+}
+
+// --- Requests ----------------------------------------------------------------
+
+/** The request body as bytes: strings as UTF-8, bytes as they are, other objects as JSON (AuthFetch). */
+function bodyBytes (body) {
+  if (typeof body === 'string') return Buffer.from(body, 'utf8')
+  if (body instanceof ArrayBuffer) return Buffer.from(body)
+  if (ArrayBuffer.isView(body)) return Buffer.from(body.buffer, body.byteOffset, body.byteLength)
+  if (typeof body === 'object') return Buffer.from(JSON.stringify(body), 'utf8')
+  throw new TypeError('Unsupported body type in this SimplifiedFetch implementation.')
+}
+
+/**
+ * Method, signed headers and body of a request, checked and normalized as
+ * AuthFetch.serializeRequest does: only content-type (parameters dropped),
+ * authorization and x-bsv-* (not x-bsv-auth-*) headers; a body-carrying
+ * method without a body gets '{}' for JSON and none otherwise.
+ */
+function prepare (method, headers, body) {
+  if (typeof method !== 'string' || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(method)) throw new TypeError(`invalid HTTP method ${method}`)
+  method = method.toUpperCase() // what node:http sends, so what the server signs
+  const pairs = []
+  const seen = new Set()
+  for (let [k, v] of Object.entries(headers || {})) {
+    k = k.toLowerCase()
+    v = String(v)
+    if (k.startsWith('x-bsv-') || k === 'authorization') {
+      if (k.startsWith('x-bsv-auth')) throw new Error('No BSV auth headers allowed here!')
+    } else if (k === 'content-type') {
+      v = v.split(';')[0].trim()
+    } else {
+      throw new Error('Unsupported header in the simplified fetch implementation. Only content-type, authorization, and x-bsv-* headers are supported.')
+    }
+    if (seen.has(k)) throw new TypeError(`header ${k} given twice`)
+    seen.add(k)
+    pairs.push([k, v])
+  }
+  sortHeaders(pairs)
+  const contentType = seen.has('content-type') ? pairs.find(([k]) => k === 'content-type')[1] : null
+  if (METHODS_WITH_BODY.has(method) && body === undefined) body = contentType !== null && contentType.includes('application/json') ? '{}' : ''
+  const bytes = body ? bodyBytes(body) : null
+  if (bytes !== null && contentType === null) throw new Error('Content-Type header is required for requests with a body.')
+  return { method, pairs, body: bytes }
+}
+
+/** The BRC-104 request payload (AuthFetch.serializeRequest) as a list of Buffers. */
+function requestPayload (requestId, req, url) {
+  const parts = [requestId]
+  field(parts, Buffer.from(req.method, 'utf8'))
+  if (url.pathname.length > 0) field(parts, Buffer.from(url.pathname, 'utf8'))
+  else parts.push(NO_FIELD)
+  if (url.search.length > 0) field(parts, Buffer.from(url.search, 'utf8'))
+  else parts.push(NO_FIELD)
+  headerFields(parts, req.pairs)
+  if (req.body !== null) field(parts, req.body)
+  else parts.push(NO_FIELD)
+  return parts
+}
+
+// --- Responses ---------------------------------------------------------------
+
+/** Response headers as fetch's Headers holds them: lower-case names, repeats joined with ', '. */
+function headerMap (rawHeaders) {
+  const map = new Map()
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const k = rawHeaders[i].toLowerCase()
+    const v = rawHeaders[i + 1]
+    const prior = map.get(k)
+    map.set(k, prior === undefined ? v : `${prior}, ${v}`)
+  }
+  return map
+}
+
+/** The signed response headers (SimplifiedFetchTransport): x-bsv-* but not x-bsv-auth*, and authorization. */
+function signedResponseHeaders (map) {
+  const pairs = []
+  // fetch's Headers iterates names in code-unit order; the sort after it is stable.
+  for (const k of [...map.keys()].sort()) {
+    if ((k.startsWith('x-bsv-') || k === 'authorization') && !k.startsWith('x-bsv-auth')) pairs.push([k, map.get(k)])
+  }
+  return sortHeaders(pairs)
+}
+
+function unauthenticated (url, status, body, missing) {
+  const what = missing.length > 0 ? `missing headers: ${missing.join(', ')}` : 'response lacked required BSV auth headers'
+  const preview = body.length > 0 ? body.subarray(0, 512).toString('utf8') : undefined
+  const parts = [`Received HTTP ${status} from ${url} without valid BSV authentication (${what})`]
+  if (preview !== undefined) parts.push(`body preview: ${preview}`)
+  return Object.assign(new Error(parts.join(' - ')), { details: { url, status, missingHeaders: missing, bodyPreview: preview } })
+}
+
+function rejected (url, why) {
+  return Object.assign(new Error(`BRC-104 response from ${url} rejected: ${why}`), { code: 'ERR_AUTH_RESPONSE' })
+}
+
+// --- Transport ---------------------------------------------------------------
+
+function networkError (url, e) {
+  if (e && e.name === 'AbortError') return e
+  const error = new Error(`Network error while sending authenticated request to ${url}: ${e && e.message}`)
+  error.cause = e
+  if (e && e.code) error.code = e.code
+  return error
+}
+
+/**
+ * One HTTP exchange; resolves {status, rawHeaders, body} with the body read
+ * whole but never past `limits.maxBodyBytes` (the header block is bounded by
+ * the parser's maxHeaderSize). A request that fails on a reused keep-alive
+ * socket before any answer (the server closed it meanwhile, e.g. it
+ * restarted) is sent once more on a new one, as Node's docs recommend.
+ */
+async function exchange (agents, limits, url, method, headers, body, signal) {
+  try {
+    return await exchangeOnce(agents, limits, url, method, headers, body, signal)
+  } catch (e) {
+    if (!e.retryOnNewSocket) throw e
+    return exchangeOnce(agents, limits, url, method, headers, body, signal)
+  }
+}
+
+function exchangeOnce (agents, limits, url, method, headers, body, signal) {
+  return new Promise((resolve, reject) => {
+    let settled = false
+    const fail = (e) => { if (!settled) { settled = true; req.destroy(); reject(e) } }
+    const tooLarge = () => fail(Object.assign(new Error(`response body from ${url.href} exceeds ${limits.maxBodyBytes} bytes`), { code: 'ERR_RESPONSE_TOO_LARGE' }))
+    const secure = url.protocol === 'https:'
+    const req = (secure ? https : http).request({
+      protocol: url.protocol,
+      hostname: url.hostname.replace(/^\[(.*)\]$/, '$1'),
+      port: url.port || undefined,
+      path: url.pathname + url.search,
+      method,
+      headers,
+      agent: secure ? agents.https : agents.http,
+      maxHeaderSize: limits.maxHeaderBytes,
+      signal
+    }, (res) => {
+      const declared = Number(res.headers['content-length'])
+      if (declared > limits.maxBodyBytes) return tooLarge()
+      const chunks = []
+      let total = 0
+      res.on('data', (chunk) => {
+        total += chunk.length
+        if (total > limits.maxBodyBytes) return tooLarge()
+        chunks.push(chunk)
+      })
+      res.on('end', () => {
+        if (settled) return
+        settled = true
+        resolve({ status: res.statusCode, rawHeaders: res.rawHeaders, body: chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, total) })
+      })
+      res.on('error', (e) => fail(networkError(url.href, e)))
+      res.on('close', () => { if (!res.complete) fail(networkError(url.href, new Error('response closed before its end'))) })
+    })
+    let answered = false
+    req.once('response', () => { answered = true })
+    req.on('error', (e) => {
+      const error = networkError(url.href, e)
+      if (req.reusedSocket && !answered && e && e.code === 'ECONNRESET') error.retryOnNewSocket = true
+      fail(error)
+    })
+    req.end(body || undefined)
+  })
+}
+
+/** Waits for `promise`, or rejects as soon as `signal` aborts. */
+function raceSignal (promise, signal) {
+  if (!signal) return promise
+  if (signal.aborted) return Promise.reject(signal.reason)
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(signal.reason)
+    signal.addEventListener('abort', onAbort, { once: true })
+    promise.then(
+      (v) => { signal.removeEventListener('abort', onAbort); resolve(v) },
+      (e) => { signal.removeEventListener('abort', onAbort); reject(e) })
+  })
+}
+
+// --- The client --------------------------------------------------------------
+
+class NativeAuthFetch {
+  /**
+   * @param {object} wallet a NativeWallet (its Rust core is called directly) or any BRC-100 wallet
+   * @param {object} [options] see js/authfetch.d.ts
+   */
+  constructor (wallet, options = {}) {
+    if (!wallet || typeof wallet !== 'object') throw new TypeError('NativeAuthFetch needs a wallet')
+    const core = coreOf(wallet)
+    // Everything mutable lives in objects held here, never in fields assigned
+    // later: a view made with Object.create (LiveLookupClient's withoutFunding)
+    // then shares the sessions and agents of the instance it views.
+    this._signer = core ? nativeSigner(core) : walletSigner(wallet)
+    this._limits = {
+      maxHeaderBytes: options.maxHeaderBytes ?? DEFAULTS.maxHeaderBytes,
+      maxBodyBytes: options.maxBodyBytes ?? DEFAULTS.maxBodyBytes,
+      handshakeTimeoutMs: options.handshakeTimeoutMs ?? DEFAULTS.handshakeTimeoutMs
+    }
+    const agentOptions = { keepAlive: true, ...options.agentOptions }
+    this._agents = { http: new http.Agent(agentOptions), https: new https.Agent(agentOptions) }
+    /**
+     * One entry per origin, as AuthFetch's `peers`: `identityKey` is the
+     * server's identity once the handshake verified; deleting the entry
+     * forgets the session (the next request handshakes again).
+     */
+    this.peers = {}
+  }
+
+  /**
+   * A BRC-104 request; resolves a WHATWG Response holding the status, the
+   * signed headers (x-bsv-*, authorization) plus x-bsv-auth-identity-key, and
+   * the body, as AuthFetch does. Rejects if the response does not verify.
+   */
+  async fetch (url, config = {}) {
+    const parsed = new URL(url)
+    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new TypeError(`unsupported URL scheme ${parsed.protocol}`)
+    const { signal } = config
+    if (signal && signal.aborted) throw signal.reason
+    const req = prepare(config.method ?? 'GET', config.headers, config.body)
+    let answer = await this._attempt(parsed, req, signal)
+    if (answer.stale) {
+      // A stale session (the server no longer knows it, e.g. it restarted):
+      // dropped by _verify; one more try over a new handshake.
+      answer = await this._attempt(parsed, req, signal)
+      if (answer.stale) throw answer.stale
+    }
+    const { response } = answer
+    if (response.status === 402) return this.handlePaymentAndRetry(url, config, response)
+    return response
+  }
+
+  /**
+   * AuthFetch pays a 402 here and retries. This profile never pays: the 402
+   * response is returned as it is (kept as a method so that callers that
+   * override it, as LiveLookupClient does, see the same surface).
+   */
+  async handlePaymentAndRetry (_url, _config, response) {
+    return response
+  }
+
+  /** Destroys the keep-alive sockets, so that the process can exit. */
+  close () {
+    this._agents.http.destroy()
+    this._agents.https.destroy()
+  }
+
+  /** The origin's session, sharing one handshake among concurrent first requests. */
+  async _session (origin, signal) {
+    let entry = this.peers[origin]
+    if (entry && entry.session) return entry
+    if (!entry) {
+      entry = { identityKey: undefined, supportsMutualAuth: undefined, session: null, pending: null }
+      this.peers[origin] = entry
+    }
+    if (!entry.pending) {
+      entry.pending = this._handshake(origin).then((session) => {
+        entry.session = session
+        entry.identityKey = session.peerIdentityKey
+        entry.supportsMutualAuth = true
+        entry.pending = null
+        return entry
+      }, (e) => {
+        entry.pending = null
+        if (this.peers[origin] === entry) delete this.peers[origin]
+        throw e
+      })
+    }
+    return raceSignal(entry.pending, signal)
+  }
+
+  /** BRC-103 handshake (Peer.initiateHandshake + processInitialResponse). */
+  async _handshake (origin) {
+    const signer = this._signer
+    const identityKey = await signer.identityKey()
+    const sessionNonce = await createNonce(signer)
+    const body = Buffer.from(JSON.stringify({
+      version: AUTH_VERSION,
+      messageType: 'initialRequest',
+      identityKey,
+      initialNonce: sessionNonce,
+      requestedCertificates: { certifiers: [], types: {} }
+    }), 'utf8')
+    const url = new URL(origin + '/.well-known/auth')
+    const res = await exchange(this._agents, this._limits, url, 'POST',
+      { 'content-type': 'application/json', 'content-length': body.length }, body, AbortSignal.timeout(this._limits.handshakeTimeoutMs))
+    if (res.status < 200 || res.status > 299) throw unauthenticated(url.href, res.status, res.body, [])
+    let m
+    try { m = JSON.parse(res.body.toString('utf8')) } catch { m = null }
+    if (!m || typeof m !== 'object') throw rejected(url.href, 'the handshake answer is not a JSON AuthMessage')
+    if (m.version !== AUTH_VERSION) throw rejected(url.href, `auth version ${m.version}, expected ${AUTH_VERSION}`)
+    if (m.messageType !== 'initialResponse') throw rejected(url.href, `message type ${m.messageType}, expected initialResponse`)
+    if (typeof m.identityKey !== 'string' || typeof m.initialNonce !== 'string' || m.initialNonce === '') {
+      throw rejected(url.href, 'the initial response lacks identityKey or initialNonce')
+    }
+    if (m.yourNonce !== sessionNonce || !(await verifyNonce(signer, m.yourNonce))) {
+      throw rejected(url.href, `Initial response nonce verification failed from peer: ${m.identityKey}`)
+    }
+    const der = derBytes(m.signature)
+    const parts = [Buffer.from(sessionNonce + m.initialNonce, 'base64')]
+    if (der === null || !(await signer.verify(`${sessionNonce} ${m.initialNonce}`, m.identityKey, parts, der))) {
+      throw rejected(url.href, `Unable to verify initial response signature for peer: ${m.identityKey}`)
+    }
+    return { sessionNonce, peerNonce: m.initialNonce, peerIdentityKey: m.identityKey }
+  }
+
+  /**
+   * One signed request over the origin's session. Resolves {response}, or
+   * {stale: error} when the server answered 401 without authentication (the
+   * session is then dropped).
+   */
+  async _attempt (url, req, signal) {
+    const entry = await this._session(url.origin, signal)
+    const session = entry.session
+    const signer = this._signer
+    const requestId = randomBytes(32)
+    const payload = requestPayload(requestId, req, url)
+    const nonce = randomBytes(32).toString('base64')
+    const signature = await signer.sign(`${nonce} ${session.peerNonce}`, session.peerIdentityKey, payload)
+    const headers = {}
+    for (const [k, v] of req.pairs) headers[k] = v
+    headers['x-bsv-auth-version'] = AUTH_VERSION
+    headers['x-bsv-auth-identity-key'] = await signer.identityKey()
+    headers['x-bsv-auth-nonce'] = nonce
+    headers['x-bsv-auth-your-nonce'] = session.peerNonce
+    headers['x-bsv-auth-signature'] = signature.toString('hex')
+    headers['x-bsv-auth-request-id'] = requestId.toString('base64')
+    if (req.body !== null) headers['content-length'] = req.body.length
+    else if (METHODS_WITH_BODY.has(req.method)) headers['content-length'] = 0
+    const res = await exchange(this._agents, this._limits, url, req.method, headers, req.body, signal)
+    return this._verify(url, entry, session, requestId, res)
+  }
+
+  /** Checks a general response as SimplifiedFetchTransport + Peer.processGeneralMessage do. */
+  async _verify (url, entry, session, requestId, res) {
+    const where = url.href
+    const h = headerMap(res.rawHeaders)
+    const missing = ['x-bsv-auth-version', 'x-bsv-auth-identity-key', 'x-bsv-auth-signature']
+      .filter((name) => !h.has(name) || h.get(name).trim().length === 0)
+    if (missing.length > 0) {
+      const error = unauthenticated(where, res.status, res.body, missing)
+      if (res.status === 401) {
+        if (this.peers[url.origin] === entry) delete this.peers[url.origin]
+        return { stale: error }
+      }
+      throw error
+    }
+    if (h.get('x-bsv-auth-version') !== AUTH_VERSION) throw rejected(where, `auth version ${h.get('x-bsv-auth-version')}, expected ${AUTH_VERSION}`)
+    if (h.get('x-bsv-auth-message-type') === 'certificateRequest') throw rejected(where, 'the server requests certificates, which this client does not offer')
+    const identityKey = h.get('x-bsv-auth-identity-key')
+    if (identityKey !== session.peerIdentityKey) throw rejected(where, `signed by ${identityKey}, not the session's ${session.peerIdentityKey}`)
+    // The session nonce is ours and passed verifyNonce in the handshake, so an
+    // equal string verifies as our nonce again.
+    if (h.get('x-bsv-auth-your-nonce') !== session.sessionNonce) throw rejected(where, `Unable to verify nonce for general message from: ${identityKey}`)
+    const nonce = h.get('x-bsv-auth-nonce')
+    if (nonce === undefined) throw rejected(where, 'no x-bsv-auth-nonce')
+    const id = h.get('x-bsv-auth-request-id')
+    if (id === undefined || !Buffer.from(id, 'base64').equals(requestId)) throw rejected(where, 'the answer is for another request id')
+    const certs = h.get('x-bsv-auth-requested-certificates')
+    if (certs !== undefined) {
+      try { JSON.parse(certs) } catch { throw rejected(where, 'malformed x-bsv-auth-requested-certificates') }
+    }
+    const sig = h.get('x-bsv-auth-signature')
+    if (!HEX.test(sig)) throw rejected(where, 'x-bsv-auth-signature is not hex')
+    const signed = signedResponseHeaders(h)
+    const parts = [requestId, varint(res.status)]
+    headerFields(parts, signed)
+    parts.push(varint(res.body.length))
+    if (res.body.length > 0) parts.push(res.body)
+    const valid = await this._signer.verify(`${nonce} ${session.sessionNonce}`, session.peerIdentityKey, parts, Buffer.from(sig, 'hex'))
+    if (!valid) throw rejected(where, `Invalid signature in generalMessage from ${session.peerIdentityKey}`)
+    const headers = new Headers()
+    for (const [k, v] of signed) headers.set(k, v)
+    headers.set('x-bsv-auth-identity-key', identityKey)
+    try {
+      return { response: new Response(res.body.length > 0 ? res.body : null, { status: res.status, statusText: `${res.status}`, headers }) }
+    } catch (e) {
+      throw rejected(where, `status ${res.status} cannot be returned as a Response (${e.message})`)
+    }
+  }
+}
+
+/** A DER signature given as an array of bytes (as AuthMessage JSON carries it); null otherwise. */
+function derBytes (value) {
+  if (!Array.isArray(value) || value.length === 0 || value.length > 80) return null
+  for (const v of value) if (typeof v !== 'number' || (v & 0xff) !== v) return null
+  return Buffer.from(value)
+}
+
+/** The request payload bytes for `requestId` (exported for the tests, not from the package root). */
+function serializeRequest (requestId, method, headers, body, url) {
+  return Buffer.concat(requestPayload(requestId, prepare(method, headers, body), new URL(url)))
+}
+
+module.exports = { NativeAuthFetch, serializeRequest }
