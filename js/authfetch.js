@@ -17,134 +17,14 @@
 
 const http = require('node:http')
 const https = require('node:https')
-const crypto = require('node:crypto')
-const { coreOf } = require('./wallet')
+const { AUTH_VERSION, randomBytes, sortHeaders, signedHeaders, requestPayload, responsePayload, signerOf } = require('./brc104')
 
-const AUTH_VERSION = '0.1'
-const SIGNATURE_PROTOCOL = [2, 'auth message signature']
-const NONCE_PROTOCOL = [2, 'server hmac']
 const DEFAULTS = { maxHeaderBytes: 16 * 1024, maxBodyBytes: 8 * 1024 * 1024, handshakeTimeoutMs: 30000 }
 const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
 // Utils.toUTF8 in the SDK is a default TextDecoder (a leading BOM is dropped,
 // invalid bytes become U+FFFD): nonce key IDs must be decoded the same way.
 const UTF8 = new TextDecoder()
 const HEX = /^(?:[0-9a-fA-F]{2})+$/
-
-// --- Bytes -------------------------------------------------------------------
-
-// Random bytes (nonces, request ids) cut from a pool drawn from the CSPRNG a
-// few KiB at a time: one randomBytes call per request costs more than the
-// bytes. A pool is never reused once cut, so no two callers share bytes.
-const POOL_BYTES = 4096
-let pool = Buffer.alloc(0)
-let poolAt = 0
-function randomBytes (n) {
-  if (poolAt + n > pool.length) { pool = crypto.randomBytes(POOL_BYTES); poolAt = 0 }
-  const out = pool.subarray(poolAt, poolAt + n)
-  poolAt += n
-  return out
-}
-
-/** Bitcoin varint, as the SDK's Writer.writeVarIntNum (a negative n as its 64-bit two's complement). */
-function varint (n) {
-  if (n < 0) {
-    const b = Buffer.alloc(9)
-    b[0] = 0xff
-    b.writeBigInt64LE(BigInt(n), 1)
-    return b
-  }
-  if (n < 0xfd) return Buffer.of(n)
-  if (n <= 0xffff) { const b = Buffer.alloc(3); b[0] = 0xfd; b.writeUInt16LE(n, 1); return b }
-  if (n <= 0xffffffff) { const b = Buffer.alloc(5); b[0] = 0xfe; b.writeUInt32LE(n, 1); return b }
-  const b = Buffer.alloc(9); b[0] = 0xff; b.writeBigUInt64LE(BigInt(n), 1); return b
-}
-
-const NO_FIELD = varint(-1)
-
-/** varint(length) + bytes, appended to `parts`. */
-function field (parts, bytes) {
-  parts.push(varint(bytes.length), bytes)
-}
-
-/** `[name, value]` pairs sorted as the SDK sorts signed headers (localeCompare on the name). */
-function sortHeaders (pairs) {
-  return pairs.sort(([a], [b]) => a.localeCompare(b))
-}
-
-function headerFields (parts, pairs) {
-  parts.push(varint(pairs.length))
-  for (const [k, v] of pairs) {
-    field(parts, Buffer.from(k, 'utf8'))
-    field(parts, Buffer.from(v, 'utf8'))
-  }
-}
-
-function sha256 (parts) {
-  const h = crypto.createHash('sha256')
-  for (const p of parts) h.update(p)
-  return h.digest()
-}
-
-// --- Wallet access -----------------------------------------------------------
-
-function verificationFailure (e) {
-  return e && (e.code === 'ERR_INVALID_SIGNATURE' || e.code === 'ERR_INVALID_HMAC')
-}
-
-/**
- * The five operations the protocol needs, over a NativeWallet's core: flat
- * arguments and Buffers, the message hashed by the caller. Synchronous.
- */
-function nativeSigner (core) {
-  const identityKey = core.identityKey()
-  const [level, name] = SIGNATURE_PROTOCOL
-  const [nonceLevel, nonceName] = NONCE_PROTOCOL
-  return {
-    identityKey: () => identityKey,
-    hmac: (keyID, data) => core.createHmac(nonceLevel, nonceName, keyID, 'self', data),
-    verifyHmac: (keyID, data, mac) => core.verifyHmac(nonceLevel, nonceName, keyID, 'self', data, mac),
-    sign: (keyID, counterparty, parts) => core.createSignature(level, name, keyID, counterparty, null, sha256(parts)),
-    verify: (keyID, counterparty, parts, der) => core.verifySignatureDer(level, name, keyID, counterparty, false, der, null, sha256(parts))
-  }
-}
-
-/** The same operations through any BRC-100 wallet's async methods (ProtoWallet and the like). */
-function walletSigner (wallet) {
-  let identityKey = null
-  const bytes = (parts) => Array.from(Buffer.concat(parts))
-  return {
-    async identityKey () {
-      if (identityKey === null) identityKey = (await wallet.getPublicKey({ identityKey: true })).publicKey
-      return identityKey
-    },
-    async hmac (keyID, data) {
-      const { hmac } = await wallet.createHmac({ protocolID: NONCE_PROTOCOL, keyID, data: Array.from(data), counterparty: 'self' })
-      return Buffer.from(hmac)
-    },
-    async verifyHmac (keyID, data, mac) {
-      try {
-        const { valid } = await wallet.verifyHmac({ protocolID: NONCE_PROTOCOL, keyID, data: Array.from(data), hmac: Array.from(mac), counterparty: 'self' })
-        return valid === true
-      } catch (e) {
-        if (verificationFailure(e)) return false
-        throw e
-      }
-    },
-    async sign (keyID, counterparty, parts) {
-      const { signature } = await wallet.createSignature({ protocolID: SIGNATURE_PROTOCOL, keyID, counterparty, data: bytes(parts) })
-      return Buffer.from(signature)
-    },
-    async verify (keyID, counterparty, parts, der) {
-      try {
-        const { valid } = await wallet.verifySignature({ protocolID: SIGNATURE_PROTOCOL, keyID, counterparty, data: bytes(parts), signature: Array.from(der) })
-        return valid === true
-      } catch (e) {
-        if (verificationFailure(e)) return false
-        throw e
-      }
-    }
-  }
-}
 
 /** createNonce (SDK auth/utils): 16 random bytes and their 'server hmac' for 'self', base64. */
 async function createNonce (signer) {
@@ -204,20 +84,6 @@ function prepare (method, headers, body) {
   return { method, pairs, body: bytes }
 }
 
-/** The BRC-104 request payload (AuthFetch.serializeRequest) as a list of Buffers. */
-function requestPayload (requestId, req, url) {
-  const parts = [requestId]
-  field(parts, Buffer.from(req.method, 'utf8'))
-  if (url.pathname.length > 0) field(parts, Buffer.from(url.pathname, 'utf8'))
-  else parts.push(NO_FIELD)
-  if (url.search.length > 0) field(parts, Buffer.from(url.search, 'utf8'))
-  else parts.push(NO_FIELD)
-  headerFields(parts, req.pairs)
-  if (req.body !== null) field(parts, req.body)
-  else parts.push(NO_FIELD)
-  return parts
-}
-
 // --- Responses ---------------------------------------------------------------
 
 /** Response headers as fetch's Headers holds them: lower-case names, repeats joined with ', '. */
@@ -230,16 +96,6 @@ function headerMap (rawHeaders) {
     map.set(k, prior === undefined ? v : `${prior}, ${v}`)
   }
   return map
-}
-
-/** The signed response headers (SimplifiedFetchTransport): x-bsv-* but not x-bsv-auth*, and authorization. */
-function signedResponseHeaders (map) {
-  const pairs = []
-  // fetch's Headers iterates names in code-unit order; the sort after it is stable.
-  for (const k of [...map.keys()].sort()) {
-    if ((k.startsWith('x-bsv-') || k === 'authorization') && !k.startsWith('x-bsv-auth')) pairs.push([k, map.get(k)])
-  }
-  return sortHeaders(pairs)
 }
 
 function unauthenticated (url, status, body, missing) {
@@ -347,11 +203,10 @@ class NativeAuthFetch {
    */
   constructor (wallet, options = {}) {
     if (!wallet || typeof wallet !== 'object') throw new TypeError('NativeAuthFetch needs a wallet')
-    const core = coreOf(wallet)
     // Everything mutable lives in objects held here, never in fields assigned
     // later: a view made with Object.create (LiveLookupClient's withoutFunding)
     // then shares the sessions and agents of the instance it views.
-    this._signer = core ? nativeSigner(core) : walletSigner(wallet)
+    this._signer = signerOf(wallet)
     this._limits = {
       maxHeaderBytes: options.maxHeaderBytes ?? DEFAULTS.maxHeaderBytes,
       maxBodyBytes: options.maxBodyBytes ?? DEFAULTS.maxBodyBytes,
@@ -474,7 +329,7 @@ class NativeAuthFetch {
     const session = entry.session
     const signer = this._signer
     const requestId = randomBytes(32)
-    const payload = requestPayload(requestId, req, url)
+    const payload = requestPayload(requestId, req.method, url, req.pairs, req.body)
     const nonce = randomBytes(32).toString('base64')
     const signature = await signer.sign(`${nonce} ${session.peerNonce}`, session.peerIdentityKey, payload)
     const headers = {}
@@ -522,11 +377,8 @@ class NativeAuthFetch {
     }
     const sig = h.get('x-bsv-auth-signature')
     if (!HEX.test(sig)) throw rejected(where, 'x-bsv-auth-signature is not hex')
-    const signed = signedResponseHeaders(h)
-    const parts = [requestId, varint(res.status)]
-    headerFields(parts, signed)
-    parts.push(varint(res.body.length))
-    if (res.body.length > 0) parts.push(res.body)
+    const signed = signedHeaders([...h.entries()], false)
+    const parts = responsePayload(requestId, res.status, signed, res.body)
     const valid = await this._signer.verify(`${nonce} ${session.sessionNonce}`, session.peerIdentityKey, parts, Buffer.from(sig, 'hex'))
     if (!valid) throw rejected(where, `Invalid signature in generalMessage from ${session.peerIdentityKey}`)
     const headers = new Headers()
@@ -549,7 +401,8 @@ function derBytes (value) {
 
 /** The request payload bytes for `requestId` (exported for the tests, not from the package root). */
 function serializeRequest (requestId, method, headers, body, url) {
-  return Buffer.concat(requestPayload(requestId, prepare(method, headers, body), new URL(url)))
+  const req = prepare(method, headers, body)
+  return Buffer.concat(requestPayload(requestId, req.method, new URL(url), req.pairs, req.body))
 }
 
 module.exports = { NativeAuthFetch, serializeRequest }

@@ -1,258 +1,184 @@
 'use strict'
-// The provider's side of BRC-103 mutual authentication over HTTP (BRC-104),
-// for the router's own routes: the handshake at /.well-known/auth, the check of
-// a signed request, and the signature of its answer. It speaks the same bytes
-// as @bsv/sdk's Peer with @bsv/auth-express-middleware 2.0.5 on the server and
-// AuthFetch / SimplifiedFetchTransport on the client (payload layouts below),
-// so any BRC-104 client works unchanged; what it leaves out is what the router
-// never uses: certificate exchange, and unsigned fall-through on lookup routes.
-//
-// Why not the middleware itself: per request it copies headers and bodies into
-// number[] arrays, frames them with the SDK's Writer/Reader, installs closures
-// on the response and a listener on its Peer, and keeps every session forever.
-// Here a request is one Buffer payload and one native verification, an answer
-// one Buffer payload and one native signature (js/wallet.js `authCrypto`), and
-// sessions live in a bounded table.
+// BRC-104 (BRC-103 over HTTP) messages as both sides of this package build
+// them: the payload a request and an answer sign, and the wallet calls that
+// sign and verify it. The bytes are those of @bsv/sdk 2.1.0 (AuthFetch and
+// SimplifiedFetchTransport on the client, Peer with
+// @bsv/auth-express-middleware 2.0.5 on the server), built here from Buffers
+// rather than number[] arrays. The provider side is js/authserver.js, the
+// client js/authfetch.js.
 
 const crypto = require('node:crypto')
-const { authCrypto } = require('./wallet')
+const { coreOf } = require('./wallet')
 
 const AUTH_VERSION = '0.1'
-/** Longest nonce accepted from a client, in characters (the SDK's are 64). */
-const MAX_NONCE_CHARS = 256
-/** Longest signature accepted, in hex characters (DER is at most 72 bytes). */
-const MAX_SIGNATURE_HEX = 2 * 80
+const SIGNATURE_PROTOCOL = [2, 'auth message signature']
+const NONCE_PROTOCOL = [2, 'server hmac']
 
-/** A Bitcoin varint as the SDK's Writer.writeVarIntNum writes it; -1 is nine 0xff bytes. */
-function varint (n) {
-  if (n < 0) return Buffer.alloc(9, 0xff)
-  if (n < 253) return Buffer.from([n])
-  if (n < 0x10000) { const b = Buffer.alloc(3); b[0] = 253; b.writeUInt16LE(n, 1); return b }
-  if (n < 0x100000000) { const b = Buffer.alloc(5); b[0] = 254; b.writeUInt32LE(n, 1); return b }
-  const b = Buffer.alloc(9); b[0] = 255; b.writeBigUInt64LE(BigInt(n), 1); return b
+// Random bytes (nonces, request ids) cut from a pool drawn from the CSPRNG a
+// few KiB at a time: one randomBytes call per message costs more than the
+// bytes. A pool is never reused once cut, so no two callers share bytes.
+const POOL_BYTES = 4096
+let pool = Buffer.alloc(0)
+let poolAt = 0
+function randomBytes (n) {
+  if (poolAt + n > pool.length) { pool = crypto.randomBytes(POOL_BYTES); poolAt = 0 }
+  const out = pool.subarray(poolAt, poolAt + n)
+  poolAt += n
+  return out
 }
 
-/** Appends a length-prefixed UTF-8 string or byte string to `parts`. */
-function pushBytes (parts, value) {
+/** Bitcoin varint, as the SDK's Writer.writeVarIntNum (a negative n as its 64-bit two's complement). */
+function varint (n) {
+  if (n < 0) {
+    const b = Buffer.alloc(9)
+    b[0] = 0xff
+    b.writeBigInt64LE(BigInt(n), 1)
+    return b
+  }
+  if (n < 0xfd) return Buffer.of(n)
+  if (n <= 0xffff) { const b = Buffer.alloc(3); b[0] = 0xfd; b.writeUInt16LE(n, 1); return b }
+  if (n <= 0xffffffff) { const b = Buffer.alloc(5); b[0] = 0xfe; b.writeUInt32LE(n, 1); return b }
+  const b = Buffer.alloc(9); b[0] = 0xff; b.writeBigUInt64LE(BigInt(n), 1); return b
+}
+
+/** What an absent field (no path, no query, no body) is written as: varint(-1). */
+const NO_FIELD = varint(-1)
+
+/** varint(length) + bytes (a string as UTF-8), appended to `parts`. */
+function field (parts, value) {
   const bytes = typeof value === 'string' ? Buffer.from(value, 'utf8') : value
   parts.push(varint(bytes.length), bytes)
 }
 
-/** `s` decoded if it is canonical base64 (re-encodes to itself); else null. */
-function base64Exact (s) {
-  if (typeof s !== 'string' || s.length === 0 || s.length > MAX_NONCE_CHARS) return null
-  const bytes = Buffer.from(s, 'base64')
-  return bytes.toString('base64') === s ? bytes : null
+/** `[name, value]` pairs sorted as the SDK sorts signed headers (localeCompare on the name). */
+function sortHeaders (pairs) {
+  return pairs.sort(([a], [b]) => a.localeCompare(b))
 }
-
-/** `s` decoded if it is non-empty even-length hex within the DER bound; else null. */
-function hexExact (s) {
-  if (typeof s !== 'string' || s.length === 0 || s.length > MAX_SIGNATURE_HEX || !/^(?:[0-9a-fA-F]{2})+$/.test(s)) return null
-  return Buffer.from(s, 'hex')
-}
-
-const IDENTITY = /^0[23][0-9a-f]{64}$/
 
 /**
- * Signed headers in the order both sides sign them: lower-case names,
- * `x-bsv-*` except `x-bsv-auth-*`, `authorization`, and (requests only) the
- * content type without parameters; sorted with localeCompare, as the SDK does.
+ * The signed headers among `entries` ([name, value]): lower-case names,
+ * `x-bsv-*` except `x-bsv-auth-*`, `authorization`, and with `contentType`
+ * (requests) the content type without its parameters. Taken in code-unit
+ * order of the names (as fetch's Headers iterates them), then sorted.
  */
-function signedHeaders (entries, withContentType) {
-  const out = []
-  for (const [name, value] of entries) {
-    const k = name.toLowerCase()
-    if (k.startsWith('x-bsv-auth')) continue
-    if (k.startsWith('x-bsv-') || k === 'authorization') out.push([k, String(value)])
-    else if (withContentType && k === 'content-type') out.push([k, String(value).split(';')[0].trim()])
+function signedHeaders (entries, contentType) {
+  const pairs = []
+  for (const [name, value] of entries.map(([k, v]) => [k.toLowerCase(), v]).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    if (name.startsWith('x-bsv-auth')) continue
+    if (name.startsWith('x-bsv-') || name === 'authorization') pairs.push([name, String(value)])
+    else if (contentType && name === 'content-type') pairs.push([name, String(value).split(';')[0].trim()])
   }
-  return out.sort(([a], [b]) => a.localeCompare(b))
+  return sortHeaders(pairs)
 }
 
-function pushHeaders (parts, headers) {
-  parts.push(varint(headers.length))
-  for (const [k, v] of headers) { pushBytes(parts, k); pushBytes(parts, v) }
-}
-
-/** An empty body is signed as -1 (AuthFetch writes no body that way). */
-function pushBody (parts, body) {
-  if (body.length > 0) pushBytes(parts, body)
-  else parts.push(varint(-1))
+function headerFields (parts, pairs) {
+  parts.push(varint(pairs.length))
+  for (const [k, v] of pairs) {
+    field(parts, k)
+    field(parts, v)
+  }
 }
 
 /**
- * What a client signs for a request (AuthFetch.serializeRequest; the
- * middleware's buildAuthMessageFromRequest reads the same from Express):
- * request id, method, path, query (-1 when absent), signed headers, body.
+ * What a request signs (AuthFetch.serializeRequest; the middleware reads the
+ * same from Express): request id, method, path, query (absent when empty),
+ * signed header pairs, body (absent when null or empty). A list of Buffers.
  */
-function requestPayload (requestId, req, body) {
-  const url = new URL('http://host' + req.originalUrl)
+function requestPayload (requestId, method, url, pairs, body) {
   const parts = [requestId]
-  pushBytes(parts, req.method)
-  if (url.pathname.length > 0) pushBytes(parts, url.pathname)
-  else parts.push(varint(-1))
-  if (url.search.length > 0) pushBytes(parts, url.search)
-  else parts.push(varint(-1))
-  pushHeaders(parts, signedHeaders(Object.entries(req.headers), true))
-  pushBody(parts, body)
-  return Buffer.concat(parts)
-}
-
-/** What the provider signs for an answer: request id, status, signed headers, body. */
-function responsePayload (requestId, status, headers, body) {
-  const parts = [requestId, varint(status)]
-  pushHeaders(parts, headers)
-  pushBody(parts, body)
-  return Buffer.concat(parts)
+  field(parts, method)
+  if (url.pathname.length > 0) field(parts, url.pathname)
+  else parts.push(NO_FIELD)
+  if (url.search.length > 0) field(parts, url.search)
+  else parts.push(NO_FIELD)
+  headerFields(parts, pairs)
+  if (body !== null && body.length > 0) field(parts, body)
+  else parts.push(NO_FIELD)
+  return parts
 }
 
 /**
- * Sessions by the nonce the provider issued, least recently used first (a
- * Map keeps insertion order; a use re-inserts). At most `max` in all and
- * `perIdentity` per client identity: a new handshake beyond either bound
- * drops the least recently used, whose client is then told its session is
- * unknown (401) and handshakes again, as AuthFetch does by itself.
+ * What an answer signs, as SimplifiedFetchTransport rebuilds it to verify:
+ * request id, status, signed header pairs, body with its length (0 when
+ * empty; the middleware would write -1 there, which no client accepts).
  */
-class SessionTable {
-  constructor (max, perIdentity) {
-    this.max = max
-    this.perIdentity = perIdentity
-    this.byNonce = new Map()
-    this.countByIdentity = new Map()
+function responsePayload (requestId, status, pairs, body) {
+  const parts = [requestId, varint(status)]
+  headerFields(parts, pairs)
+  parts.push(varint(body.length))
+  if (body.length > 0) parts.push(body)
+  return parts
+}
+
+function sha256 (parts) {
+  const h = crypto.createHash('sha256')
+  for (const p of parts) h.update(p)
+  return h.digest()
+}
+
+function verificationFailure (e) {
+  return e && (e.code === 'ERR_INVALID_SIGNATURE' || e.code === 'ERR_INVALID_HMAC')
+}
+
+/**
+ * The wallet operations BRC-103/104 needs, over a NativeWallet's core: flat
+ * arguments and Buffers, the message hashed here. Synchronous.
+ */
+function nativeSigner (core) {
+  const identityKey = core.identityKey()
+  const [level, name] = SIGNATURE_PROTOCOL
+  const [nonceLevel, nonceName] = NONCE_PROTOCOL
+  return {
+    identityKey: () => identityKey,
+    hmac: (keyID, data) => core.createHmac(nonceLevel, nonceName, keyID, 'self', data),
+    verifyHmac: (keyID, data, mac) => core.verifyHmac(nonceLevel, nonceName, keyID, 'self', data, mac),
+    sign: (keyID, counterparty, parts) => core.createSignature(level, name, keyID, counterparty, null, sha256(parts)),
+    verify: (keyID, counterparty, parts, der) => core.verifySignatureDer(level, name, keyID, counterparty, false, der, null, sha256(parts))
   }
+}
 
-  get size () { return this.byNonce.size }
-
-  add (session) {
-    const mine = this.countByIdentity.get(session.peerIdentityKey) || 0
-    if (mine >= this.perIdentity) {
-      for (const s of this.byNonce.values()) {
-        if (s.peerIdentityKey === session.peerIdentityKey) { this.remove(s); break }
+/** The same operations through any BRC-100 wallet's async methods (ProtoWallet and the like). */
+function walletSigner (wallet) {
+  let identityKey = null
+  const bytes = (parts) => Array.from(Buffer.concat(parts))
+  return {
+    async identityKey () {
+      if (identityKey === null) identityKey = (await wallet.getPublicKey({ identityKey: true })).publicKey
+      return identityKey
+    },
+    async hmac (keyID, data) {
+      const { hmac } = await wallet.createHmac({ protocolID: NONCE_PROTOCOL, keyID, data: Array.from(data), counterparty: 'self' })
+      return Buffer.from(hmac)
+    },
+    async verifyHmac (keyID, data, mac) {
+      try {
+        const { valid } = await wallet.verifyHmac({ protocolID: NONCE_PROTOCOL, keyID, data: Array.from(data), hmac: Array.from(mac), counterparty: 'self' })
+        return valid === true
+      } catch (e) {
+        if (verificationFailure(e)) return false
+        throw e
+      }
+    },
+    async sign (keyID, counterparty, parts) {
+      const { signature } = await wallet.createSignature({ protocolID: SIGNATURE_PROTOCOL, keyID, counterparty, data: bytes(parts) })
+      return Buffer.from(signature)
+    },
+    async verify (keyID, counterparty, parts, der) {
+      try {
+        const { valid } = await wallet.verifySignature({ protocolID: SIGNATURE_PROTOCOL, keyID, counterparty, data: bytes(parts), signature: Array.from(der) })
+        return valid === true
+      } catch (e) {
+        if (verificationFailure(e)) return false
+        throw e
       }
     }
-    if (this.byNonce.size >= this.max) this.remove(this.byNonce.values().next().value)
-    this.byNonce.set(session.sessionNonce, session)
-    this.countByIdentity.set(session.peerIdentityKey, (this.countByIdentity.get(session.peerIdentityKey) || 0) + 1)
-  }
-
-  /** The session issued as `nonce`, marked as just used; undefined if none. */
-  use (nonce) {
-    const session = this.byNonce.get(nonce)
-    if (session) {
-      this.byNonce.delete(nonce)
-      this.byNonce.set(nonce, session)
-    }
-    return session
-  }
-
-  remove (session) {
-    this.byNonce.delete(session.sessionNonce)
-    const left = this.countByIdentity.get(session.peerIdentityKey) - 1
-    if (left > 0) this.countByIdentity.set(session.peerIdentityKey, left)
-    else this.countByIdentity.delete(session.peerIdentityKey)
   }
 }
 
-class AuthServer {
-  /**
-   * @param {object} wallet the provider's BRC-100 wallet (a NativeWallet for speed)
-   * @param {string} identityKey the wallet's identity key (hex)
-   * @param {{ maxSessions?: number, sessionsPerIdentity?: number }} [options]
-   */
-  constructor (wallet, identityKey, options = {}) {
-    this.crypto = authCrypto(wallet)
-    this.identityKey = identityKey
-    this.sessions = new SessionTable(options.maxSessions || 50000, options.sessionsPerIdentity || 16)
-  }
-
-  /**
-   * Answers a BRC-103 initialRequest (the parsed JSON of a POST to
-   * /.well-known/auth) with the initialResponse to send as JSON, and records
-   * the session; null for anything else (the caller refuses it). The
-   * provider's nonce is 48 random bytes, as long as the SDK's (16 random and
-   * a 32-byte HMAC), so its base64 has no padding: the SDK's client decodes
-   * the two nonces concatenated as one string. Only this table checks it.
-   */
-  async handshake (message) {
-    if (!message || typeof message !== 'object' || message.version !== AUTH_VERSION) return null
-    if (message.messageType !== 'initialRequest') return null
-    const { identityKey, initialNonce } = message
-    if (typeof identityKey !== 'string' || !IDENTITY.test(identityKey)) return null
-    const theirs = base64Exact(initialNonce)
-    if (!theirs) return null
-    const ours = crypto.randomBytes(48)
-    const sessionNonce = ours.toString('base64')
-    let signature
-    try {
-      signature = await this.crypto.sign(`${initialNonce} ${sessionNonce}`, identityKey, Buffer.concat([theirs, ours]))
-    } catch {
-      return null // not a point on the curve
-    }
-    this.sessions.add({ sessionNonce, peerNonce: initialNonce, peerIdentityKey: identityKey, lastUpdate: Date.now() })
-    return {
-      version: AUTH_VERSION,
-      messageType: 'initialResponse',
-      identityKey: this.identityKey,
-      initialNonce: sessionNonce,
-      yourNonce: initialNonce,
-      signature: Array.from(signature)
-    }
-  }
-
-  /** True when the request carries BRC-104 auth headers (it is a general message). */
-  static signed (req) {
-    return req.headers['x-bsv-auth-request-id'] !== undefined
-  }
-
-  /**
-   * Checks a general message: version, a session this provider issued to the
-   * identity the request names, and the signature over the request payload
-   * with `body` as its exact bytes. The identity is the session's: a request
-   * naming another identity than the one that handshook is refused (the
-   * middleware would take the header's word for it). Resolves to the
-   * exchange ({identityKey, session, requestId}) or null.
-   */
-  async verify (req, body) {
-    const h = req.headers
-    if (h['x-bsv-auth-version'] !== AUTH_VERSION) return null
-    const requestId = base64Exact(h['x-bsv-auth-request-id'])
-    if (!requestId || requestId.length !== 32) return null
-    const identityKey = h['x-bsv-auth-identity-key']
-    const nonce = h['x-bsv-auth-nonce']
-    if (typeof nonce !== 'string' || nonce.length === 0 || nonce.length > MAX_NONCE_CHARS) return null
-    const signature = hexExact(h['x-bsv-auth-signature'])
-    if (!signature) return null
-    const session = typeof h['x-bsv-auth-your-nonce'] === 'string' ? this.sessions.use(h['x-bsv-auth-your-nonce']) : undefined
-    if (!session || session.peerIdentityKey !== identityKey) return null
-    let payload
-    try {
-      payload = requestPayload(requestId, req, body)
-    } catch {
-      return null // an unparsable URL
-    }
-    const valid = await this.crypto.verify(`${nonce} ${session.sessionNonce}`, identityKey, signature, payload)
-    if (!valid) return null
-    session.lastUpdate = Date.now()
-    return { identityKey, session, requestId }
-  }
-
-  /**
-   * Signs an answer to a verified exchange and sets its auth headers on `res`.
-   * The signed headers are the `x-bsv-*` (and `authorization`) headers already
-   * set on `res`: set every such header before calling this.
-   */
-  async sign (exchange, res, status, body) {
-    const headers = signedHeaders(Object.entries(res.getHeaders()), false)
-    const nonce = crypto.randomBytes(32).toString('base64')
-    const payload = responsePayload(exchange.requestId, status, headers, body)
-    const signature = await this.crypto.sign(`${nonce} ${exchange.session.peerNonce}`, exchange.identityKey, payload)
-    res.setHeader('x-bsv-auth-version', AUTH_VERSION)
-    res.setHeader('x-bsv-auth-identity-key', this.identityKey)
-    res.setHeader('x-bsv-auth-nonce', nonce)
-    res.setHeader('x-bsv-auth-your-nonce', exchange.session.peerNonce)
-    res.setHeader('x-bsv-auth-signature', Buffer.from(signature).toString('hex'))
-    res.setHeader('x-bsv-auth-request-id', exchange.requestId.toString('base64'))
-  }
+/** The signer for `wallet`: its core directly for a NativeWallet, its BRC-100 methods otherwise. */
+function signerOf (wallet) {
+  const core = coreOf(wallet)
+  return core ? nativeSigner(core) : walletSigner(wallet)
 }
 
-module.exports = { AuthServer, AUTH_VERSION, requestPayload, responsePayload, varint }
+module.exports = { AUTH_VERSION, randomBytes, varint, sortHeaders, signedHeaders, requestPayload, responsePayload, signerOf }

@@ -4,13 +4,13 @@
 // {base}/overlay/v1/capabilities, plus POST /.well-known/auth for BRC-103.
 // Mount it at the application root before any body parser or compression: it
 // reads the raw body itself, under the 1 MiB bound, and answers with the exact
-// bytes the native core produced. BRC-103/104 is js/brc104.js.
+// bytes the native core produced. BRC-103/104 is js/authserver.js.
 
 const express = require('express')
 const wire = require('./wire')
 const { CapabilityManifest, PROFILE } = require('./manifest')
 const { NativeWallet } = require('./wallet')
-const { AuthServer } = require('./brc104')
+const { AuthServer } = require('./authserver')
 
 const MAX_BODY = 1024 * 1024
 const MAX_HEADER_BYTES = 16 * 1024

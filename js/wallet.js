@@ -214,7 +214,7 @@ class NativeWallet {
 
 /**
  * The core behind a NativeWallet, for the package's own hot paths
- * (js/authfetch.js, js/brc104.js) that call it with Buffers and flat arguments instead of
+ * (js/brc104.js) that call it with Buffers and flat arguments instead of
  * the BRC-100 shapes; null if `wallet` is not a NativeWallet. Not exported
  * from the package root. The core only signs and verifies what the wallet's
  * own methods already would; the key still never leaves Rust.
@@ -223,47 +223,4 @@ function coreOf (wallet) {
   return coreOfWallet(wallet)
 }
 
-
-const AUTH_LEVEL = 2
-const AUTH_PROTOCOL = 'auth message signature'
-
-/**
- * The two calls BRC-104 makes per message (protocol [2, 'auth message
- * signature'], SHA-256 of the payload), straight on a NativeWallet's core with
- * Buffers and synchronous: `sign(keyID, counterparty, payload)` gives DER,
- * `verify(keyID, counterparty, der, payload)` a boolean (false for a malformed
- * signature or key, never a throw). For any other wallet, the same through
- * its BRC-100 methods, as promises. Package-internal (js/brc104.js).
- */
-function authCrypto (wallet) {
-  const core = coreOf(wallet)
-  if (core) {
-    return {
-      sign: (keyID, counterparty, payload) => core.createSignature(AUTH_LEVEL, AUTH_PROTOCOL, keyID, counterparty, payload, null),
-      verify: (keyID, counterparty, der, payload) => {
-        try {
-          return core.verifySignatureDer(AUTH_LEVEL, AUTH_PROTOCOL, keyID, counterparty, false, der, payload, null)
-        } catch {
-          return false
-        }
-      }
-    }
-  }
-  const protocolID = [AUTH_LEVEL, AUTH_PROTOCOL]
-  return {
-    sign: async (keyID, counterparty, payload) => {
-      const { signature } = await wallet.createSignature({ data: Array.from(payload), protocolID, keyID, counterparty })
-      return Buffer.from(signature)
-    },
-    verify: async (keyID, counterparty, der, payload) => {
-      try {
-        const { valid } = await wallet.verifySignature({ data: Array.from(payload), signature: Array.from(der), protocolID, keyID, counterparty })
-        return valid === true
-      } catch {
-        return false
-      }
-    }
-  }
-}
-
-module.exports = { NativeWallet, coreOf, authCrypto }
+module.exports = { NativeWallet, coreOf }

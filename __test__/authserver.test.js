@@ -1,5 +1,5 @@
 'use strict'
-// The router's own BRC-104 provider (js/brc104.js): its request payload is
+// The router's own BRC-104 provider (js/authserver.js): its request payload is
 // byte for byte what AuthFetch signs, its session table is bounded without
 // breaking AuthFetch clients (they handshake again), and a session only ever
 // authenticates the identity that made it.
@@ -7,7 +7,8 @@
 const crypto = require('node:crypto')
 const { AuthFetch, PrivateKey, ProtoWallet } = require('@bsv/sdk')
 const { NativeWallet } = require('../js')
-const { requestPayload } = require('../js/brc104')
+const { requestPayloadOf } = require('../js/authserver')
+const payloadOf = (...args) => Buffer.concat(requestPayloadOf(...args))
 const { startNode, lookupClient, openReq, openCaughtUp, readReq, PROFILE } = require('./helpers/node')
 
 /** A random string over `alphabet` of 1..max characters. */
@@ -37,7 +38,7 @@ describe('request payload', () => {
         ? (['POST', 'PUT', 'DELETE'].includes(method) && /application\/json/.test(lower['content-type'] || '') ? '{}' : '')
         : body
       const req = { method, originalUrl: url.pathname + url.search, headers: lower }
-      expect(requestPayload(requestId, req, Buffer.from(sent, 'utf8')).equals(expected)).toBe(true)
+      expect(payloadOf(requestId, req, Buffer.from(sent, 'utf8')).equals(expected)).toBe(true)
     }
   })
 })
@@ -92,7 +93,7 @@ describe('a session authenticates only its own identity', () => {
       const body = Buffer.from(JSON.stringify(openReq()))
       const requestId = crypto.randomBytes(32)
       const headers = { 'content-type': 'application/json', 'x-bsv-overlay-capability': node.capability, 'x-bsv-overlay-profile': PROFILE }
-      const payload = requestPayload(requestId, { method: 'POST', originalUrl: '/overlay/v1/lookup/open', headers }, body)
+      const payload = payloadOf(requestId, { method: 'POST', originalUrl: '/overlay/v1/lookup/open', headers }, body)
       const nonce = crypto.randomBytes(32).toString('base64')
       const { signature } = await walletA.createSignature({ data: Array.from(payload), protocolID: [2, 'auth message signature'], keyID: `${nonce} ${session.peerNonce}`, counterparty: node.identity })
       const res = await fetch(`${node.origin}/overlay/v1/lookup/open`, {
