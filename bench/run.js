@@ -48,7 +48,7 @@ function plans (args) {
       http: { pollers: [20], runs: 2, clients: [1, 4], snapshotRows: 500, windowMs: 200, readRuns: 2, authClients: [1, 2], authRuns: 2 },
       disk: { runs: 2, rows: 2000 },
       caps: {},
-      auth: { windowMs: 300, runs: 2, cpuProcesses: 2, clientProcesses: [1, 2], pollers: [20], pollProcesses: 2, pollRuns: 1, firstContacts: 3 },
+      auth: { windowMs: 300, runs: 2, warmupMs: 300, clientHosts: 2, cpuClients: 2, clients: [1, 2], processEachClients: [2], pollers: [20], pollProcesses: 2, pollRuns: 1, firstContacts: 3 },
       submit: { widths: [1, 8], batch: 8, rounds: 2 },
       gasp: { intervals: [250], runs: 2 }
     }
@@ -77,8 +77,8 @@ function plans (args) {
     http: { pollers: [1000], runs: 5, clients: [1, 16], snapshotRows: 20000, windowMs: 1000, readRuns: 3, authClients: [1, 16], authRuns: 3 },
     disk: { runs: 5, rows: 20000 },
     caps: {},
-    // Server and clients in separate processes (BRC-103 clients: AuthFetch with NativeWallet).
-    auth: { windowMs: 2000, runs: 3, cpuProcesses: 16, clientProcesses: [1, 16, 64], pollers: [100, 1000], pollProcesses: 4, pollRuns: 3, firstContacts: 40 },
+    // Server and clients in separate processes (BRC-103 clients: NativeAuthFetch with NativeWallet).
+    auth: { windowMs: 2000, runs: 3, warmupMs: 3000, clientHosts: 4, cpuClients: 16, clients: [1, 16, 64], processEachClients: [16, 64], pollers: [100, 1000], pollProcesses: 4, pollRuns: 3, firstContacts: 40 },
     // Engine.submit with the lookup service plain and wrapped, interleaved rounds.
     submit: { widths: [1, 8], batch: 60, rounds: 5 },
     // GASP propagation lag A -> B against B's sync interval.

@@ -1,7 +1,7 @@
 'use strict'
 // A benchmark client in its own process. Public mode: node:http keep-alive requests. BRC-103:
 // the package's NativeWallet behind `transport` 'native' (NativeAuthFetch, the default) or
-// 'authfetch' (@bsv/sdk's AuthFetch), one identity per 16 sessions. Started with fork();
+// 'authfetch' (@bsv/sdk's AuthFetch), one identity per `sessionsPerIdentity` sessions (16). Started with fork();
 // config {base, port, headers, authentication, sessions, transport}. It opens its sessions
 // (snapshot read to the end, then caught up), sends {ready}, then answers:
 //   {cmd: 'reads', ms}  -> {reads, cpuMicros}: back-to-back caught-up reads (waitMs 0) on every
@@ -62,7 +62,7 @@ async function main () {
   const sessions = []
   let post = null
   for (let i = 0; i < cfg.sessions; i++) {
-    if (i % 16 === 0) post = poster(server, cfg.authentication, ag, cfg.transport)
+    if (i % (cfg.sessionsPerIdentity || 16) === 0) post = poster(server, cfg.authentication, ag, cfg.transport)
     sessions.push(await openCaughtUp(post))
   }
   process.on('message', async (m) => {

@@ -4,7 +4,10 @@
 // (bench/lib/live-client.js; BRC-103 clients are NativeAuthFetch, or AuthFetch with
 // cfg.transport 'authfetch', on the package's NativeWallet):
 // (a) server CPU per caught-up live read (waitMs 0), BRC-103 against public mode, and
-//     authenticated reads/s with 1, 16 and 64 client processes (one session each);
+//     authenticated reads/s with 1, 16 and 64 clients, each client its own identity and
+//     session, on up to `clientHosts` client processes (4) warmed up first; and the same
+//     with one process per client (a process making a few reads a second never gets its
+//     code optimized, so there the clients' cold JS is most of the machine's work);
 // (b) commit-to-delivery of one group to N authenticated long polls (N = 100, 1,000), from the
 //     moment the server calls live.commit to each answer received and verified by its client
 //     (wall clocks of processes on one machine), and until the server handed its last signed
@@ -48,8 +51,8 @@ async function startServer (cfg, authentication) {
   return server
 }
 
-async function startClients (server, authentication, processes, sessionsEach) {
-  const cfg = { ...server.ready, authentication, sessions: sessionsEach }
+async function startClients (server, authentication, processes, sessionsEach, sessionsPerIdentity = 16) {
+  const cfg = { ...server.ready, authentication, sessions: sessionsEach, sessionsPerIdentity }
   const clients = []
   // A few at a time: each opens its sessions (and handshakes) on startup.
   for (let i = 0; i < processes; i += 8) {
@@ -60,12 +63,17 @@ async function startClients (server, authentication, processes, sessionsEach) {
 
 const cpu = async (server) => (await server.ask({ cmd: 'cpu' }, 'cpuMicros')).cpuMicros
 
-/** Reads/s and server CPU per read over `runs` windows of `ms` with `processes` client processes. */
-async function readFigure (server, authentication, processes, runs, ms) {
-  const clients = await startClients(server, authentication, processes, 1)
+/**
+ * Reads/s, server and client CPU per read over `runs` windows of `ms` with `clients` clients
+ * (each its own identity and session) on `hosts` client processes (one per client when
+ * `hosts` is null), after `warmupMs` of reads.
+ */
+async function readFigure (server, authentication, clientCount, hosts, runs, ms, warmupMs) {
+  const processes = hosts ? Math.min(clientCount, hosts) : clientCount
+  const clients = await startClients(server, authentication, processes, Math.ceil(clientCount / processes), 1)
   try {
-    await Promise.all(clients.map((c) => c.ask({ cmd: 'reads', ms: Math.min(ms, 500) }, 'reads'))) // warm-up
-    const perSec = []; const cpuPerRead = []
+    await Promise.all(clients.map((c) => c.ask({ cmd: 'reads', ms: warmupMs }, 'reads')))
+    const perSec = []; const cpuPerRead = []; const clientCpuPerRead = []
     for (let r = 0; r < runs; r++) {
       const c0 = await cpu(server)
       const t0 = performance.now()
@@ -73,11 +81,13 @@ async function readFigure (server, authentication, processes, runs, ms) {
       const seconds = (performance.now() - t0) / 1000
       const c1 = await cpu(server)
       const reads = counts.reduce((a, m) => a + m.reads, 0)
+      const clientCpu = counts.reduce((a, m) => a + m.cpuMicros, 0)
       perSec.push(reads / seconds)
       cpuPerRead.push((c1 - c0) / 1000 / reads)
-      progress(`auth ${authentication}, ${processes} client process(es): run ${r + 1}/${runs} ${(reads / seconds).toFixed(0)} reads/s, server ${((c1 - c0) / 1000 / reads).toFixed(3)} ms CPU per read`)
+      clientCpuPerRead.push(clientCpu / 1000 / reads)
+      progress(`auth ${authentication}, ${clientCount} client(s) on ${processes} process(es): run ${r + 1}/${runs} ${(reads / seconds).toFixed(0)} reads/s, server ${((c1 - c0) / 1000 / reads).toFixed(3)} ms, clients ${(clientCpu / 1000 / reads).toFixed(3)} ms CPU per read`)
     }
-    return { processes, readsPerSec: summary(perSec, 'reads/s'), serverCpuMsPerRead: summary(cpuPerRead, 'ms') }
+    return { clients: clientCount, processes, readsPerSec: summary(perSec, 'reads/s'), serverCpuMsPerRead: summary(cpuPerRead, 'ms'), clientCpuMsPerRead: summary(clientCpuPerRead, 'ms') }
   } finally {
     for (const c of clients) await c.stop()
   }
@@ -134,17 +144,22 @@ async function firstContactFigure (server, n, runs) {
 
 async function run (cfg) {
   const out = { windowMs: cfg.windowMs }
+  out.clientHosts = cfg.clientHosts
+  out.warmupMs = cfg.warmupMs
   const pub = await startServer(cfg, 'none')
   try {
-    out.publicReads = await readFigure(pub, 'none', cfg.cpuProcesses, cfg.runs, cfg.windowMs)
+    out.publicReads = await readFigure(pub, 'none', cfg.cpuClients, cfg.clientHosts, cfg.runs, cfg.windowMs, cfg.warmupMs)
+    out.publicReadsProcessEach = await readFigure(pub, 'none', cfg.cpuClients, null, cfg.runs, cfg.windowMs, cfg.warmupMs)
   } finally {
     await pub.stop()
   }
   const auth = await startServer(cfg, 'brc103')
   try {
     out.authReads = []
-    for (const p of cfg.clientProcesses) out.authReads.push(await readFigure(auth, 'brc103', p, cfg.runs, cfg.windowMs))
-    const same = out.authReads.find((x) => x.processes === cfg.cpuProcesses)
+    for (const n of cfg.clients) out.authReads.push(await readFigure(auth, 'brc103', n, cfg.clientHosts, cfg.runs, cfg.windowMs, cfg.warmupMs))
+    out.authReadsProcessEach = []
+    for (const n of cfg.processEachClients) out.authReadsProcessEach.push(await readFigure(auth, 'brc103', n, null, cfg.runs, cfg.windowMs, cfg.warmupMs))
+    const same = out.authReads.find((x) => x.clients === cfg.cpuClients)
     out.cpuRatio = same ? same.serverCpuMsPerRead.median / out.publicReads.serverCpuMsPerRead.median : null
     out.polls = []
     for (const n of cfg.pollers) out.polls.push(await pollFigure(auth, n, cfg.pollProcesses, cfg.pollRuns))
