@@ -53,8 +53,12 @@ test('npm run bench -- --quick runs every section and writes RESULTS.md, results
     expect(http.authReads.caughtUp.map(f => f.clients)).toEqual(hp.authClients)
     for (const f of http.authReads.caughtUp) expect(f.readsPerSec.n).toBe(hp.authRuns)
     const auth = results.sections.auth
-    expect(auth.authReads.map(f => f.processes)).toEqual(results.plans.auth.clientProcesses)
-    for (const f of auth.authReads) expect(f.serverCpuMsPerRead.n).toBe(results.plans.auth.runs)
+    expect(auth.authReads.map(f => f.clients)).toEqual(results.plans.auth.clients)
+    expect(auth.authReadsProcessEach.map(f => f.processes)).toEqual(results.plans.auth.processEachClients)
+    for (const f of [...auth.authReads, ...auth.authReadsProcessEach]) {
+      expect(f.serverCpuMsPerRead.n).toBe(results.plans.auth.runs)
+      expect(f.clientCpuMsPerRead.n).toBe(results.plans.auth.runs)
+    }
     expect(auth.polls.map(p => p.pollers)).toEqual(results.plans.auth.pollers)
     expect(auth.firstContact.serverCpuMsPerContact.n).toBe(results.plans.auth.runs)
     expect(results.sections.submit.widths.map(w => w.wrappedOverPlain.n)).toEqual(results.plans.submit.widths.map(() => results.plans.submit.rounds))
