@@ -14,7 +14,7 @@ const { createAuthMiddleware } = require('@bsv/auth-express-middleware')
 const { AuthFetch, ProtoWallet, PrivateKey } = require('@bsv/sdk')
 const { NativeAuthFetch, NativeWallet, LiveLookupClient, CheckpointStore } = require('../js')
 const { startProxy, startServer } = require('./helpers/net')
-const { startAuthNode, openReq, readReq, PROFILE } = require('./helpers/authnode')
+const { startNode, openReq, readReq, PROFILE } = require('./helpers/node')
 const { startNode } = require('./helpers/node')
 const { CHAIN } = require('./helpers/live')
 const { LocalChainTracker, NoteFactory } = require('./helpers/engine')
@@ -352,7 +352,7 @@ test('a restarted server (its sessions gone) is survived by one new handshake', 
 
 describe('against the project router (BRC-103)', () => {
   let node
-  beforeAll(async () => { node = await startAuthNode() })
+  beforeAll(async () => { node = await startNode() })
   afterAll(async () => { await node.close() })
 
   const headers = () => ({ 'content-type': 'application/json', 'x-bsv-overlay-capability': node.capability, 'x-bsv-overlay-profile': PROFILE })

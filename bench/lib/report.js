@@ -412,7 +412,7 @@ median (min–max) over windows). Every answer is parsed. **Snapshot pages**: \`
 ${r.snapshotPage.maxObservations}-observation page of a ${r.rows.toLocaleString('en-US')}-row snapshot (a client whose snapshot ends closes it and opens
 a new one, not counted as a read). **Caught-up live reads**: \`read\` with \`waitMs\` 0 on a session whose
 snapshot is complete and with nothing new (an empty batch). Public mode: node:http keep-alive
-\`Agent\` clients. BRC-103: one \`AuthFetch\` (own \`ProtoWallet\` identity) per client, the router's own BRC-104
+\`Agent\` clients. BRC-103: one \`NativeAuthFetch\` (own \`NativeWallet\` identity) per client, the router's own BRC-104
 provider on its default native wallet (section 10 has the server alone); every request and answer is signed and verified,
 and the handshake happens before the timing (collection of ${h.authReads ? h.authReads.rows : '—'} rows). Clients and server share one process (and the 2 cores
 with it).
@@ -546,7 +546,7 @@ function renderReport (r) {
   const parts = [`# Benchmark results
 
 Produced by \`${r.command}\` (started ${r.startedAt}, ${num(r.durationSeconds)} s in all; per section: ${Object.entries(r.sectionSeconds).map(([k, v]) => `${k} ${num(v)} s`).join(', ')}).
-The raw numbers, every run included, are in [results.json](results.json).${r.reRenderedAt ? ` This text was re-rendered from that file at ${r.reRenderedAt} (\`node bench/run.js --render bench/results.json\`); no number changed.` : ''}
+The raw numbers, every run included, are in [results.json](results.json).${r.reRenderedAt ? ` This text was re-rendered from that file at ${r.reRenderedAt} (\`node bench/run.js --render bench/results.json\`); no number changed.` : ''}${(r.reruns || []).map(x => ` Section ${x.section} was measured again by \`${x.command}\` (started ${x.startedAt}) because ${x.why}; its numbers here are from that run.`).join('')}
 ${budgetNote(r)}${r.quick ? '\n**Quick mode**: tiny sizes and 2 runs per figure. This checks the harness; the numbers mean nothing.\n' : ''}
 Every figure is the median of repeated runs with the minimum and maximum in brackets; every ratio is
 computed per run from two values measured in the same run, then summarized the same way. Background

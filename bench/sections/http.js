@@ -5,14 +5,15 @@
 //     parsed by the client; every answer is checked to hold exactly the committed group;
 // (b) immediate reads per second: reads that answer without waiting (snapshot pages of a small
 //     page; caught-up live reads with waitMs 0) from 1 and 16 concurrent clients, in public mode;
-// (c) the caught-up live reads again with BRC-103 authentication (AuthFetch clients, the router's
+// (c) the caught-up live reads again with BRC-103 authentication (NativeAuthFetch clients, the router's
 //     own BRC-104 provider, js/brc104.js).
 // Client and server share this process (one event loop): each figure includes the client's own
 // work (sending, receiving, JSON.parse), serialized with the server's on the same thread.
 
 const fs = require('node:fs')
 const path = require('node:path')
-const { AuthFetch, PrivateKey, ProtoWallet } = require('@bsv/sdk')
+const { PrivateKey } = require('@bsv/sdk')
+const { NativeAuthFetch, NativeWallet } = require('../../js')
 const { LiveLookup } = require('../../js')
 const { createNotesCompanion } = require('../../demo/notes/notesCompanion')
 const { plainService } = require('../../__test__/helpers/live')
@@ -271,9 +272,9 @@ async function measurePublicReads (cfg, templates) {
   }
 }
 
-/** An AuthFetch client of its own identity, reading one session of a BRC-103 server. */
+/** A NativeAuthFetch client of its own identity, reading one session of a BRC-103 server. */
 function authReader (server) {
-  const af = new AuthFetch(new ProtoWallet(PrivateKey.fromRandom()))
+  const af = new NativeAuthFetch(NativeWallet.fromPrivateKey(PrivateKey.fromRandom().toHex()))
   const post = async (op, body) => {
     const res = await af.fetch(`${server.base}/overlay/v1/lookup/${op}`, { method: 'POST', headers: server.headers, body: body.toString('utf8') })
     const text = await res.text()
@@ -299,7 +300,12 @@ async function measureAuthReads (cfg, templates) {
     }
     const caughtUp = await readFigure('BRC-103 live reads, waitMs 0', cfg.authClients, cfg.authRuns, cfg.windowMs,
       makeState, liveStep((st, body) => st.c.post('read', body)),
-      async (states) => { for (const st of states) await st.c.post('close', client.closeBody(st.session)) })
+      async (states) => {
+        for (const st of states) {
+          await st.c.post('close', client.closeBody(st.session))
+          st.c.af.close()
+        }
+      })
     return { rows: SEED_ROWS, liveLimits: NOWAIT, caughtUp }
   } finally {
     await server.close()
