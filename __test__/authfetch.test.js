@@ -15,7 +15,6 @@ const { AuthFetch, ProtoWallet, PrivateKey } = require('@bsv/sdk')
 const { NativeAuthFetch, NativeWallet, LiveLookupClient, CheckpointStore } = require('../js')
 const { startProxy, startServer } = require('./helpers/net')
 const { startNode, openReq, readReq, PROFILE } = require('./helpers/node')
-const { startNode } = require('./helpers/node')
 const { CHAIN } = require('./helpers/live')
 const { LocalChainTracker, NoteFactory } = require('./helpers/engine')
 
