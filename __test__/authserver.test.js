@@ -120,3 +120,50 @@ describe('a session authenticates only its own identity', () => {
     expect(other.body.error.code).toBe('unauthorized')
   })
 })
+
+describe('malformed handshakes', () => {
+  let node
+  beforeAll(async () => { node = await startNode() })
+  afterAll(async () => { await node.close() })
+
+  const post = async (body, headers = { 'content-type': 'application/json' }) => {
+    const res = await fetch(`${node.origin}/.well-known/auth`, { method: 'POST', headers, body })
+    const text = await res.text()
+    return { status: res.status, text, signed: res.headers.get('x-bsv-auth-signature') !== null }
+  }
+
+  test('each gets its error envelope with a bounded body and records no session; a well-formed one still works', async () => {
+    const identityKey = PrivateKey.fromRandom().toPublicKey().toString()
+    const nonce = crypto.randomBytes(48).toString('base64')
+    const good = { version: '0.1', messageType: 'initialRequest', identityKey, initialNonce: nonce, requestedCertificates: { certifiers: [], types: {} } }
+    // An x coordinate with no point on the curve (x = 5: x^3 + 7 = 132 is not a square mod p).
+    const offCurve = '02' + '00'.repeat(31) + '05'
+    const cases = [
+      ['not JSON', 'not json at all', 400, 'invalid'],
+      ['a JSON string', JSON.stringify('initialRequest'), 401, 'unauthorized'],
+      ['another version', JSON.stringify({ ...good, version: '0.2' }), 401, 'unauthorized'],
+      ['another message type', JSON.stringify({ ...good, messageType: 'certificateRequest' }), 401, 'unauthorized'],
+      ['an identity key that is not hex', JSON.stringify({ ...good, identityKey: 'zz' + identityKey.slice(2) }), 401, 'unauthorized'],
+      ['an identity key off the curve', JSON.stringify({ ...good, identityKey: offCurve }), 401, 'unauthorized'],
+      ['no nonce', JSON.stringify({ ...good, initialNonce: '' }), 401, 'unauthorized'],
+      ['a nonce that is not canonical base64', JSON.stringify({ ...good, initialNonce: nonce.slice(0, -1) + '!' }), 401, 'unauthorized'],
+      ['a nonce past the bound', JSON.stringify({ ...good, initialNonce: crypto.randomBytes(300).toString('base64') }), 401, 'unauthorized'],
+      ['a body past 64 KiB', JSON.stringify({ ...good, pad: 'x'.repeat(70 * 1024) }), 413, 'limited']
+    ]
+    const before = node.router.auth.sessions.size
+    for (const [what, body, status, code] of cases) {
+      const r = await post(body)
+      expect({ what, status: r.status }).toEqual({ what, status })
+      expect({ what, code: JSON.parse(r.text).error.code }).toEqual({ what, code })
+      expect(r.text.length).toBeLessThan(512)
+      expect(r.signed).toBe(false)
+    }
+    expect(node.router.auth.sessions.size).toBe(before)
+    const ok = await post(JSON.stringify(good))
+    expect(ok.status).toBe(200)
+    const answer = JSON.parse(ok.text)
+    expect(answer).toMatchObject({ version: '0.1', messageType: 'initialResponse', identityKey: node.identity, yourNonce: nonce })
+    expect(Buffer.from(answer.initialNonce, 'base64').length).toBe(48)
+    expect(node.router.auth.sessions.size).toBe(before + 1)
+  })
+})
