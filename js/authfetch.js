@@ -17,14 +17,13 @@
 
 const http = require('node:http')
 const https = require('node:https')
-const { AUTH_VERSION, randomBytes, sortHeaders, signedHeaders, requestPayload, responsePayload, signerOf } = require('./brc104')
+const { AUTH_VERSION, HEX, randomBytes, sortHeaders, signedHeaders, requestPayload, responsePayload, signerOf } = require('./brc104')
 
 const DEFAULTS = { maxHeaderBytes: 16 * 1024, maxBodyBytes: 8 * 1024 * 1024, handshakeTimeoutMs: 30000 }
 const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
 // Utils.toUTF8 in the SDK is a default TextDecoder (a leading BOM is dropped,
 // invalid bytes become U+FFFD): nonce key IDs must be decoded the same way.
 const UTF8 = new TextDecoder()
-const HEX = /^(?:[0-9a-fA-F]{2})+$/
 
 /** createNonce (SDK auth/utils): 16 random bytes and their 'server hmac' for 'self', base64. */
 async function createNonce (signer) {

@@ -13,7 +13,7 @@
 // verification, an answer one payload and one native signature, and sessions
 // live in a bounded table.
 
-const { AUTH_VERSION, randomBytes, signedHeaders, requestPayload, responsePayload, signerOf } = require('./brc104')
+const { AUTH_VERSION, HEX, randomBytes, signedHeaders, requestPayload, responsePayload, signerOf } = require('./brc104')
 
 /** Longest nonce accepted from a client, in characters (the SDK's are 64). */
 const MAX_NONCE_CHARS = 256
@@ -30,7 +30,7 @@ function base64Exact (s) {
 
 /** `s` decoded if it is non-empty even-length hex within the DER bound; else null. */
 function hexExact (s) {
-  if (typeof s !== 'string' || s.length === 0 || s.length > MAX_SIGNATURE_HEX || !/^(?:[0-9a-fA-F]{2})+$/.test(s)) return null
+  if (typeof s !== 'string' || s.length > MAX_SIGNATURE_HEX || !HEX.test(s)) return null
   return Buffer.from(s, 'hex')
 }
 
@@ -117,7 +117,7 @@ class AuthServer {
     if (typeof identityKey !== 'string' || !IDENTITY.test(identityKey)) return null
     const theirs = base64Exact(initialNonce)
     if (!theirs) return null
-    const ours = Buffer.from(randomBytes(48))
+    const ours = randomBytes(48)
     const sessionNonce = ours.toString('base64')
     let signature
     try {
@@ -125,7 +125,7 @@ class AuthServer {
     } catch {
       return null // not a point on the curve
     }
-    this.sessions.add({ sessionNonce, peerNonce: initialNonce, peerIdentityKey: identityKey, lastUpdate: Date.now() })
+    this.sessions.add({ sessionNonce, peerNonce: initialNonce, peerIdentityKey: identityKey })
     return {
       version: AUTH_VERSION,
       messageType: 'initialResponse',
@@ -169,7 +169,6 @@ class AuthServer {
       return null // an unparsable URL or a malformed signature
     }
     if (!valid) return null
-    session.lastUpdate = Date.now()
     return { identityKey, session, requestId }
   }
 

@@ -13,6 +13,8 @@ const { coreOf } = require('./wallet')
 const AUTH_VERSION = '0.1'
 const SIGNATURE_PROTOCOL = [2, 'auth message signature']
 const NONCE_PROTOCOL = [2, 'server hmac']
+/** Non-empty hex of whole bytes, as signatures travel in `x-bsv-auth-signature`. */
+const HEX = /^(?:[0-9a-fA-F]{2})+$/
 
 // Random bytes (nonces, request ids) cut from a pool drawn from the CSPRNG a
 // few KiB at a time: one randomBytes call per message costs more than the
@@ -181,4 +183,4 @@ function signerOf (wallet) {
   return core ? nativeSigner(core) : walletSigner(wallet)
 }
 
-module.exports = { AUTH_VERSION, randomBytes, varint, sortHeaders, signedHeaders, requestPayload, responsePayload, signerOf }
+module.exports = { AUTH_VERSION, HEX, randomBytes, varint, sortHeaders, signedHeaders, requestPayload, responsePayload, signerOf }

@@ -235,7 +235,7 @@ function createRouter (live, options = {}) {
   /**
    * The exchange a request belongs to: null for a request without BRC-104
    * headers, false for one whose authentication fails, else the verified
-   * exchange (js/brc104.js).
+   * exchange (js/authserver.js).
    */
   const exchangeOf = async (req, body) => {
     if (!AuthServer.signed(req)) return null
