@@ -12,31 +12,12 @@
 // Prints one line per round and a summary per transport: client ms CPU per read, reads/s, and
 // server ms CPU per read (the server's share is the same router for both).
 
-const path = require('node:path')
-const { fork } = require('node:child_process')
 const { summary } = require('./lib/common')
-
-const LIB = path.join(__dirname, 'lib')
+const { start } = require('./lib/child-process')
 
 function arg (name, fallback) {
   const i = process.argv.indexOf(`--${name}`)
   return i > 0 ? Number(process.argv[i + 1]) : fallback
-}
-
-/** Forks `script`; resolves {ask(msg, key), stop(), ready} once it sent {ready}. */
-function start (script, cfg) {
-  return new Promise((resolve, reject) => {
-    const child = fork(path.join(LIB, script), [JSON.stringify(cfg)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
-    const waiting = []
-    child.on('message', (m) => {
-      const i = waiting.findIndex((w) => w.key in m)
-      if (i >= 0) waiting.splice(i, 1)[0].resolve(m)
-    })
-    child.once('exit', (code) => { if (code) reject(new Error(`${script} exited ${code}`)) })
-    const ask = (msg, key) => new Promise((resolve) => { waiting.push({ key, resolve }); if (msg) child.send(msg) })
-    const stop = () => new Promise((resolve) => { child.once('exit', resolve); child.send({ cmd: 'close' }) })
-    ask(null, 'ready').then((m) => resolve({ ask, stop, ready: m.ready }))
-  })
 }
 
 async function main () {

@@ -15,34 +15,8 @@
 // (c) first contact: server CPU and client latency of a new identity's first request (the
 //     BRC-103 handshake, then an open).
 
-const path = require('node:path')
-const { fork } = require('node:child_process')
 const { summary, percentile, progress } = require('../lib/common')
-
-const LIB = path.join(__dirname, '..', 'lib')
-
-/** Forks `script`; resolves {child, ask(msg, key)} once it sent {ready}. */
-function start (script, arg) {
-  return new Promise((resolve, reject) => {
-    const child = fork(path.join(LIB, script), [JSON.stringify(arg)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
-    const inbox = []
-    const waiting = []
-    child.on('message', (m) => {
-      const i = waiting.findIndex((w) => w.key in m)
-      if (i >= 0) waiting.splice(i, 1)[0].resolve(m)
-      else inbox.push(m)
-    })
-    child.once('exit', (code) => { if (code) reject(new Error(`${script} exited ${code}`)) })
-    const next = (key) => new Promise((resolve) => {
-      const i = inbox.findIndex((m) => key in m)
-      if (i >= 0) resolve(inbox.splice(i, 1)[0])
-      else waiting.push({ key, resolve })
-    })
-    const ask = (msg, key) => { if (msg) child.send(msg); return next(key) }
-    const stop = () => new Promise((resolve) => { child.once('exit', resolve); child.send({ cmd: 'close' }) })
-    next('ready').then((m) => resolve({ child, ask, stop, ready: m.ready }))
-  })
-}
+const { start } = require('../lib/child-process')
 
 async function startServer (cfg, authentication) {
   const server = await start('live-server.js', { authentication, dir: cfg.dir })
