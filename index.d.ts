@@ -118,6 +118,12 @@ export declare class NativeLive {
   /** Keeps Node running while reads or opens are outstanding (`true`), or lets it exit. */
   holdDeliveries(hold: boolean): void
   /**
+   * A caught-up read answered synchronously, or null when it must go through
+   * `readTicketed` (see `Provider::read_now` for which reads qualify: none that
+   * waits, writes or scans).
+   */
+  readNow(body: Uint8Array, who: CallerInfo, access: string): NativeResponse | null
+  /**
    * A read; long-polls when the live log has nothing eligible. Tripping `cancel`
    * ends a waiting poll with `cancelled` and consumes nothing. The answer goes to the
    * delivery function under `ticket`, not to a promise of its own (see

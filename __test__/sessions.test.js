@@ -406,6 +406,26 @@ test.each([
   expect((await live.read(readBody(first.session, first.cursor), ALICE)).status).toBe(401)
 })
 
+test('a caught-up read that does not wait is answered without the tokio pool; any other read takes it', async () => {
+  await setup()
+  const first = await openOk()
+  const ticketed = jest.spyOn(live.core, 'readTicketed')
+  const caughtUp = json(await live.read(readBody(first.session, first.cursor), ALICE))
+  expect(caughtUp.groups).toEqual([])
+  expect(ticketed).toHaveBeenCalledTimes(0)
+  await live.commit([admit(1)])
+  const behind = json(await live.read(readBody(first.session, first.cursor), ALICE))
+  expect(behind.groups).toHaveLength(1)
+  expect(ticketed).toHaveBeenCalledTimes(1)
+  const poll = live.read(readBody(behind.session, behind.cursor, { waitMs: 20 }), ALICE)
+  expect(json(await poll).groups).toEqual([])
+  expect(ticketed).toHaveBeenCalledTimes(2)
+  const bad = await live.read(readBody(first.session, 'not-a-cursor'), ALICE)
+  expect(json(bad).error.code).toBe('reset-required')
+  expect(ticketed).toHaveBeenCalledTimes(3)
+  ticketed.mockRestore()
+})
+
 test('stats date the last commit that became visible, between its call and its resolution', async () => {
   await setup()
   expect(live.stats().publishedAgoMs).toBeUndefined()

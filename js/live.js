@@ -483,7 +483,12 @@ class LiveLookup {
           return this.core.revokeSession(req.session).then(() => errorResponse('unauthorized', 'access to this session was revoked'))
         }
         const recheck = (res) => this.recheck(res, 'read', caller, info.service, info.query, access, req.session)
-        return this.nativeRead(Buffer.from(body), caller, access, signal, recheck)
+        // A caught-up read that neither waits nor writes is answered here, without a
+        // trip through the tokio pool (src/session/mod.rs read_now); null otherwise.
+        const bytes = Buffer.isBuffer(body) ? body : Buffer.from(body)
+        const now = this.core.readNow(bytes, caller, access)
+        if (now !== null) return Promise.resolve(recheck(now))
+        return this.nativeRead(Buffer.from(bytes), caller, access, signal, recheck)
       }
       const access = this.authorizeNow('read', 'request', caller, info.service, info.query)
       return access && typeof access.then === 'function' ? access.then(start) : start(access)

@@ -421,6 +421,14 @@ impl NativeLive {
         self.delivery.hold(&env, hold)
     }
 
+    /// A caught-up read answered synchronously, or null when it must go through
+    /// `readTicketed` (see `Provider::read_now` for which reads qualify: none that
+    /// waits, writes or scans).
+    #[napi]
+    pub fn read_now(&self, body: &[u8], who: CallerInfo, access: String) -> Option<NativeResponse> {
+        self.provider.read_now(body, &caller(who), &access).map(respond)
+    }
+
     /// A read; long-polls when the live log has nothing eligible. Tripping `cancel`
     /// ends a waiting poll with `cancelled` and consumes nothing. The answer goes to the
     /// delivery function under `ticket`, not to a promise of its own (see

@@ -956,6 +956,41 @@ impl Provider {
         rx.await.unwrap_or_else(|_| Response::error(&err(ErrorCode::Unavailable, "the provider closed")))
     }
 
+    /// A caught-up read answered on the calling thread, or `None` when the read must
+    /// take [`Provider::read_into`]. Taken only when the answer is cheap and writes
+    /// nothing: the cursor is live at highWater (no group to examine, so the batch is
+    /// an empty envelope), no timer is due (applying one is a flushed commit), the
+    /// access scope is unchanged (a change ends the session, a write), and the read
+    /// does not wait (waitMs 0). Everything else, errors included, goes the async way,
+    /// so this path never blocks its caller on storage or a long build. It exists for
+    /// the Node binding: a read that takes it is answered without two thread hops and
+    /// a delivery callback, which is most of a caught-up read's latency.
+    pub fn read_now(&self, body: &[u8], caller: &Caller, access: &str) -> Option<Response> {
+        if self.refuse_if_closing().is_err() || self.store.expiry_due(self.now()) {
+            return None;
+        }
+        let read = wire::parse_read(body).ok()?;
+        let limits = Limits::effective(read.limits, self.cfg.limits);
+        if limits.wait_ms != 0 {
+            return None;
+        }
+        let cursor = Cursor::decode(&read.cursor, &self.cursor_key)?;
+        if !matches!(cursor.position, Position::Live { through } if through == self.store.high_water()) {
+            return None;
+        }
+        let unchanged = self.session(&cursor.session).ok()??.record().access == access;
+        if !unchanged {
+            return None;
+        }
+        let _slot = self.work.enter().ok()?;
+        let (session, rec, cursor, view) = self.read_context(&read, caller, access).ok()?;
+        let (bytes, _) = self.build(&rec, &view, &cursor, limits).ok()?;
+        Some(match self.gate(&session) {
+            Ok(()) => Response::ok(bytes.into_vec()),
+            Err(e) => Response::error(&e),
+        })
+    }
+
     /// A read whose response goes to `answer`. Returns once the read is answered or
     /// parked: a waiting poll is an entry in the parked table (src/session/park.rs),
     /// not a task. Store work runs on blocking threads.

@@ -612,14 +612,20 @@ impl Store {
         self.request(|reply| Req::CommitDivisible { changes, reply })
     }
 
+    /// Whether a row's timer is due by `now`, so that [`Store::apply_expiries`] would commit.
+    /// `next_timer` covers every published group.
+    pub fn expiry_due(&self, now: u64) -> bool {
+        self.shared.next_timer.load(Ordering::Acquire) <= now
+    }
+
     /// Withdraw every row with `expires_at <= now`, ordered by (expiresAt, service, outpoint),
     /// reason `expired` (BRC-193 §8): one group, or consecutive groups that each fit the
     /// installed [`GroupBudget`]. Returns the last sequence; `None` if none were due.
     pub fn apply_expiries(&self, now: u64) -> Result<Option<u64>, StoreError> {
         // Fast path, taken by nearly every read: when the earliest timer is not due, there is
         // nothing to commit, so the committer is not asked (a round trip to it would also end
-        // its current group-commit batch early). `next_timer` covers every published group.
-        if self.shared.next_timer.load(Ordering::Acquire) > now {
+        // its current group-commit batch early).
+        if !self.expiry_due(now) {
             return Ok(None);
         }
         self.request(|reply| Req::Expire { now, reply })
