@@ -112,10 +112,9 @@ function responsePayload (requestId, status, pairs, body) {
   return parts
 }
 
+/** SHA-256 of the parts end to end (one copy and one native update cost less than an update per part). */
 function sha256 (parts) {
-  const h = crypto.createHash('sha256')
-  for (const p of parts) h.update(p)
-  return h.digest()
+  return crypto.createHash('sha256').update(Buffer.concat(parts)).digest()
 }
 
 function verificationFailure (e) {

@@ -69,7 +69,7 @@ function echoSelection (req, res) {
  */
 function send (res, status, body) {
   if (res.headersSent || res.writableEnded) return
-  const buf = Buffer.from(body)
+  const buf = Buffer.isBuffer(body) ? body : Buffer.from(body)
   res.statusCode = status
   res.setHeader('Content-Type', 'application/json')
   res.setHeader('Content-Length', buf.length)
@@ -160,16 +160,28 @@ function preflight (req, res, allowedOrigins) {
   sendError(res, 'unauthorized', 'origin not allowed')
 }
 
-/** Queues `fn` to run in a later event-loop turn, SIGNED_PER_TURN per turn. */
+/**
+ * Runs `fn` now while fewer than SIGNED_PER_TURN answers ran in this event-loop
+ * turn, else queues it for a later turn (SIGNED_PER_TURN per turn). A lone
+ * answer goes out at once; a burst of woken polls is spread over turns, with
+ * other requests read in between.
+ */
 function createTurns () {
   const queue = []
-  const drain = () => {
-    for (const fn of queue.splice(0, SIGNED_PER_TURN)) fn()
-    if (queue.length > 0) setImmediate(drain)
+  let spent = 0
+  let scheduled = false
+  const schedule = () => {
+    if (!scheduled) { scheduled = true; setImmediate(turn) }
+  }
+  const turn = () => {
+    scheduled = false
+    spent = 0
+    for (const fn of queue.splice(0, SIGNED_PER_TURN)) { spent++; fn() }
+    if (queue.length > 0) schedule()
   }
   return (fn) => {
-    queue.push(fn)
-    if (queue.length === 1) setImmediate(drain)
+    schedule()
+    if (queue.length === 0 && spent < SIGNED_PER_TURN) { spent++; fn() } else queue.push(fn)
   }
 }
 
@@ -226,7 +238,7 @@ function createRouter (live, options = {}) {
   const answer = async (res, status, body, exchange) => {
     if (!exchange) return send(res, status, body)
     if (res.headersSent || res.writableEnded) return
-    const buf = Buffer.from(body)
+    const buf = Buffer.isBuffer(body) ? body : Buffer.from(body)
     await auth.sign(exchange, res, status, buf)
     send(res, status, buf)
   }
