@@ -449,6 +449,7 @@ whatever else ran on the machine: client CPU counts against the server's through
 Clients on at most ${a.clientHosts} client processes:
 
 ${table(['mode', 'clients', 'client processes', 'reads/s', 'server CPU per read, ms', 'client CPU per read, ms'], [
+    ...(a.publicReadsOne ? [row('public', a.publicReadsOne)] : []),
     row('public', a.publicReads),
     ...a.authReads.map(x => row('BRC-103', x))
   ])}

@@ -3,7 +3,8 @@
 // so that the server's CPU time is measured alone, and clients in their own processes
 // (bench/lib/live-client.js; BRC-103 clients are NativeAuthFetch, or AuthFetch with
 // cfg.transport 'authfetch', on the package's NativeWallet):
-// (a) server CPU per caught-up live read (waitMs 0), BRC-103 against public mode, and
+// (a) server CPU per caught-up live read (waitMs 0), BRC-103 against public mode (1 and
+//     cpuClients public clients), and
 //     authenticated reads/s with 1, 16 and 64 clients, each client its own identity and
 //     session, on up to `clientHosts` client processes (4) warmed up first; and the same
 //     with one process per client (a process making a few reads a second never gets its
@@ -122,6 +123,9 @@ async function run (cfg) {
   out.warmupMs = cfg.warmupMs
   const pub = await startServer(cfg, 'none')
   try {
+    // One public client reading back to back: the round trip without BRC-104, next to the
+    // authenticated single client.
+    if (cfg.clients.includes(1)) out.publicReadsOne = await readFigure(pub, 'none', 1, cfg.clientHosts, cfg.runs, cfg.windowMs, cfg.warmupMs)
     out.publicReads = await readFigure(pub, 'none', cfg.cpuClients, cfg.clientHosts, cfg.runs, cfg.windowMs, cfg.warmupMs)
     out.publicReadsProcessEach = await readFigure(pub, 'none', cfg.cpuClients, null, cfg.runs, cfg.windowMs, cfg.warmupMs)
   } finally {
