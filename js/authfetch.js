@@ -380,14 +380,79 @@ class NativeAuthFetch {
     const parts = responsePayload(requestId, res.status, signed, res.body)
     const valid = await this._signer.verify(`${nonce} ${session.sessionNonce}`, session.peerIdentityKey, parts, Buffer.from(sig, 'hex'))
     if (!valid) throw rejected(where, `Invalid signature in generalMessage from ${session.peerIdentityKey}`)
-    const headers = new Headers()
-    for (const [k, v] of signed) headers.set(k, v)
-    headers.set('x-bsv-auth-identity-key', identityKey)
+    signed.push(['x-bsv-auth-identity-key', identityKey])
+    if (res.body.length > 0 && NULL_BODY_STATUSES.has(res.status)) throw rejected(where, `status ${res.status} cannot be returned as a Response (it has a body)`)
     try {
-      return { response: new Response(res.body.length > 0 ? res.body : null, { status: res.status, statusText: `${res.status}`, headers }) }
+      return { response: new AuthResponse(res.body, { status: res.status, statusText: `${res.status}`, headers: signed }) }
     } catch (e) {
       throw rejected(where, `status ${res.status} cannot be returned as a Response (${e.message})`)
     }
+  }
+}
+
+/** Statuses whose Response may carry no body (Fetch standard: null body status). */
+const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304])
+
+/**
+ * What fetch() resolves: a WHATWG Response whose body is the verified bytes,
+ * held in memory. status, statusText, ok and headers are Response's own; the
+ * body members are Response's too, but over the bytes: undici's Response
+ * given a body builds a ReadableStream and its transfer machinery up front,
+ * which costs more than the rest of a small answer's client-side handling, so
+ * here `body` makes that stream only when it is read, and text(), json(),
+ * arrayBuffer(), bytes() and blob() take the bytes directly. As with any
+ * Response, the body is consumed once (a null body, here an empty one, never).
+ */
+class AuthResponse extends Response {
+  #bytes
+  #stream = null
+  #used = false
+
+  /** @param {Buffer} bytes the body (empty: a null body) @param {ResponseInit} init */
+  constructor (bytes, init) {
+    super(null, init)
+    this.#bytes = bytes
+  }
+
+  get body () {
+    if (this.#bytes.length === 0) return null
+    if (this.#stream === null) {
+      // A copy: a byte stream transfers (detaches) the buffer of what it is given.
+      const copy = new Uint8Array(this.#bytes)
+      this.#stream = new ReadableStream({
+        type: 'bytes',
+        pull: (controller) => { this.#used = true; controller.enqueue(copy); controller.close() },
+        cancel: () => { this.#used = true }
+      })
+    }
+    return this.#stream
+  }
+
+  get bodyUsed () { return this.#used }
+
+  /**
+   * Whether the body must be read through its stream (`body` was asked for);
+   * otherwise marks it used (a second read rejects, as Response's does).
+   */
+  #viaStream () {
+    if (this.#stream !== null) return true
+    if (this.#used) throw new TypeError('Body is unusable: Body has already been read')
+    if (this.#bytes.length > 0) this.#used = true
+    return false
+  }
+
+  #fromStream () { return new Response(this.#stream, { headers: this.headers }) }
+
+  async text () { return this.#viaStream() ? this.#fromStream().text() : UTF8.decode(this.#bytes) }
+  async json () { return this.#viaStream() ? this.#fromStream().json() : JSON.parse(UTF8.decode(this.#bytes)) }
+  async arrayBuffer () { return this.#viaStream() ? this.#fromStream().arrayBuffer() : new Uint8Array(this.#bytes).buffer }
+  async bytes () { return this.#viaStream() ? this.#fromStream().bytes() : new Uint8Array(this.#bytes) }
+  async blob () { return (this.#viaStream() ? this.#fromStream() : new Response(this.#bytes, { headers: this.headers })).blob() }
+  async formData () { return (this.#viaStream() ? this.#fromStream() : new Response(this.#bytes, { headers: this.headers })).formData() }
+
+  clone () {
+    if (this.#used || (this.#stream !== null && this.#stream.locked)) throw new TypeError('Response.clone: Body has already been consumed.')
+    return new AuthResponse(this.#bytes, { status: this.status, statusText: this.statusText, headers: this.headers })
   }
 }
 
