@@ -135,10 +135,26 @@ async function exchange (agents, limits, url, method, headers, body, signal) {
   }
 }
 
+/**
+ * The error an aborted request rejects with: node:http's own (an AbortError
+ * whose cause is the signal's reason). The signal is listened to here rather
+ * than given to http.request, whose abort wiring costs more than the rest of
+ * the request's setup.
+ */
+function abortError (signal) {
+  return Object.assign(new Error('The operation was aborted', { cause: signal.reason }), { code: 'ABORT_ERR', name: 'AbortError' })
+}
+
 function exchangeOnce (agents, limits, url, method, headers, body, signal) {
+  if (signal && signal.aborted) return Promise.reject(abortError(signal))
   return new Promise((resolve, reject) => {
     let settled = false
-    const fail = (e) => { if (!settled) { settled = true; req.destroy(); reject(e) } }
+    const settle = () => {
+      settled = true
+      if (signal) signal.removeEventListener('abort', onAbort)
+    }
+    const fail = (e) => { if (!settled) { settle(); req.destroy(); reject(e) } }
+    const onAbort = () => fail(abortError(signal))
     const tooLarge = () => fail(Object.assign(new Error(`response body from ${url.href} exceeds ${limits.maxBodyBytes} bytes`), { code: 'ERR_RESPONSE_TOO_LARGE' }))
     const secure = url.protocol === 'https:'
     const req = (secure ? https : http).request({
@@ -149,8 +165,7 @@ function exchangeOnce (agents, limits, url, method, headers, body, signal) {
       method,
       headers,
       agent: secure ? agents.https : agents.http,
-      maxHeaderSize: limits.maxHeaderBytes,
-      signal
+      maxHeaderSize: limits.maxHeaderBytes
     }, (res) => {
       const declared = Number(res.headers['content-length'])
       if (declared > limits.maxBodyBytes) return tooLarge()
@@ -163,7 +178,7 @@ function exchangeOnce (agents, limits, url, method, headers, body, signal) {
       })
       res.on('end', () => {
         if (settled) return
-        settled = true
+        settle()
         resolve({ status: res.statusCode, rawHeaders: res.rawHeaders, body: chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, total) })
       })
       res.on('error', (e) => fail(networkError(url.href, e)))
@@ -176,6 +191,7 @@ function exchangeOnce (agents, limits, url, method, headers, body, signal) {
       if (req.reusedSocket && !answered && e && e.code === 'ECONNRESET') error.retryOnNewSocket = true
       fail(error)
     })
+    if (signal) signal.addEventListener('abort', onAbort, { once: true })
     req.end(body || undefined)
   })
 }
@@ -224,9 +240,22 @@ class NativeAuthFetch {
   /**
    * A BRC-104 request; resolves a WHATWG Response holding the status, the
    * signed headers (x-bsv-*, authorization) plus x-bsv-auth-identity-key, and
-   * the body, as AuthFetch does. Rejects if the response does not verify.
+   * the body, as AuthFetch does (an AuthResponse: the body is held as bytes).
+   * Rejects if the response does not verify.
    */
   async fetch (url, config = {}) {
+    const { status, headers, body } = await this._fetchBytes(url, config)
+    const response = new AuthResponse(body, { status, statusText: `${status}`, headers })
+    if (status === 402) return this.handlePaymentAndRetry(url, config, response)
+    return response
+  }
+
+  /**
+   * fetch() without the Response: resolves the verified answer as {status,
+   * headers: Map of the same headers, body: Buffer}, with no 402 step. For
+   * LiveLookupClient (js/client.js), which reads the bytes and a few headers.
+   */
+  async _fetchBytes (url, config = {}) {
     const parsed = new URL(url)
     if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new TypeError(`unsupported URL scheme ${parsed.protocol}`)
     const { signal } = config
@@ -239,9 +268,7 @@ class NativeAuthFetch {
       answer = await this._attempt(parsed, req, signal)
       if (answer.stale) throw answer.stale
     }
-    const { response } = answer
-    if (response.status === 402) return this.handlePaymentAndRetry(url, config, response)
-    return response
+    return answer.verified
   }
 
   /**
@@ -319,7 +346,7 @@ class NativeAuthFetch {
   }
 
   /**
-   * One signed request over the origin's session. Resolves {response}, or
+   * One signed request over the origin's session. Resolves {verified}, or
    * {stale: error} when the server answered 401 without authentication (the
    * session is then dropped).
    */
@@ -380,13 +407,12 @@ class NativeAuthFetch {
     const parts = responsePayload(requestId, res.status, signed, res.body)
     const valid = await this._signer.verify(`${nonce} ${session.sessionNonce}`, session.peerIdentityKey, parts, Buffer.from(sig, 'hex'))
     if (!valid) throw rejected(where, `Invalid signature in generalMessage from ${session.peerIdentityKey}`)
-    signed.push(['x-bsv-auth-identity-key', identityKey])
+    // What a Response cannot hold is refused, as AuthFetch's new Response would.
+    if (res.status < 200 || res.status > 599) throw rejected(where, `status ${res.status} cannot be returned as a Response`)
     if (res.body.length > 0 && NULL_BODY_STATUSES.has(res.status)) throw rejected(where, `status ${res.status} cannot be returned as a Response (it has a body)`)
-    try {
-      return { response: new AuthResponse(res.body, { status: res.status, statusText: `${res.status}`, headers: signed }) }
-    } catch (e) {
-      throw rejected(where, `status ${res.status} cannot be returned as a Response (${e.message})`)
-    }
+    const headers = new Map(signed)
+    headers.set('x-bsv-auth-identity-key', identityKey)
+    return { verified: { status: res.status, headers, body: res.body } }
   }
 }
 
