@@ -84,6 +84,30 @@ test('request payloads are byte for byte those of AuthFetch.serializeRequest', a
   }
 })
 
+test('AuthResponse reads as a Response over the same bytes does, a null body for an empty one', async () => {
+  const { AuthResponse } = require('../js/authfetch')
+  const init = () => ({ status: 200, statusText: '200', headers: new Map([['x-bsv-a', '1'], ['x-bsv-auth-identity-key', '02ab']]) })
+  // A leading BOM (dropped when decoded), bytes that are not UTF-8, nothing.
+  for (const body of [Buffer.from('\ufeff{"a":"é"}', 'utf8'), Buffer.concat([Buffer.from('text '), Buffer.of(0xff, 0xc3)]), Buffer.alloc(0)]) {
+    const ours = new AuthResponse(body, init())
+    const theirs = new Response(body.length > 0 ? body : null, init())
+    expect(ours).toBeInstanceOf(Response)
+    for (const k of ['status', 'statusText', 'ok', 'type', 'url', 'redirected', 'bodyUsed']) expect([k, ours[k]]).toEqual([k, theirs[k]])
+    expect([...ours.headers]).toEqual([...theirs.headers])
+    expect(ours.body === null).toBe(theirs.body === null)
+    expect(await ours.clone().text()).toBe(await theirs.clone().text())
+    expect(Buffer.from(await ours.clone().arrayBuffer())).toEqual(Buffer.from(await theirs.clone().arrayBuffer()))
+    expect(Buffer.from(await ours.clone().bytes())).toEqual(Buffer.from(await theirs.clone().bytes()))
+    expect((await ours.clone().blob()).size).toBe((await theirs.clone().blob()).size)
+    await ours.text()
+    await theirs.text()
+    expect(ours.bodyUsed).toBe(theirs.bodyUsed)
+    // A second read: rejected for a body, '' again for a null one.
+    const again = (r) => r.text().then((t) => ['read', t], (e) => ['rejected', e.name])
+    expect(await again(ours)).toEqual(await again(theirs))
+  }
+})
+
 describe('against @bsv/auth-express-middleware (ProtoWallet server)', () => {
   let server
   beforeAll(async () => { server = await startEcho() })

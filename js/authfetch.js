@@ -489,10 +489,10 @@ function derBytes (value) {
   return Buffer.from(value)
 }
 
-/** The request payload bytes for `requestId` (exported for the tests, not from the package root). */
+/** The request payload bytes for `requestId` (exported for the tests, as AuthResponse, not from the package root). */
 function serializeRequest (requestId, method, headers, body, url) {
   const req = prepare(method, headers, body)
   return Buffer.concat(requestPayload(requestId, req.method, new URL(url), req.pairs, req.body))
 }
 
-module.exports = { NativeAuthFetch, serializeRequest }
+module.exports = { NativeAuthFetch, AuthResponse, serializeRequest }
