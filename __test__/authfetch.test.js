@@ -326,6 +326,10 @@ describe('against @bsv/auth-express-middleware (ProtoWallet server)', () => {
       setTimeout(() => ac.abort(), 100)
       await expect(client._send('GET', `${server.origin}/slow`, {}, undefined, ac.signal, 5000)).rejects.toMatchObject({ code: 'cancelled' })
       await until(() => server.counts.slowClosed > closed)
+      // A signal aborted already: 'cancelled', and nothing is sent.
+      const sent = server.counts.requests
+      await expect(client._send('GET', `${server.origin}/echo`, {}, undefined, AbortSignal.abort())).rejects.toMatchObject({ code: 'cancelled' })
+      expect(server.counts.requests).toBe(sent)
       // A subclass's own fetch is what the client calls; it answers a Response.
       const viaFetch = await clientOf(counting)._send('GET', `${server.origin}/echo`, {}, undefined, undefined)
       expect(viaFetch).toBeInstanceOf(Response)

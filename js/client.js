@@ -288,6 +288,8 @@ class LiveLookupClient {
       // socket. From a NativeAuthFetch the verified answer comes as bytes and a Map
       // of its headers, without a Response (_fetchBytes): readCapped and the header
       // checks below read either.
+      // Nothing is sent once the caller gave up (its signal's abort event has passed).
+      if (signal?.aborted) throw new LiveLookupError('cancelled', 'aborted')
       const signed = {}
       for (const [k, v] of Object.entries(headers)) if (k.toLowerCase() !== 'cache-control') signed[k] = v
       const release = new AbortController()
