@@ -23,6 +23,12 @@ jest.setTimeout(60000)
 const nativeWallet = () => NativeWallet.fromPrivateKey(PrivateKey.fromRandom().toHex())
 const identityOf = async (wallet) => (await wallet.getPublicKey({ identityKey: true })).publicKey
 
+/** Resolves once `pred()` holds (checked every 10 ms), failing after 10 s. */
+async function until (pred) {
+  for (let i = 0; i < 1000 && !pred(); i++) await new Promise(resolve => setTimeout(resolve, 10))
+  expect(pred()).toBe(true)
+}
+
 /**
  * Express with the auth middleware on `serverKey`'s ProtoWallet, a JSON echo route and
  * test routes. `before(app)` mounts middleware ahead of the auth middleware (to alter an
@@ -31,7 +37,7 @@ const identityOf = async (wallet) => (await wallet.getPublicKey({ identityKey: t
 async function startEcho ({ serverKey = PrivateKey.fromRandom(), port = 0, before } = {}) {
   const app = express()
   app.set('etag', false)
-  const counts = { handshakes: 0, requests: 0, handshakeBodies: [] }
+  const counts = { handshakes: 0, requests: 0, handshakeBodies: [], slowClosed: 0 }
   app.use((req, _res, next) => {
     if (req.path === '/.well-known/auth') counts.handshakes++
     else counts.requests++
@@ -52,7 +58,7 @@ async function startEcho ({ serverKey = PrivateKey.fromRandom(), port = 0, befor
   app.get('/bigheader/:n', (req, res) => { res.set('x-bsv-filler', 'b'.repeat(Number(req.params.n))); res.json({ ok: true }) })
   app.get('/secret', (_req, res) => { res.set('x-bsv-label', 'genuine'); res.json({ secret: 'genuine-value' }) })
   app.get('/payment', (_req, res) => { res.status(402).set('x-bsv-payment-version', '1.0').json({ status: 'error', code: 'ERR_PAYMENT_REQUIRED' }) })
-  app.get('/slow', (_req, res) => { const t = setTimeout(() => res.json({ late: true }), 20000); res.on('close', () => clearTimeout(t)) })
+  app.get('/slow', (_req, res) => { const t = setTimeout(() => res.json({ late: true }), 20000); res.on('close', () => { clearTimeout(t); counts.slowClosed++ }) })
   const srv = await startServer(app, port)
   return { ...srv, origin: `http://127.0.0.1:${srv.port}`, counts, serverKey, identity: serverKey.toPublicKey().toString() }
 }
@@ -75,6 +81,30 @@ test('request payloads are byte for byte those of AuthFetch.serializeRequest', a
     const id = require('node:crypto').randomBytes(32)
     const theirs = Buffer.from((await af.serializeRequest(method, headers, body, new URL(url), Array.from(id))).toArray())
     expect(serializeRequest(id, method, headers, body, url).toString('hex')).toBe(theirs.toString('hex'))
+  }
+})
+
+test('AuthResponse reads as a Response over the same bytes does, a null body for an empty one', async () => {
+  const { AuthResponse } = require('../js/authfetch')
+  const init = () => ({ status: 200, statusText: '200', headers: new Map([['x-bsv-a', '1'], ['x-bsv-auth-identity-key', '02ab']]) })
+  // A leading BOM (dropped when decoded), bytes that are not UTF-8, nothing.
+  for (const body of [Buffer.from('\ufeff{"a":"é"}', 'utf8'), Buffer.concat([Buffer.from('text '), Buffer.of(0xff, 0xc3)]), Buffer.alloc(0)]) {
+    const ours = new AuthResponse(body, init())
+    const theirs = new Response(body.length > 0 ? body : null, init())
+    expect(ours).toBeInstanceOf(Response)
+    for (const k of ['status', 'statusText', 'ok', 'type', 'url', 'redirected', 'bodyUsed']) expect([k, ours[k]]).toEqual([k, theirs[k]])
+    expect([...ours.headers]).toEqual([...theirs.headers])
+    expect(ours.body === null).toBe(theirs.body === null)
+    expect(await ours.clone().text()).toBe(await theirs.clone().text())
+    expect(Buffer.from(await ours.clone().arrayBuffer())).toEqual(Buffer.from(await theirs.clone().arrayBuffer()))
+    expect(Buffer.from(await ours.clone().bytes())).toEqual(Buffer.from(await theirs.clone().bytes()))
+    expect((await ours.clone().blob()).size).toBe((await theirs.clone().blob()).size)
+    await ours.text()
+    await theirs.text()
+    expect(ours.bodyUsed).toBe(theirs.bodyUsed)
+    // A second read: rejected for a body, '' again for a null one.
+    const again = (r) => r.text().then((t) => ['read', t], (e) => ['rejected', e.name])
+    expect(await again(ours)).toEqual(await again(theirs))
   }
 })
 
@@ -180,11 +210,19 @@ describe('against @bsv/auth-express-middleware (ProtoWallet server)', () => {
       expect(res.status).toBe(402)
       expect(res.headers.get('x-bsv-payment-version')).toBe('1.0')
       const ac = new AbortController()
+      const closed = server.counts.slowClosed
       const slow = client.fetch(`${server.origin}/slow`, { signal: ac.signal })
-      setTimeout(() => ac.abort(), 200)
-      await expect(slow).rejects.toMatchObject({ name: 'AbortError' })
+      const reason = new Error('no longer wanted')
+      setTimeout(() => ac.abort(reason), 200)
+      await expect(slow).rejects.toMatchObject({ name: 'AbortError', cause: reason })
+      // The request's socket is released: the server sees the request closed.
+      await until(() => server.counts.slowClosed > closed)
       // The session survives an aborted request.
       expect((await client.fetch(`${server.origin}/echo`)).status).toBe(200)
+      // A signal aborted before the request: nothing is sent.
+      const sent = server.counts.requests
+      await expect(client.fetch(`${server.origin}/echo`, { signal: AbortSignal.abort() })).rejects.toMatchObject({ name: 'AbortError' })
+      expect(server.counts.requests).toBe(sent)
     } finally {
       client.close()
     }
@@ -217,6 +255,90 @@ describe('against @bsv/auth-express-middleware (ProtoWallet server)', () => {
     } finally {
       client.close()
       await proxy.close()
+    }
+  })
+
+  test('the Response holds the verified body as bytes and behaves as AuthFetch\'s: read once, cloned, streamed', async () => {
+    const client = new NativeAuthFetch(nativeWallet())
+    const reference = new AuthFetch(nativeWallet())
+    const url = `${server.origin}/echo?q=%C3%A9`
+    const config = { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'body ✓' }
+    try {
+      const ours = await client.fetch(url, config)
+      const theirs = await reference.fetch(url, { ...config })
+      expect(ours).toBeInstanceOf(Response)
+      for (const k of ['status', 'statusText', 'ok', 'type', 'url', 'redirected', 'bodyUsed']) expect([k, ours[k]]).toEqual([k, theirs[k]])
+      const copy = ours.clone()
+      const text = await ours.text()
+      const withoutCaller = (t) => ({ ...JSON.parse(t), caller: null })
+      expect(withoutCaller(text)).toEqual(withoutCaller(await theirs.text()))
+      expect(ours.bodyUsed).toBe(true)
+      await expect(ours.text()).rejects.toThrow(TypeError)
+      await expect(ours.arrayBuffer()).rejects.toThrow(TypeError)
+      expect(() => ours.clone()).toThrow(TypeError)
+      expect(JSON.parse(text).body).toBe('body ✓')
+      // The clone reads the same bytes in every form.
+      expect(Buffer.from(await copy.clone().arrayBuffer()).toString('utf8')).toBe(text)
+      expect(Buffer.from(await copy.clone().bytes()).toString('utf8')).toBe(text)
+      expect(await (await copy.clone().blob()).text()).toBe(text)
+      expect(await copy.clone().json()).toEqual(JSON.parse(text))
+      // The body stream, made when asked for: read through it, the body is used.
+      const reader = copy.body.getReader()
+      expect(copy.bodyUsed).toBe(false)
+      const chunks = []
+      for (let r = await reader.read(); !r.done; r = await reader.read()) chunks.push(r.value)
+      expect(Buffer.concat(chunks).toString('utf8')).toBe(text)
+      expect(copy.bodyUsed).toBe(true)
+      await expect(copy.text()).rejects.toMatchObject({ name: 'TypeError' }) // undici's, of another realm under Jest
+      // A stream handed on reads as the body.
+      expect(await new Response((await client.fetch(url, config)).body).text()).toBe(text)
+    } finally {
+      client.close()
+    }
+  })
+
+  test('LiveLookupClient reads a NativeAuthFetch without a Response; its deadline and signal release the socket; an overridden fetch is called', async () => {
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'oll-authfetch-llc-'))
+    const store = CheckpointStore.open(path.join(tmp, 'client'))
+    const authFetch = new NativeAuthFetch(nativeWallet())
+    let calls = 0
+    class Counting extends NativeAuthFetch {
+      fetch (url, config) { calls++; return super.fetch(url, config) }
+    }
+    const counting = new Counting(nativeWallet())
+    const clientOf = (af) => new LiveLookupClient({ baseURL: server.origin, chain: CHAIN, allowInsecureHttp: true, authFetch: af, store, requestTimeoutMs: 300 })
+    try {
+      const client = clientOf(authFetch)
+      const res = await client._send('GET', `${server.origin}/echo?n=7`, { 'x-bsv-topic': 't', 'Cache-Control': 'no-store' }, undefined, undefined)
+      expect(res).not.toBeInstanceOf(Response)
+      expect(res.status).toBe(200)
+      expect(res.headers.get('x-bsv-auth-identity-key')).toBe(server.identity)
+      const echoed = JSON.parse(Buffer.from(res.body).toString('utf8'))
+      expect(echoed.query.n).toBe('7')
+      expect(echoed.headers).toEqual({ 'x-bsv-topic': 't' }) // Cache-Control is not sent under BRC-104
+      // The deadline: an 'unavailable' error, and the request is closed at the server.
+      let closed = server.counts.slowClosed
+      await expect(client._send('GET', `${server.origin}/slow`, {}, undefined, undefined)).rejects.toMatchObject({ code: 'unavailable', message: 'no response within 300 ms' })
+      await until(() => server.counts.slowClosed > closed)
+      // The caller's signal: 'cancelled', and the request is closed at the server.
+      closed = server.counts.slowClosed
+      const ac = new AbortController()
+      setTimeout(() => ac.abort(), 100)
+      await expect(client._send('GET', `${server.origin}/slow`, {}, undefined, ac.signal, 5000)).rejects.toMatchObject({ code: 'cancelled' })
+      await until(() => server.counts.slowClosed > closed)
+      // A signal aborted already: 'cancelled', and nothing is sent.
+      const sent = server.counts.requests
+      await expect(client._send('GET', `${server.origin}/echo`, {}, undefined, AbortSignal.abort())).rejects.toMatchObject({ code: 'cancelled' })
+      expect(server.counts.requests).toBe(sent)
+      // A subclass's own fetch is what the client calls; it answers a Response.
+      const viaFetch = await clientOf(counting)._send('GET', `${server.origin}/echo`, {}, undefined, undefined)
+      expect(viaFetch).toBeInstanceOf(Response)
+      expect(calls).toBe(1)
+    } finally {
+      authFetch.close()
+      counting.close()
+      store.close()
+      fs.rmSync(tmp, { recursive: true, force: true })
     }
   })
 

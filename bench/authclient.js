@@ -7,7 +7,13 @@
 // process's CPU), then read in alternating windows, one at a time, so that both see the same
 // machine; every figure is min/median/max over the rounds.
 //
-//   node bench/authclient.js [--rounds 5] [--ms 2000] [--sessions 4] [--warmup 5000]
+//   node bench/authclient.js [--rounds 5] [--ms 2000] [--sessions 4] [--warmup 5000] [--client]
+//
+// `authfetch` and `native` read with fetch() and the Response's text(), as an application would.
+// With --client a third process, `client`, reads through LiveLookupClient's request path
+// (js/client.js: its deadline, signal and header checks over NativeAuthFetch, which hands it the
+// verified bytes without a Response), without its store commit; this file is that process
+// (started with its configuration in argv[2]).
 //
 // Prints one line per round and a summary per transport: client ms CPU per read, reads/s, and
 // server ms CPU per read (the server's share is the same router for both).
@@ -27,12 +33,13 @@ async function main () {
   const warmup = arg('warmup', 5000)
   const server = await start('live-server.js', { authentication: 'brc103' })
   const cpu = async () => (await server.ask({ cmd: 'cpu' }, 'cpuMicros')).cpuMicros
-  const transports = ['authfetch', 'native']
+  const transports = ['authfetch', 'native', ...(process.argv.includes('--client') ? ['client'] : [])]
   const results = Object.fromEntries(transports.map((t) => [t, { client: [], server: [], perSec: [] }]))
   const clients = {}
   try {
     for (const transport of transports) {
-      clients[transport] = await start('live-client.js', { ...server.ready, authentication: 'brc103', sessions, transport })
+      const script = transport === 'client' ? '../authclient.js' : 'live-client.js'
+      clients[transport] = await start(script, { ...server.ready, authentication: 'brc103', sessions, transport })
       await clients[transport].ask({ cmd: 'reads', ms: warmup }, 'reads')
     }
     for (let r = 0; r < rounds; r++) {
@@ -65,4 +72,59 @@ async function main () {
   console.log(`client CPU per read, AuthFetch / NativeAuthFetch (per round): ${fmt(summary(ratios), 2)}`)
 }
 
-main().catch((e) => { console.error(e); process.exit(1) })
+/**
+ * The `client` process: one LiveLookupClient over a NativeAuthFetch of its own identity, with
+ * `sessions` sessions opened and read to the end, then caught-up reads (waitMs 0) through its
+ * request path (_post: what follow() sends and checks for each read) on every session at once.
+ * The live server advertises another base URL than the loopback one, so its manifest would not
+ * verify here: the client is given the capability digest the server reported.
+ */
+async function clientProcess (cfg) {
+  const fs = require('node:fs')
+  const os = require('node:os')
+  const path = require('node:path')
+  const { PrivateKey } = require('@bsv/sdk')
+  const { NativeWallet, NativeAuthFetch, LiveLookupClient, CheckpointStore } = require('../js')
+  const { openBody } = require('./lib/client')
+  const NOWAIT = { maxBytes: 65536, maxObservations: 100, waitMs: 0 }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'authclient-'))
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  const authFetch = new NativeAuthFetch(NativeWallet.fromPrivateKey(PrivateKey.fromRandom().toHex()))
+  const client = new LiveLookupClient({ baseURL: cfg.base, allowInsecureHttp: true, authFetch, store, chain: { network: 'test', genesisHash: '00'.repeat(32) } })
+  client._capability = cfg.headers['x-bsv-overlay-capability']
+  const post = async (op, payload) => JSON.parse((await client._post(op, payload, undefined, 0)).toString('utf8'))
+  const read = (s) => post('read', { version: 1, session: s.session, cursor: s.cursor, limits: NOWAIT })
+  const sessions = []
+  for (let i = 0; i < cfg.sessions; i++) {
+    let b = await post('open', JSON.parse(openBody({}, NOWAIT)))
+    while (!b.snapshotComplete) b = await read(b)
+    sessions.push({ session: b.session, cursor: b.cursor })
+  }
+  process.on('message', async (m) => {
+    if (m.cmd === 'reads') {
+      let reads = 0
+      const cpu0 = process.cpuUsage()
+      const end = performance.now() + m.ms
+      await Promise.all(sessions.map(async (s) => {
+        while (performance.now() < end) {
+          const b = await read(s)
+          if (b.groups.length !== 0) throw new Error('a caught-up read returned groups')
+          s.cursor = b.cursor
+          reads++
+        }
+      }))
+      const cpu = process.cpuUsage(cpu0)
+      process.send({ reads, cpuMicros: cpu.user + cpu.system })
+    } else if (m.cmd === 'close') {
+      authFetch.close()
+      store.close()
+      fs.rmSync(dir, { recursive: true, force: true })
+      process.exit(0)
+    }
+  })
+  process.send({ ready: true })
+}
+
+const fail = (e) => { console.error(e); process.exit(1) }
+if (process.send && process.argv[2] && process.argv[2].startsWith('{')) clientProcess(JSON.parse(process.argv[2])).catch(fail)
+else main().catch(fail)

@@ -47,7 +47,9 @@ export declare class NativeAuthFetch {
   /**
    * A mutually authenticated request. Resolves the response (status, the signed
    * x-bsv-* / authorization headers plus x-bsv-auth-identity-key, the body) once its
-   * signature verified; rejects otherwise. A 402 is returned as it is.
+   * signature verified; rejects otherwise. A 402 is returned as it is. The Response
+   * is a subclass holding the verified body as bytes: its body members behave as
+   * Response's (read once), and its `body` stream is made only when asked for.
    */
   fetch (url: string, config?: NativeAuthFetchRequest): Promise<Response>
   /** Returns `response`: this client never pays (an override point, as on AuthFetch). */

@@ -135,10 +135,26 @@ async function exchange (agents, limits, url, method, headers, body, signal) {
   }
 }
 
+/**
+ * The error an aborted request rejects with: node:http's own (an AbortError
+ * whose cause is the signal's reason). The signal is listened to here rather
+ * than given to http.request, whose abort wiring costs more than the rest of
+ * the request's setup.
+ */
+function abortError (signal) {
+  return Object.assign(new Error('The operation was aborted', { cause: signal.reason }), { code: 'ABORT_ERR', name: 'AbortError' })
+}
+
 function exchangeOnce (agents, limits, url, method, headers, body, signal) {
+  if (signal && signal.aborted) return Promise.reject(abortError(signal))
   return new Promise((resolve, reject) => {
     let settled = false
-    const fail = (e) => { if (!settled) { settled = true; req.destroy(); reject(e) } }
+    const settle = () => {
+      settled = true
+      if (signal) signal.removeEventListener('abort', onAbort)
+    }
+    const fail = (e) => { if (!settled) { settle(); req.destroy(); reject(e) } }
+    const onAbort = () => fail(abortError(signal))
     const tooLarge = () => fail(Object.assign(new Error(`response body from ${url.href} exceeds ${limits.maxBodyBytes} bytes`), { code: 'ERR_RESPONSE_TOO_LARGE' }))
     const secure = url.protocol === 'https:'
     const req = (secure ? https : http).request({
@@ -149,8 +165,7 @@ function exchangeOnce (agents, limits, url, method, headers, body, signal) {
       method,
       headers,
       agent: secure ? agents.https : agents.http,
-      maxHeaderSize: limits.maxHeaderBytes,
-      signal
+      maxHeaderSize: limits.maxHeaderBytes
     }, (res) => {
       const declared = Number(res.headers['content-length'])
       if (declared > limits.maxBodyBytes) return tooLarge()
@@ -163,7 +178,7 @@ function exchangeOnce (agents, limits, url, method, headers, body, signal) {
       })
       res.on('end', () => {
         if (settled) return
-        settled = true
+        settle()
         resolve({ status: res.statusCode, rawHeaders: res.rawHeaders, body: chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, total) })
       })
       res.on('error', (e) => fail(networkError(url.href, e)))
@@ -176,6 +191,7 @@ function exchangeOnce (agents, limits, url, method, headers, body, signal) {
       if (req.reusedSocket && !answered && e && e.code === 'ECONNRESET') error.retryOnNewSocket = true
       fail(error)
     })
+    if (signal) signal.addEventListener('abort', onAbort, { once: true })
     req.end(body || undefined)
   })
 }
@@ -224,9 +240,22 @@ class NativeAuthFetch {
   /**
    * A BRC-104 request; resolves a WHATWG Response holding the status, the
    * signed headers (x-bsv-*, authorization) plus x-bsv-auth-identity-key, and
-   * the body, as AuthFetch does. Rejects if the response does not verify.
+   * the body, as AuthFetch does (an AuthResponse: the body is held as bytes).
+   * Rejects if the response does not verify.
    */
   async fetch (url, config = {}) {
+    const { status, headers, body } = await this._fetchBytes(url, config)
+    const response = new AuthResponse(body, { status, statusText: `${status}`, headers })
+    if (status === 402) return this.handlePaymentAndRetry(url, config, response)
+    return response
+  }
+
+  /**
+   * fetch() without the Response: resolves the verified answer as {status,
+   * headers: Map of the same headers, body: Buffer}, with no 402 step. For
+   * LiveLookupClient (js/client.js), which reads the bytes and a few headers.
+   */
+  async _fetchBytes (url, config = {}) {
     const parsed = new URL(url)
     if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new TypeError(`unsupported URL scheme ${parsed.protocol}`)
     const { signal } = config
@@ -239,9 +268,7 @@ class NativeAuthFetch {
       answer = await this._attempt(parsed, req, signal)
       if (answer.stale) throw answer.stale
     }
-    const { response } = answer
-    if (response.status === 402) return this.handlePaymentAndRetry(url, config, response)
-    return response
+    return answer.verified
   }
 
   /**
@@ -319,7 +346,7 @@ class NativeAuthFetch {
   }
 
   /**
-   * One signed request over the origin's session. Resolves {response}, or
+   * One signed request over the origin's session. Resolves {verified}, or
    * {stale: error} when the server answered 401 without authentication (the
    * session is then dropped).
    */
@@ -380,14 +407,78 @@ class NativeAuthFetch {
     const parts = responsePayload(requestId, res.status, signed, res.body)
     const valid = await this._signer.verify(`${nonce} ${session.sessionNonce}`, session.peerIdentityKey, parts, Buffer.from(sig, 'hex'))
     if (!valid) throw rejected(where, `Invalid signature in generalMessage from ${session.peerIdentityKey}`)
-    const headers = new Headers()
-    for (const [k, v] of signed) headers.set(k, v)
+    // What a Response cannot hold is refused, as AuthFetch's new Response would.
+    if (res.status < 200 || res.status > 599) throw rejected(where, `status ${res.status} cannot be returned as a Response`)
+    if (res.body.length > 0 && NULL_BODY_STATUSES.has(res.status)) throw rejected(where, `status ${res.status} cannot be returned as a Response (it has a body)`)
+    const headers = new Map(signed)
     headers.set('x-bsv-auth-identity-key', identityKey)
-    try {
-      return { response: new Response(res.body.length > 0 ? res.body : null, { status: res.status, statusText: `${res.status}`, headers }) }
-    } catch (e) {
-      throw rejected(where, `status ${res.status} cannot be returned as a Response (${e.message})`)
+    return { verified: { status: res.status, headers, body: res.body } }
+  }
+}
+
+/** Statuses whose Response may carry no body (Fetch standard: null body status). */
+const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304])
+
+/**
+ * What fetch() resolves: a WHATWG Response whose body is the verified bytes,
+ * held in memory. status, statusText, ok and headers are Response's own; the
+ * body members are Response's too, but over the bytes: undici's Response
+ * given a body builds a ReadableStream and its transfer machinery up front,
+ * which costs more than the rest of a small answer's client-side handling, so
+ * here `body` makes that stream only when it is read, and text(), json(),
+ * arrayBuffer(), bytes() and blob() take the bytes directly. As with any
+ * Response, the body is consumed once (a null body, here an empty one, never).
+ */
+class AuthResponse extends Response {
+  #bytes
+  #stream = null
+  #used = false
+
+  /** @param {Buffer} bytes the body (empty: a null body) @param {ResponseInit} init */
+  constructor (bytes, init) {
+    super(null, init)
+    this.#bytes = bytes
+  }
+
+  get body () {
+    if (this.#bytes.length === 0) return null
+    if (this.#stream === null) {
+      // A copy: a byte stream transfers (detaches) the buffer of what it is given.
+      const copy = new Uint8Array(this.#bytes)
+      this.#stream = new ReadableStream({
+        type: 'bytes',
+        pull: (controller) => { this.#used = true; controller.enqueue(copy); controller.close() },
+        cancel: () => { this.#used = true }
+      })
     }
+    return this.#stream
+  }
+
+  get bodyUsed () { return this.#used }
+
+  /**
+   * Whether the body must be read through its stream (`body` was asked for);
+   * otherwise marks it used (a second read rejects, as Response's does).
+   */
+  #viaStream () {
+    if (this.#stream !== null) return true
+    if (this.#used) throw new TypeError('Body is unusable: Body has already been read')
+    if (this.#bytes.length > 0) this.#used = true
+    return false
+  }
+
+  #fromStream () { return new Response(this.#stream, { headers: this.headers }) }
+
+  async text () { return this.#viaStream() ? this.#fromStream().text() : UTF8.decode(this.#bytes) }
+  async json () { return this.#viaStream() ? this.#fromStream().json() : JSON.parse(UTF8.decode(this.#bytes)) }
+  async arrayBuffer () { return this.#viaStream() ? this.#fromStream().arrayBuffer() : new Uint8Array(this.#bytes).buffer }
+  async bytes () { return this.#viaStream() ? this.#fromStream().bytes() : new Uint8Array(this.#bytes) }
+  async blob () { return (this.#viaStream() ? this.#fromStream() : new Response(this.#bytes, { headers: this.headers })).blob() }
+  async formData () { return (this.#viaStream() ? this.#fromStream() : new Response(this.#bytes, { headers: this.headers })).formData() }
+
+  clone () {
+    if (this.#used || (this.#stream !== null && this.#stream.locked)) throw new TypeError('Response.clone: Body has already been consumed.')
+    return new AuthResponse(this.#bytes, { status: this.status, statusText: this.statusText, headers: this.headers })
   }
 }
 
@@ -398,10 +489,10 @@ function derBytes (value) {
   return Buffer.from(value)
 }
 
-/** The request payload bytes for `requestId` (exported for the tests, not from the package root). */
+/** The request payload bytes for `requestId` (exported for the tests, as AuthResponse, not from the package root). */
 function serializeRequest (requestId, method, headers, body, url) {
   const req = prepare(method, headers, body)
   return Buffer.concat(requestPayload(requestId, req.method, new URL(url), req.pairs, req.body))
 }
 
-module.exports = { NativeAuthFetch, serializeRequest }
+module.exports = { NativeAuthFetch, AuthResponse, serializeRequest }

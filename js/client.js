@@ -8,6 +8,7 @@
 
 const crypto = require('node:crypto')
 const native = require('../index.js')
+const { NativeAuthFetch } = require('./authfetch')
 
 const PROFILE = 'https://bsv.brc.dev/overlays/0193#lookup-live-v1'
 const PROFILE_MAX_BYTES = 4 * 1024 * 1024 // BRC-193 §2
@@ -119,6 +120,10 @@ async function readCapped (response, max) {
 
 async function readCappedInner (response, max) {
   const body = response.body
+  if (Buffer.isBuffer(body)) { // NativeAuthFetch's _fetchBytes: read whole, within its maxBodyBytes
+    if (body.length > max) throw new LiveLookupError('limited', `response body exceeds ${max} bytes`)
+    return body
+  }
   if (body && typeof body.getReader === 'function') {
     const reader = body.getReader()
     const chunks = []
@@ -245,6 +250,8 @@ class LiveLookupClient {
     this.providerIdentity = options.providerIdentity ?? null
     this._rawAuthFetch = authFetch ?? null
     this.authFetch = authFetch ? withoutFunding(authFetch) : null
+    // A NativeAuthFetch whose fetch is its own (not a subclass's override) is asked for bytes.
+    this._bytesTransport = authFetch instanceof NativeAuthFetch && authFetch.fetch === NativeAuthFetch.prototype.fetch ? authFetch : null
     this.fetch = authFetch ? null : (fetch ?? globalThis.fetch)
     this.store = store
     this.limits = {
@@ -277,14 +284,21 @@ class LiveLookupClient {
       // AuthFetch carries only content-type, authorization and x-bsv-* headers inside
       // the signed BRC-104 request, so Cache-Control cannot be sent on this path. It
       // takes no AbortSignal: the deadline and the caller's signal race it instead.
-      // NativeAuthFetch does take one, to release the socket (a little after the
-      // deadline, so that the race still decides which error the caller sees).
+      // NativeAuthFetch does take one, aborted once the race is lost to release the
+      // socket. From a NativeAuthFetch the verified answer comes as bytes and a Map
+      // of its headers, without a Response (_fetchBytes): readCapped and the header
+      // checks below read either.
+      // Nothing is sent once the caller gave up (its signal's abort event has passed).
+      if (signal?.aborted) throw new LiveLookupError('cancelled', 'aborted')
       const signed = {}
       for (const [k, v] of Object.entries(headers)) if (k.toLowerCase() !== 'cache-control') signed[k] = v
-      const release = AbortSignal.timeout(ms + 1000)
+      const release = new AbortController()
+      const config = { method, headers: signed, body, signal: release.signal }
+      const sent = this._bytesTransport ? this._bytesTransport._fetchBytes(url, config) : this.authFetch.fetch(url, config)
       try {
-        res = await raceDeadline(this.authFetch.fetch(url, { method, headers: signed, body, signal: signal ? AbortSignal.any([signal, release]) : release }), ms, signal)
+        res = await raceDeadline(sent, ms, signal)
       } catch (e) {
+        release.abort()
         throw transportError(e)
       }
     } else {
