@@ -139,6 +139,42 @@ fn the_shared_point_cache_stays_bounded() {
         bytes[28..].copy_from_slice(&i.to_be_bytes());
         let other = PublicKey::from_secret_key_global(&SecretKey::from_byte_array(bytes).unwrap());
         a.create_hmac(&key(&hex::encode(other.serialize())), b"d").unwrap();
-        assert!(a.shared.lock().unwrap().len() <= SHARED_CACHE_MAX);
+        assert!(a.known.lock().unwrap().len() <= SHARED_CACHE_MAX);
+    }
+}
+
+/// Verification under a child key by the shifted message (`shifted_message`) agrees
+/// with verification against the derived child key itself, for valid signatures,
+/// signatures over another hash, signatures by another key, and hashes at or above n.
+#[test]
+fn shifted_verification_agrees_with_the_derived_child_key() {
+    let mut seed = [0u8; 32];
+    let mut next = || {
+        seed = sha256(&seed);
+        seed
+    };
+    for i in 0..300 {
+        let (signer, verifier) = (Wallet::new(SecretKey::from_byte_array(next()).unwrap()), Wallet::new(SecretKey::from_byte_array(next()).unwrap()));
+        let (signer_hex, verifier_hex) = (hex_key(&signer), hex_key(&verifier));
+        let key_id = hex::encode(next());
+        let towards_verifier = KeyRef { level: 2.0, protocol: SIG, key_id: &key_id, counterparty: &verifier_hex };
+        let towards_signer = KeyRef { counterparty: &signer_hex, ..towards_verifier };
+        // Every tenth hash is at or above n, which both ways reduce mod n.
+        let hash = if i % 10 == 0 { [0xff; 32] } else { next() };
+        let sig = compact(&signer.create_signature(&towards_verifier, &hash).unwrap());
+        let child = verifier.derive_public_key(&towards_signer, false).unwrap();
+        let direct = |h: &[u8; 32], s: &[u8; 64]| {
+            let mut sig = ecdsa::Signature::from_compact(s).unwrap();
+            sig.normalize_s();
+            child.verify(SECP256K1, Message::from_digest(brc42::reduce_mod_n(*h).to_be_bytes()), &sig).is_ok()
+        };
+        let other_hash = next();
+        let by_another = compact(&verifier.create_signature(&towards_signer, &hash).unwrap());
+        for (h, s, valid) in [(&hash, &sig, true), (&other_hash, &sig, false), (&hash, &by_another, false)] {
+            assert_eq!(verifier.verify_signature(&towards_signer, false, h, s).unwrap(), valid, "round {i}");
+            assert_eq!(direct(h, s), valid, "round {i}: the direct check");
+        }
+        // forSelf: the signer checks its own signature under its own child key.
+        assert!(signer.verify_signature(&towards_verifier, true, &hash, &sig).unwrap(), "round {i}");
     }
 }
