@@ -273,6 +273,16 @@ test('a restart keeps the issued manifest, so capability digests of open session
     // New rules are a new manifest.
     live.wrap('ls_notes', h.plainService(), h.notesCompanion(2))
     expect(live.router(options).manifest.digest()).not.toBe(before)
+    // So is a service registered after the router issued one, and reads may still
+    // select the manifest their session was opened under; opens may not.
+    const manifest = live.router(options).manifest
+    const issued = manifest.digest()
+    expect(manifest.check('read', issued, PROFILE)).toBeNull()
+    live.wrap('ls_more', h.plainService(), h.notesCompanion())
+    expect(manifest.digest()).not.toBe(issued)
+    expect(manifest.check('read', issued, PROFILE)).toBeNull()
+    expect(manifest.check('open', issued, PROFILE)).not.toBeNull()
+    expect(manifest.check('open', manifest.digest(), PROFILE)).toBeNull()
   } finally {
     await live.close()
   }

@@ -75,12 +75,31 @@ class CapabilityManifest {
     }))
   }
 
+  /**
+   * The services part and the issuance key of the configuration, computed again
+   * only when the registered services changed (each registration is a new
+   * entry object): current() runs for every request.
+   */
+  configuration () {
+    const registered = this.live.services
+    const seen = this.seen
+    if (seen && seen.entries.length === registered.size) {
+      let i = 0
+      let same = true
+      for (const svc of registered.values()) if (svc !== seen.entries[i++]) { same = false; break }
+      if (same) return seen
+    }
+    const services = this.services()
+    const key = JSON.stringify({ identity: this.identity, baseURL: this.options.baseURL, services })
+    this.seen = { entries: [...registered.values()], services, key }
+    return this.seen
+  }
+
   /** The current signed manifest: `{signed, bytes, digest}`. */
   current () {
     if (!this.restored) this.restore()
     const now = this.now()
-    const services = this.services()
-    const key = JSON.stringify({ identity: this.identity, baseURL: this.options.baseURL, services })
+    const { services, key } = this.configuration()
     const i = this.issued
     if (i && i.key === key && now < i.expiresAt - Math.floor(this.ttl / 10)) return i
     const body = native.buildManifest({
@@ -120,11 +139,20 @@ class CapabilityManifest {
   check (operation, capability, profile) {
     const current = this.current().digest
     const now = this.now()
-    const digests = operation === 'open'
+    const open = operation === 'open'
+    // The answer depends only on the acceptable digests (fixed within a second
+    // and a manifest) and the two headers: the last one is kept per kind.
+    const last = open ? this.lastOpenCheck : this.lastCheck
+    if (last && last.current === current && last.now === now && last.capability === capability && last.profile === profile) return last.result
+    const digests = open
       ? [current]
       : [current, ...this.recent.filter(r => r.validUntil > now).map(r => r.digest)]
     const failure = native.selectionCheck(digests, [PROFILE], capability == null ? null : capability, profile == null ? null : profile)
-    return failure ? [failure.code, failure.message] : null
+    const result = failure ? [failure.code, failure.message] : null
+    const memo = { current, now, capability, profile, result }
+    if (open) this.lastOpenCheck = memo
+    else this.lastCheck = memo
+    return result
   }
 }
 
