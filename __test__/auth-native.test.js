@@ -16,6 +16,7 @@ const VARY = 'Authorization, x-bsv-auth-identity-key, x-bsv-overlay-capability, 
 function expectSection8 (headers, origin) {
   expect(headers.get('cache-control')).toBe('private, no-store')
   expect(headers.get('x-content-type-options')).toBe('nosniff')
+  expect(headers.get('x-powered-by')).toBeNull()
   if (origin) {
     expect(headers.get('access-control-allow-origin')).toBe(origin)
     expect(headers.get('vary')).toBe(VARY + ', Origin')

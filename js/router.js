@@ -38,6 +38,8 @@ function basePath (baseURL) {
 
 /** Headers every response carries, errors included (BRC-193 §8). */
 function baseHeaders (req, res, allowedOrigins) {
+  // Express's default banner says nothing a client needs, on every answer.
+  res.removeHeader('X-Powered-By')
   res.setHeader('Cache-Control', 'private, no-store')
   res.setHeader('Vary', VARY)
   res.setHeader('X-Content-Type-Options', 'nosniff')
