@@ -12,6 +12,7 @@
 const path = require('node:path')
 const { AsyncLocalStorage } = require('node:async_hooks')
 const { Transaction, MerklePath } = require('@bsv/sdk')
+const { subjectOfAtomicBeef } = require('./beef')
 
 const LEGACY_CONTEXT_SCHEMA = 'https://bsv.brc.dev/apps/0192#legacy-lookup-context-json-v1'
 const SEQUENCE_FINAL = 0xffffffff
@@ -179,32 +180,39 @@ function toByteArray (bytes, what) {
 
 function scriptHex (script) {
   if (typeof script === 'string') return script
+  if (Buffer.isBuffer(script)) return script.toString('hex')
   if (script !== null && typeof script === 'object' && typeof script.toHex === 'function') return script.toHex()
   throw new TypeError('expected a Script object or hex')
 }
 
-function sourceTxidOf (input) {
-  if (typeof input.sourceTXID === 'string' && input.sourceTXID !== '') return input.sourceTXID
-  return input.sourceTransaction?.id('hex')
+/** The payload's bytes as number[] (what companions and whole-tx inner services get) and as a Buffer. */
+function payloadBytes (bytes, what) {
+  if (Array.isArray(bytes)) return { array: bytes, buffer: Buffer.from(bytes) }
+  if (bytes instanceof Uint8Array) return { array: Array.from(bytes), buffer: Buffer.from(bytes) }
+  throw new TypeError(`${what} must be a number[] or Uint8Array`)
 }
 
-/** Everything the wrapper needs about an admitted output, from a whole-tx admission payload. */
+/**
+ * Everything the wrapper needs about an admitted output, from a whole-tx admission payload.
+ * Only the subject transaction is read (js/beef.js), not the Atomic BEEF's ancestry.
+ */
 function decodeAdmission (payload) {
   if (payload === null || typeof payload !== 'object') throw new TypeError('admission payload must be an object')
   if (payload.mode !== 'whole-tx') {
     throw new Error(`live-wrapped lookup services need whole-tx admission payloads, got ${String(payload.mode)}`)
   }
-  const atomicBEEF = toByteArray(payload.atomicBEEF, 'atomicBEEF')
-  const tx = Transaction.fromAtomicBEEF(atomicBEEF)
+  const { array, buffer } = payloadBytes(payload.atomicBEEF, 'atomicBEEF')
+  const tx = subjectOfAtomicBeef(buffer)
   const output = tx.outputs[payload.outputIndex]
   if (output === undefined) throw new Error(`admitted output index ${payload.outputIndex} is out of range`)
   return {
-    txid: tx.id('hex'),
+    txid: tx.txid,
     outputIndex: payload.outputIndex,
     topic: payload.topic,
     satoshis: output.satoshis,
-    lockingScript: output.lockingScript.toHex(),
-    atomicBEEF,
+    lockingScript: output.lockingScript.toString('hex'),
+    atomicBEEF: array,
+    beefBytes: buffer,
     offChainValues: payload.offChainValues
   }
 }
@@ -217,11 +225,11 @@ function decodeSpend (payload) {
     // A host calling us directly in another mode: keep what it gave; evidence needs the BEEF.
     return { ...base, spendingTxid: payload.spendingTxid, spendingAtomicBEEF: undefined, input: undefined, inputIndex: payload.inputIndex, given: payload }
   }
-  const spendingAtomicBEEF = toByteArray(payload.spendingAtomicBEEF, 'spendingAtomicBEEF')
-  const tx = Transaction.fromAtomicBEEF(spendingAtomicBEEF)
-  const inputIndex = tx.inputs.findIndex(i => sourceTxidOf(i) === payload.txid && i.sourceOutputIndex === payload.outputIndex)
-  if (inputIndex < 0) throw new Error(`spending transaction ${tx.id('hex')} does not spend ${payload.txid}.${payload.outputIndex}`)
-  return { ...base, spendingTxid: tx.id('hex'), spendingAtomicBEEF, input: tx.inputs[inputIndex], inputIndex }
+  const { array, buffer } = payloadBytes(payload.spendingAtomicBEEF, 'spendingAtomicBEEF')
+  const tx = subjectOfAtomicBeef(buffer)
+  const inputIndex = tx.inputs.findIndex(i => i.sourceTXID === payload.txid && i.sourceOutputIndex === payload.outputIndex)
+  if (inputIndex < 0) throw new Error(`spending transaction ${tx.txid} does not spend ${payload.txid}.${payload.outputIndex}`)
+  return { ...base, spendingTxid: tx.txid, spendingAtomicBEEF: array, beefBytes: buffer, input: tx.inputs[inputIndex], inputIndex }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -362,7 +370,7 @@ async function indexOutput (service, companion, output) {
     topic: output.topic,
     satoshis: output.satoshis,
     lockingScript: output.lockingScript,
-    beef: Buffer.from(output.atomicBEEF),
+    beef: output.beefBytes ?? Buffer.from(output.atomicBEEF),
     attributes: indexed.attributes,
     context: indexed.context,
     expiresAt: indexed.expiresAt
@@ -450,7 +458,7 @@ function wrapLookupService (name, inner, companion, sink) {
       return runHook(async (scope) => {
         const spend = decodeSpend(payload)
         const evidence = spend.spendingAtomicBEEF !== undefined
-          ? { spendingTxid: spend.spendingTxid, beef: Buffer.from(spend.spendingAtomicBEEF) }
+          ? { spendingTxid: spend.spendingTxid, beef: spend.beefBytes }
           : null
         await thenAlways(
           async () => { if (typeof inner.outputSpent === 'function') await inner.outputSpent(innerSpendPayload(inner, spend)) },

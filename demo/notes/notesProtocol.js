@@ -7,7 +7,7 @@
 //   [3] the author's signature over fields 0..2 (added by PushDrop.lock)
 // The locking key is the author's BRC-42 child for NOTES_PROTOCOL / NOTES_KEY_ID with counterparty
 // "anyone", so anyone can check the signature and only the author can spend the note.
-const { LockingScript, PushDrop, PublicKey, Utils } = require('@bsv/sdk')
+const { LockingScript, PushDrop, PublicKey, Utils, OP } = require('@bsv/sdk')
 
 const NOTES_TOPIC = 'tm_notes'
 const NOTES_MARKER = 'notes-v1'
@@ -18,26 +18,34 @@ const NOTE_TEXT_MAX = 1000
 /**
  * Decodes a locking script (hex, bytes, or any @bsv/sdk Script of either major version: only
  * its bytes are read, never its class) into a note, or returns null when it is not one.
+ * `checkKeys: false` skips checking that the locking key and the author field are curve points
+ * (two pure-JS point decompressions, most of this function's time), for callers that only see
+ * notes the topic manager admitted: it decoded them with the checks and verified the author's
+ * signature with the author key.
+ * @param {unknown} script
+ * @param {{checkKeys?: boolean}} [options]
  * @returns {{text: string, author: string, signature: number[], fieldsForSignature: number[]} | null}
  */
-function decodeNote (script) {
-  let decoded
+function decodeNote (script, { checkKeys = true } = {}) {
+  let fields
   try {
-    decoded = PushDrop.decode(LockingScript.fromHex(scriptToHex(script)))
+    const locking = LockingScript.fromHex(scriptToHex(script))
+    fields = checkKeys ? PushDrop.decode(locking).fields : pushDropFields(locking)
   } catch (_) {
     return null
   }
-  const { fields } = decoded
   if (fields.length !== 4) return null
   if (Utils.toUTF8(fields[0]) !== NOTES_MARKER) return null
   const textBytes = fields[1]
   if (textBytes.length < 1 || textBytes.length > NOTE_TEXT_MAX) return null
   if (fields[2].length !== 33) return null
   const author = Utils.toHex(fields[2])
-  try {
-    PublicKey.fromString(author)
-  } catch (_) {
-    return null
+  if (checkKeys) {
+    try {
+      PublicKey.fromString(author)
+    } catch (_) {
+      return null
+    }
   }
   return {
     text: Utils.toUTF8(textBytes),
@@ -45,6 +53,29 @@ function decodeNote (script) {
     signature: fields[3],
     fieldsForSignature: [...fields[0], ...fields[1], ...fields[2]]
   }
+}
+
+/**
+ * The fields of a PushDrop script with its lock before the fields, as PushDrop.decode reads them
+ * (small numbers pushed as opcodes map back to their byte), without decompressing the lock key.
+ */
+function pushDropFields (script) {
+  const chunks = script.chunks
+  if (chunks.length < 3 || chunks[0].data?.length !== 33) throw new Error('not a PushDrop script')
+  const fields = []
+  for (let i = 2; i < chunks.length; i++) {
+    const { op, data } = chunks[i]
+    let field = data ?? []
+    if (field.length === 0) {
+      if (op >= 80 && op <= 95) field = [op - 80]
+      else if (op === 0) field = [0]
+      else if (op === 0x4f) field = [0x81]
+    }
+    fields.push(field)
+    const next = chunks[i + 1]?.op
+    if (next === OP.OP_DROP || next === OP.OP_2DROP) break
+  }
+  return fields
 }
 
 /** Hex of a script given as hex, bytes, or an object with toHex() (either SDK major version). */
