@@ -132,10 +132,11 @@ export declare class NativeLive {
   readTicketed(body: Buffer, who: CallerInfo, access: string, cancel: NativeCancel, ticket: number): void
   close(body: Buffer, who: CallerInfo): Promise<NativeResponse>
   /**
-   * The service and query of a session the caller owns (for the host's
-   * authorization callback), or null.
+   * The session a read body names, with its service and query (for the host's
+   * authorization callback), when the caller owns it; null otherwise. A body that
+   * is not a valid read throws its wire error.
    */
-  describeSession(session: string, who: CallerInfo): SessionInfo | null
+  describeRead(body: Uint8Array, who: CallerInfo): ReadSession | null
   revoke(principal: string): Promise<number>
   revokeSession(session: string): Promise<boolean>
   /** One bounded compaction pass; resolves true when more work remains. */
@@ -375,6 +376,12 @@ export interface NativeResponse {
 /** Opens (or creates) the store and the provider on top of it. */
 export declare function openLive(config: LiveConfig): Promise<NativeLive>
 
+export interface ReadSession {
+  session: string
+  service: string
+  query: any
+}
+
 /** Checks the selection headers; `null` when the selection is acceptable. */
 export declare function selectionCheck(acceptedDigests: Array<string>, offeredProfiles: Array<string>, capability?: string | undefined | null, profile?: string | undefined | null): SelectionFailure | null
 
@@ -382,11 +389,6 @@ export interface SelectionFailure {
   /** `invalid`, `context-changed` or `unsupported` (BRC-192 §6 codes). */
   code: string
   message: string
-}
-
-export interface SessionInfo {
-  service: string
-  query: any
 }
 
 /** BRC-77 signature (anyone verifier, random key ID) by `privateKeyHex`. */

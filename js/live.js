@@ -468,27 +468,26 @@ class LiveLookup {
    */
   read (body, caller, { signal } = {}) {
     if (this.restoredPending) return Promise.resolve(restoredResponse())
-    let req
+    let bytes, info
     try {
-      req = wire.parseRead(body)
+      bytes = wire.requestBytes(body)
+      info = this.core.describeRead(bytes, caller)
     } catch (e) {
       return Promise.resolve(errorResponse(e.code || 'invalid', e.message))
     }
     try {
-      const info = this.core.describeSession(req.session, caller)
       // Unknown or another principal's session: the provider answers reset-required.
-      if (!info) return this.nativeRead(Buffer.from(body), caller, '', signal, null)
+      if (!info) return this.nativeRead(bytes, caller, '', signal, null)
       const start = (access) => {
         if (!access) {
-          return this.core.revokeSession(req.session).then(() => errorResponse('unauthorized', 'access to this session was revoked'))
+          return this.core.revokeSession(info.session).then(() => errorResponse('unauthorized', 'access to this session was revoked'))
         }
-        const recheck = (res) => this.recheck(res, 'read', caller, info.service, info.query, access, req.session)
+        const recheck = (res) => this.recheck(res, 'read', caller, info.service, info.query, access, info.session)
         // A caught-up read that neither waits nor writes is answered here, without a
         // trip through the tokio pool (src/session/mod.rs read_now); null otherwise.
-        const bytes = Buffer.isBuffer(body) ? body : Buffer.from(body)
         const now = this.core.readNow(bytes, caller, access)
         if (now !== null) return Promise.resolve(recheck(now))
-        return this.nativeRead(Buffer.from(bytes), caller, access, signal, recheck)
+        return this.nativeRead(bytes, caller, access, signal, recheck)
       }
       const access = this.authorizeNow('read', 'request', caller, info.service, info.query)
       return access && typeof access.then === 'function' ? access.then(start) : start(access)

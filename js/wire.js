@@ -44,6 +44,12 @@ function requestBody (body) {
   throw wireError('invalid', 'request body must be a string or a Buffer')
 }
 
+/** A request body (string or bytes) as a Buffer, with requestBody's checks. */
+function requestBytes (body) {
+  const b = requestBody(body)
+  return typeof b === 'string' ? Buffer.from(b, 'utf8') : b
+}
+
 /** Parses and validates an Open request body; returns the normalized Open. */
 function parseOpen (body) {
   return call(() => native.wireParseOpen(requestBody(body)))
@@ -109,6 +115,7 @@ module.exports = {
   parseOpen,
   parseRead,
   parseClose,
+  requestBytes,
   canonicalize,
   digest,
   errorBody

@@ -16,7 +16,7 @@ use crate::store::{Change, Context, Outpoint, RemoveReason, SpendInput, Store, S
 use crate::wire::Limits;
 
 use super::delivery::{DeliveredAnswers, Delivery, Owed};
-use super::error::{coded, invalid_arg, js_error, JsResult};
+use super::error::{coded, guard, invalid_arg, js_error, JsResult};
 
 type Res<T> = JsResult<T>;
 
@@ -117,7 +117,8 @@ pub struct NativeResponse {
 }
 
 #[napi(object)]
-pub struct SessionInfo {
+pub struct ReadSession {
+    pub session: String,
     pub service: String,
     pub query: Value,
 }
@@ -453,11 +454,16 @@ impl NativeLive {
         blocking(move || Ok(respond(p.close(&body, &caller(who))))).await
     }
 
-    /// The service and query of a session the caller owns (for the host's
-    /// authorization callback), or null.
+    /// The session a read body names, with its service and query (for the host's
+    /// authorization callback), when the caller owns it; null otherwise. A body that
+    /// is not a valid read throws its wire error.
     #[napi]
-    pub fn describe_session(&self, session: String, who: CallerInfo) -> Option<SessionInfo> {
-        self.provider.describe(&session, &caller(who)).map(|(service, query)| SessionInfo { service, query })
+    pub fn describe_read(&self, body: &[u8], who: CallerInfo) -> napi::Result<Option<ReadSession>, String> {
+        guard(|| {
+            let read = crate::wire::parse_read(body)?;
+            let owned = self.provider.describe(&read.session, &caller(who));
+            Ok(owned.map(|(service, query)| ReadSession { session: read.session, service, query }))
+        })
     }
 
     #[napi]
