@@ -547,7 +547,7 @@ function renderReport (r) {
   const parts = [`# Benchmark results
 
 Produced by \`${r.command}\` (started ${r.startedAt}, ${num(r.durationSeconds)} s in all; per section: ${Object.entries(r.sectionSeconds).map(([k, v]) => `${k} ${num(v)} s`).join(', ')}).
-The raw numbers, every run included, are in [results.json](results.json).${r.reRenderedAt ? ` This text was re-rendered from that file at ${r.reRenderedAt} (\`node bench/run.js --render bench/results.json\`); no number changed.` : ''}${(r.reruns || []).map(x => ` Section ${x.section} was measured again by \`${x.command}\` (started ${x.startedAt}) because ${x.why}; its numbers here are from that run.`).join('')}
+The raw numbers, every run included, are in [results.json](results.json).${r.reRenderedAt ? ` This text was re-rendered from that file at ${r.reRenderedAt} (\`node bench/run.js --render bench/results.json\`), which changes no number.` : ''}${(r.reruns || []).map(x => ` Section ${x.section} was measured again by \`${x.command}\` (started ${x.startedAt}) because ${x.why}; its numbers here are from that run.`).join('')}
 ${budgetNote(r)}${r.quick ? '\n**Quick mode**: tiny sizes and 2 runs per figure. This checks the harness; the numbers mean nothing.\n' : ''}
 Every figure is the median of repeated runs with the minimum and maximum in brackets; every ratio is
 computed per run from two values measured in the same run, then summarized the same way. Background
