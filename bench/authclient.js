@@ -85,7 +85,7 @@ async function clientProcess (cfg) {
   const path = require('node:path')
   const { PrivateKey } = require('@bsv/sdk')
   const { NativeWallet, NativeAuthFetch, LiveLookupClient, CheckpointStore } = require('../js')
-  const { openBody } = require('./lib/client')
+  const { openBody, caughtUpReads } = require('./lib/client')
   const NOWAIT = { maxBytes: 65536, maxObservations: 100, waitMs: 0 }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'authclient-'))
   const store = CheckpointStore.open(path.join(dir, 'store'))
@@ -102,19 +102,7 @@ async function clientProcess (cfg) {
   }
   process.on('message', async (m) => {
     if (m.cmd === 'reads') {
-      let reads = 0
-      const cpu0 = process.cpuUsage()
-      const end = performance.now() + m.ms
-      await Promise.all(sessions.map(async (s) => {
-        while (performance.now() < end) {
-          const b = await read(s)
-          if (b.groups.length !== 0) throw new Error('a caught-up read returned groups')
-          s.cursor = b.cursor
-          reads++
-        }
-      }))
-      const cpu = process.cpuUsage(cpu0)
-      process.send({ reads, cpuMicros: cpu.user + cpu.system })
+      process.send(await caughtUpReads(sessions, m.ms, read))
     } else if (m.cmd === 'close') {
       authFetch.close()
       store.close()

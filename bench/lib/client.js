@@ -29,6 +29,27 @@ function parse (res, what) {
   return JSON.parse(text)
 }
 
+/**
+ * Back-to-back caught-up reads on every session for `ms`: `read(s)` resolves a session's next
+ * batch, which must hold no group. Resolves {reads, cpuMicros} with this process's CPU time
+ * (user + system) meanwhile. The reply to a benchmark process's {cmd: 'reads'}.
+ */
+async function caughtUpReads (sessions, ms, read) {
+  let reads = 0
+  const cpu0 = process.cpuUsage()
+  const end = performance.now() + ms
+  await Promise.all(sessions.map(async (s) => {
+    while (performance.now() < end) {
+      const b = await read(s)
+      if (b.groups.length !== 0) throw new Error('a caught-up read returned groups')
+      s.cursor = b.cursor
+      reads++
+    }
+  }))
+  const cpu = process.cpuUsage(cpu0)
+  return { reads, cpuMicros: cpu.user + cpu.system }
+}
+
 function countObservations (batch) {
   let n = 0
   for (const g of batch.groups) n += g.observations.length
@@ -131,4 +152,4 @@ async function lookupHttp (server, query = {}) {
   return { answer, bytes: buf.length, ms: now() - t0 }
 }
 
-module.exports = { PAGE, PUBLIC, openBody, readBody, closeBody, parse, countObservations, outpointsOf, openInProcess, drainInProcess, drainHttp, post, openHttp, lookupHttp }
+module.exports = { caughtUpReads, PAGE, PUBLIC, openBody, readBody, closeBody, parse, countObservations, outpointsOf, openInProcess, drainInProcess, drainHttp, post, openHttp, lookupHttp }

@@ -67,19 +67,7 @@ async function main () {
   }
   process.on('message', async (m) => {
     if (m.cmd === 'reads') {
-      let reads = 0
-      const cpu0 = process.cpuUsage()
-      const end = performance.now() + m.ms
-      await Promise.all(sessions.map(async (s) => {
-        while (performance.now() < end) {
-          const b = await s.post('read', client.readBody(s.session, s.cursor, NOWAIT))
-          if (b.groups.length !== 0) throw new Error('a caught-up read returned groups')
-          s.cursor = b.cursor
-          reads++
-        }
-      }))
-      const cpu = process.cpuUsage(cpu0)
-      process.send({ reads, cpuMicros: cpu.user + cpu.system })
+      process.send(await client.caughtUpReads(sessions, m.ms, (s) => s.post('read', client.readBody(s.session, s.cursor, NOWAIT))))
     } else if (m.cmd === 'park') {
       const polls = sessions.map(async (s) => {
         const b = await s.post('read', client.readBody(s.session, s.cursor, WAIT))
