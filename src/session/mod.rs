@@ -876,6 +876,18 @@ impl Provider {
 
     /// Checks everything a read needs before touching the log.
     fn read_context(&self, read: &wire::Read, caller: &Caller, access: &str) -> Result<(Arc<LiveSession>, Arc<SessionRecord>, Cursor, Arc<SessionView>), WireError> {
+        let (session, rec, cursor) = self.read_target(read, caller)?;
+        if access != rec.access {
+            self.end_session(&session, true);
+            return Err(err(ErrorCode::Unauthorized, "the access scope changed; the session has ended"));
+        }
+        let view = self.session_view(&session, &rec);
+        Ok((session, rec, cursor, view))
+    }
+
+    /// The session and cursor a read names, with every check of [`Provider::read_context`]
+    /// except the access scope's (whose failure ends the session, a write).
+    fn read_target(&self, read: &wire::Read, caller: &Caller) -> Result<(Arc<LiveSession>, Arc<SessionRecord>, Cursor), WireError> {
         let reset = || err(ErrorCode::ResetRequired, "unknown session or cursor; open a new session");
         let cursor = Cursor::decode(&read.cursor, &self.cursor_key).ok_or_else(reset)?;
         let id = parse_session_id(&read.session).ok_or_else(reset)?;
@@ -904,12 +916,7 @@ impl Provider {
         if self.rules_digest(&rec.service).as_deref() != Some(rec.rules_digest.as_str()) {
             return Err(err(ErrorCode::ResetRequired, "the service's rules changed"));
         }
-        if access != rec.access {
-            self.end_session(&session, true);
-            return Err(err(ErrorCode::Unauthorized, "the access scope changed; the session has ended"));
-        }
-        let view = self.session_view(&session, &rec);
-        Ok((session, rec, cursor, view))
+        Ok((session, rec, cursor))
     }
 
     /// Builds the batch for a cursor. Callers hold a work slot.
@@ -974,16 +981,12 @@ impl Provider {
         if limits.wait_ms != 0 {
             return None;
         }
-        let cursor = Cursor::decode(&read.cursor, &self.cursor_key)?;
-        if !matches!(cursor.position, Position::Live { through } if through == self.store.high_water()) {
-            return None;
-        }
-        let unchanged = self.session(&cursor.session).ok()??.record().access == access;
-        if !unchanged {
+        let (session, rec, cursor) = self.read_target(&read, caller).ok()?;
+        if rec.access != access || !matches!(cursor.position, Position::Live { through } if through == self.store.high_water()) {
             return None;
         }
         let _slot = self.work.enter().ok()?;
-        let (session, rec, cursor, view) = self.read_context(&read, caller, access).ok()?;
+        let view = self.session_view(&session, &rec);
         let (bytes, _) = self.build(&rec, &view, &cursor, limits).ok()?;
         Some(match self.gate(&session) {
             Ok(()) => Response::ok(bytes.into_vec()),
