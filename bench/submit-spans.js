@@ -5,15 +5,11 @@
 // between the Engines, with timing spans around the parts: the Engine's own call, its
 // toAtomicBEEF, the companion, the inner service, the store commit, what follows the Engine's
 // return (settle + commit), and each SQLite statement.
-//   node bench/submit-spans.js [N=300]      (REPO=dir measures another checkout of the package)
+//   node bench/submit-spans.js [N=300]      (REPO=dir measures another checkout of the package; its
+//   bench/sections/submit.js must export engineOf with the `tap` argument)
 const path = require('node:path')
 const repo = process.env.REPO || path.join(__dirname, '..')
 const fs = require('node:fs'); const os = require('node:os')
-const { LiveLookup } = require(repo + '/js')
-const { createTestEngine, NoteFactory } = require(repo + '/__test__/helpers/engine')
-const { NotesLookupService } = require(repo + '/demo/notes/NotesLookupService')
-const { NotesTopicManager } = require(repo + '/demo/notes/NotesTopicManager')
-const { createNotesCompanion } = require(repo + '/demo/notes/notesCompanion')
 const { NOTES_TOPIC } = require(repo + '/demo/notes/notesProtocol')
 const overlayMain = require.resolve('@bsv/overlay', { paths: [repo] })
 const hostSdk = require(require.resolve('@bsv/sdk', { paths: [path.dirname(overlayMain)] }))
@@ -44,25 +40,13 @@ Database.prototype.prepare = function (...a) {
 timeSync(hostSdk.Transaction.prototype, 'toAtomicBEEF', 'engine.toAtomicBEEF')
 timeSync(sdk.Transaction, 'fromAtomicBEEF', 'sdk.fromAtomicBEEF')
 
-async function engineOf (dir, wrapped) {
-  let live = null
-  if (wrapped) live = await LiveLookup.open({ dataDir: path.join(dir, 'live'), create: true, chain: { network: 'test', genesisHash: '00'.repeat(32) }, provider: '02' + '11'.repeat(32), compactionIntervalMs: 0 })
-  const t = await createTestEngine({
-    dir: fs.mkdtempSync(path.join(dir, 'engine-')),
-    managers: { [NOTES_TOPIC]: new NotesTopicManager() },
-    lookupServices: async (knex) => {
-      const inner = new NotesLookupService(knex); await inner.init()
-      if (!wrapped) return { ls_notes: inner }
-      timeAsync(inner, 'outputAdmittedByTopic', 'inner.outputAdmittedByTopic')
-      const comp = createNotesCompanion(); timeAsync(comp, 'index', 'companion.index')
-      return { ls_notes: live.wrap('ls_notes', inner, comp) }
-    }
-  })
-  if (live) {
-    await live.attach(t.engine)
-    timeAsync(live.core, 'commit', 'core.commit')
-  }
-  return { t, live, factory: new NoteFactory(t.chainTracker) }
+const { engineOf } = require(repo + '/bench/sections/submit')
+const tap = {
+  service (inner, companion) {
+    timeAsync(inner, 'outputAdmittedByTopic', 'inner.outputAdmittedByTopic')
+    timeAsync(companion, 'index', 'companion.index')
+  },
+  attached (live) { timeAsync(live.core, 'commit', 'core.commit') }
 }
 
 const { Engine } = require(overlayMain)
@@ -71,7 +55,7 @@ Engine.prototype.submit = async function (...a) { if (!enabled) return origSubmi
 async function main () {
   const N = Number(process.argv[2] || 200)
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'spans-'))
-  const plain = await engineOf(dir, false); const wrapped = await engineOf(dir, true); wrapped.t.engine.__w = true
+  const plain = await engineOf(dir, false); const wrapped = await engineOf(dir, true, tap); wrapped.t.engine.__w = true
   // the original (unbracketed) submit of the wrapped engine, to time the Engine's own call
   const build = async (e, n) => { const txs = []; for (let i = 0; i < n; i++) txs.push(await e.factory.createNotes([`spans ${i} ${Math.random()}`])); return txs }
   for (const e of [plain, wrapped]) for (const tx of await build(e, 20)) await e.t.engine.submit({ beef: tx.beef, topics: [NOTES_TOPIC] })

@@ -16,7 +16,12 @@ const { createNotesCompanion } = require('../../demo/notes/notesCompanion')
 const { NOTES_TOPIC } = require('../../demo/notes/notesProtocol')
 const { summary, progress } = require('../lib/common')
 
-async function engineOf (dir, wrapped) {
+/**
+ * An Engine with the notes lookup service, plain or wrapped and attached. `tap` (bench/submit-spans.js)
+ * may instrument the wrapped node's parts: tap.service(inner, companion) before wrapping, and
+ * tap.attached(live) after attaching.
+ */
+async function engineOf (dir, wrapped, tap = {}) {
   let live = null
   if (wrapped) {
     live = await LiveLookup.open({
@@ -33,10 +38,16 @@ async function engineOf (dir, wrapped) {
     lookupServices: async (knex) => {
       const inner = new NotesLookupService(knex)
       await inner.init()
-      return { ls_notes: wrapped ? live.wrap('ls_notes', inner, createNotesCompanion()) : inner }
+      if (!wrapped) return { ls_notes: inner }
+      const companion = createNotesCompanion()
+      if (tap.service) tap.service(inner, companion)
+      return { ls_notes: live.wrap('ls_notes', inner, companion) }
     }
   })
-  if (live) await live.attach(t.engine)
+  if (live) {
+    await live.attach(t.engine)
+    if (tap.attached) tap.attached(live)
+  }
   return { t, live, factory: new NoteFactory(t.chainTracker) }
 }
 
@@ -87,4 +98,4 @@ async function run (cfg) {
   return out
 }
 
-module.exports = { run }
+module.exports = { run, engineOf }
