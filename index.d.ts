@@ -64,6 +64,11 @@ export declare class CheckpointStore {
   verdicts(txid: string): any /* see js/client.d.ts: VariantVerdict[] | null */
   /** Hands verifier results back through the port, all in one commit. */
   acceptVerifications(results: Array<JsVerificationResult>): any /* see js/client.d.ts: StepOutcome */
+  /**
+   * Clears `limited` verdicts measured against another budget than `policy`, so
+   * they are verified again; returns how many.
+   */
+  requeueLimited(policy: string): number
   /** Records a verified Merkle placement of a journal transaction. */
   addPlacement(txid: string, placement: JsPlacement): any /* see js/client.d.ts: StepOutcome */
   /** Current / spent / pending / conflicting / stale summary, or null before configuration. */
@@ -204,6 +209,13 @@ export declare class NativeWalletCore {
  */
 export declare function acceptManifest(signed: any, expectation: any, preimage?: ((arg0: string, arg1: any) => Buffer) | undefined | null): any
 
+/**
+ * The subject transaction of an Atomic BEEF (BRC-95 around V1 or V2): its txid (from
+ * its bytes), inputs and outputs. Bytes after the bundle are ignored, as the SDK
+ * ignores them; anything malformed or truncated throws with code `invalid`.
+ */
+export declare function beefSubject(atomic: Buffer): SubjectTransaction
+
 /** Builds the BRC-194 capabilities body from a `ManifestConfig`-shaped object. */
 export declare function buildManifest(config: any): any
 
@@ -219,8 +231,11 @@ export interface CommitBatchOptions {
   /** The maxBytes the read requested (the profile maximum, 4 MiB, applies too). */
   maxBytes?: number
   maxObservations?: number
-  /** `false` keeps the groups as pending work until `markVerified`. Default `true`. */
-  verified?: boolean
+  /**
+   * When the groups enter source membership: `claims` (on receipt, the default),
+   * `verified` (when their evidence has verified) or `manual` (at `markVerified`).
+   */
+  membership?: string
   /** For an open response: the label whose pending open request id is consumed. */
   openLabel?: string
 }
@@ -276,6 +291,8 @@ export interface JsVerificationResult {
   raw?: Buffer
   placement?: JsPlacement
   reason: string
+  /** For `limited`: an identifier of the verification budget it was measured against. */
+  policy?: string
 }
 
 export interface LiveConfig {
@@ -403,6 +420,25 @@ export interface SourceKey {
   service: string
   queryDigest: string
   access: string
+}
+
+export interface SubjectInput {
+  /** Display hex. */
+  sourceTXID: string
+  sourceOutputIndex: number
+  unlockingScript: Buffer
+  sequence: number
+}
+
+export interface SubjectOutput {
+  satoshis: number
+  lockingScript: Buffer
+}
+
+export interface SubjectTransaction {
+  txid: string
+  inputs: Array<SubjectInput>
+  outputs: Array<SubjectOutput>
 }
 
 /** Verifies an anyone-verifiable BRC-77 signature; returns the signer identity hex. */

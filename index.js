@@ -841,6 +841,7 @@ module.exports.NativeCancel = nativeBinding.NativeCancel
 module.exports.NativeLive = nativeBinding.NativeLive
 module.exports.NativeWalletCore = nativeBinding.NativeWalletCore
 module.exports.acceptManifest = nativeBinding.acceptManifest
+module.exports.beefSubject = nativeBinding.beefSubject
 module.exports.buildManifest = nativeBinding.buildManifest
 module.exports.capabilityDigest = nativeBinding.capabilityDigest
 module.exports.openLive = nativeBinding.openLive

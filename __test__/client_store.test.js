@@ -135,7 +135,7 @@ test('two providers keep separate receipts and memberships for the same outpoint
 test('pending verification blocks later membership but not receipt', () => {
   const s = scope('02aa')
   const { store, key, gen } = opened(s)
-  store.commitBatch(key, gen, 'c1', batch(s, 'live', [group('l11', 11, [withdraw('w', s, 0)])], 'c2', true, 11), { verified: false })
+  store.commitBatch(key, gen, 'c1', batch(s, 'live', [group('l11', 11, [withdraw('w', s, 0)])], 'c2', true, 11), { membership: 'manual' })
   store.commitBatch(key, gen, 'c2', batch(s, 'live', [group('l12', 12, [output('p', s, 0)])], 'c3', true, 12))
   expect(store.state(key)).toMatchObject({ pendingCount: 2, pendingGroups: [{ groupId: 'l11', sequence: '11', generation: 0 }, { groupId: 'l12', sequence: '12', generation: 0 }] })
   expect(store.members(key)[0]).toMatchObject({ present: true, sequence: '10' })

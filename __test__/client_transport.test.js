@@ -222,7 +222,7 @@ test('a full pending budget pauses reads until verification drains it', async ()
   let key = null
   let maxPending = 0
   const h = client.follow(SERVICE, QUERY, {
-    verified: false,
+    membership: 'manual',
     pendingBudget: 4,
     pollIntervalMs: 20,
     onRevision (e) {

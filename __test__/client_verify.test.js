@@ -52,7 +52,7 @@ async function followUntil (client, done) {
     signal: ac.signal,
     async onRevision (e) {
       if (client.verifier) await client.verifier.idle()
-      last = client.store.revisionSnapshot(e.sourceKey)
+      last = { ...client.store.revisionSnapshot(e.sourceKey), sourceKey: e.sourceKey }
       if (done(last)) ac.abort()
     }
   })
@@ -95,19 +95,25 @@ test('honest evidence becomes current; forged evidence is quarantined with its r
   ])
   const store = openStore()
   const client = new LiveLookupClient({ baseURL: origin, chain: CHAIN, allowInsecureHttp: true, fetch, store, limits: { waitMs: 0 }, chainTracker: tracker, verification: { concurrency: 3 } })
-  const snap = await followUntil(client, s => s.members.length === 5 && s.reconciled.pending.length === 0)
+  const snap = await followUntil(client, s => s.members.length === 3 && s.reconciled.pending.length === 0)
   const c = currentnessOf(snap)
   expect(c[honest.txid]).toBe('current')
-  for (const t of [badRoot.txid, badSig.txid, claimed]) expect(c[t]).not.toBe('current')
-  // The verified transaction has no output 7: the claimed outpoint never becomes current.
-  expect(c[`${honest.txid}:7`]).toBe('unknown')
+  for (const t of [badRoot.txid, badSig.txid]) expect(c[t]).not.toBe('current')
+  // Claims whose own bytes refute them (a bundle without the claimed transaction, an output
+  // the transaction does not have) are refused at receipt: never members, never current.
+  expect(Object.keys(c).sort()).toEqual([honest.txid, badRoot.txid, badSig.txid].sort())
   expect(snap.reconciled.current).toEqual([{ txid: honest.txid, outputIndex: 0 }])
 
-  expect(verdictOf(store, honest.txid)).toEqual([expect.objectContaining({ status: 'verified' })])
+  // The honest bundle verified; offered as evidence of output 7 it was refused, with the reason.
+  expect(verdictOf(store, honest.txid)).toEqual([
+    expect.objectContaining({ status: 'verified' }),
+    expect.objectContaining({ status: 'invalid', reason: expect.stringMatching(/has 1 outputs: output 7 does not exist/) })
+  ])
   expect(verdictOf(store, badRoot.txid)).toEqual([expect.objectContaining({ status: 'invalid', reason: expect.stringMatching(/merkle path/i) })])
   expect(verdictOf(store, badSig.txid)).toEqual([expect.objectContaining({ status: 'invalid', reason: expect.stringMatching(/script/) })])
-  // A bundle without the claimed transaction journals nothing: no fact, no job.
-  expect(store.verdicts(claimed)).toBeNull()
+  // A bundle without the claimed transaction journals no fact and no job, but its refusal is recorded.
+  expect(store.verdicts(claimed)).toEqual([{ variantId: expect.any(String), atReceipt: true, verdict: expect.objectContaining({ status: 'invalid', reason: expect.stringMatching(/does not hold transaction/) }) }])
+  expect(store.pendingVerifications(claimed)).toEqual([])
   const state = store.reconciledState(CHAIN)
   const status = Object.fromEntries(state.transactions.map(t => [t.txid, t.status]))
   expect(status[badRoot.txid]).toBe('invalid')
@@ -154,8 +160,8 @@ test('without a chainTracker nothing verifies; a restart with one resumes the pe
   const plain = new LiveLookupClient({ baseURL: origin, chain: CHAIN, allowInsecureHttp: true, fetch, store, limits: { waitMs: 0 } })
   expect(plain.verifier).toBeNull()
   let snap = await followUntil(plain, s => s.members.length === 1)
-  // Its proven funding ancestor is not an anchor yet, so the note waits as unresolved.
-  expect(currentnessOf(snap)[note.txid]).toBe('unknown')
+  // Complete evidence not checked yet: 'pending' ("checking..."), never 'unknown'.
+  expect(currentnessOf(snap)[note.txid]).toBe('pending')
   expect(store.pendingVerifications()).toHaveLength(1)
   // A tracker that cannot answer leaves the job pending (unresolved is not recorded).
   const down = { isValidRootForHeight: async () => { throw new Error('offline') }, currentHeight: async () => tracker.height }
@@ -165,6 +171,8 @@ test('without a chainTracker nothing verifies; a restart with one resumes the pe
   await v.run() // a tracker failure is tried again on the next run
   expect(v.stats.unresolved).toBe(2)
   expect(store.pendingVerifications()).toHaveLength(1)
+  // During the outage the output shows 'pending', as complete unverified evidence does.
+  expect(store.revisionSnapshot(snap.sourceKey).members[0].currentness).toBe('pending')
   store.close()
 
   store = openStore()

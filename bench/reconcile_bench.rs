@@ -25,7 +25,7 @@ use std::time::Instant;
 use overlay_lookup_live::client::chain::Finality;
 use overlay_lookup_live::client::journal::{Anchor, Placement, Status};
 use overlay_lookup_live::client::reconcile::{Received, ReconcilerConfig, VerificationResult, VerificationStatus};
-use overlay_lookup_live::client::tx::{Hash32, Txid};
+use overlay_lookup_live::bitcoin::tx::{Hash32, Txid};
 use overlay_lookup_live::client::CheckpointStore;
 use sha2::{Digest, Sha256};
 

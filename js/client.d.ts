@@ -75,11 +75,18 @@ export interface SourceState {
   quarantined: number
 }
 
+/**
+ * When received groups enter source membership: `claims` (on receipt: what the source lists,
+ * an unverified claim; the default), `verified` (once the group's evidence has all verified,
+ * in receipt order) or `manual` (when `markVerified` is called, in receipt order).
+ */
+export type MembershipRule = 'claims' | 'verified' | 'manual'
+
 export interface CommitBatchOptions {
   maxBytes?: number
   maxObservations?: number
-  /** false keeps the groups pending until markVerified. Default true. */
-  verified?: boolean
+  /** Default `claims`. */
+  membership?: MembershipRule
   /** For an open response: the label whose pending open request id this commit consumes. */
   openLabel?: string
 }
@@ -127,6 +134,8 @@ export declare class CheckpointStore {
   setContext (id: string): StepOutcome
   pendingVerifications (txid?: string | null): VerificationJob[]
   acceptVerifications (results: VerificationResultInput[]): StepOutcome
+  /** Clears `limited` verdicts recorded under another budget than `policy` (they are verified again); returns how many. */
+  requeueLimited (policy: string): number
   /** The exact evidence bytes of a job (the BEEF it arrived in), or null. */
   verificationEvidence (txid: string, variantId: string): Buffer | null
   /** A transaction's evidence variants with the verifier's recorded verdicts, or null. */
@@ -167,7 +176,9 @@ export interface VerificationJob {
 
 export interface VariantVerdict {
   variantId: string
-  verdict: { status: 'verified' | 'invalid' | 'limited'; contextId: string; reason: string } | null
+  verdict: { status: 'verified' | 'invalid' | 'limited'; contextId: string; reason: string; policy?: string } | null
+  /** The evidence was refused when it was received (it never became a job). */
+  atReceipt?: true
 }
 
 export interface VerificationResultInput {
@@ -179,6 +190,8 @@ export interface VerificationResultInput {
   raw?: Buffer
   placement?: Placement
   reason: string
+  /** For `limited`: the verification budget it was measured against (see requeueLimited). */
+  policy?: string
 }
 
 export interface OutpointRef { txid: string; outputIndex: number }
@@ -295,13 +308,13 @@ export interface FollowOptions {
   signal?: AbortSignal
   /** Follow the same query on each of these providers' base URLs, into the same store. */
   sources?: string[]
-  /** With verified: false, reads pause while pending groups + maxObservations would exceed this. Default 65536. */
+  /** Unless membership is `claims`, reads pause while pending groups + maxObservations would exceed this. Default 65536. */
   pendingBudget?: number
   waitMs?: number
   /** Pause between empty polls when waitMs is 0. Default 1000. */
   pollIntervalMs?: number
-  /** Commit groups as pending verification (accept later with markVerified). Default true. */
-  verified?: boolean
+  /** When groups enter `members`. Default `claims`: members are what the source lists, not verified state. */
+  membership?: MembershipRule
   requiredRulesDigest?: string
 }
 

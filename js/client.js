@@ -78,6 +78,7 @@ class CheckpointStore {
   verificationEvidence (txid, variantId) { return nativeCall(() => this._inner.verificationEvidence(txid, variantId)) ?? null }
   verdicts (txid) { return nativeCall(() => this._inner.verdicts(txid)) }
   acceptVerifications (results) { return nativeCall(() => this._inner.acceptVerifications(results)) }
+  requeueLimited (policy) { return nativeCall(() => this._inner.requeueLimited(policy)) }
   addPlacement (txid, placement) { return nativeCall(() => this._inner.addPlacement(txid, placement)) }
   reconciledView () { return nativeCall(() => this._inner.reconciledView()) }
   reconciledState (chain) { return nativeCall(() => this._inner.reconciledState(chain.network, chain.genesisHash)) }
@@ -88,6 +89,17 @@ class CheckpointStore {
 // --- digests (BRC-192 §1) ----------------------------------------------------
 // The package's one implementation of RFC 8785 and digest(T, B) (Rust wire module).
 const { canonicalize: canonicalJson, digest } = require('./wire')
+
+// When received groups enter source membership (docs/client.md "Membership"): 'claims'
+// (on receipt: what the source lists, whatever its evidence), 'verified' (once the group's
+// evidence has verified, in receipt order) or 'manual' (at store.markVerified).
+const MEMBERSHIP = ['claims', 'verified', 'manual']
+function membershipOf (opts) {
+  if ('verified' in opts) throw new LiveLookupError('invalid', "follow's `verified` option is now `membership` ('claims', 'verified' or 'manual')")
+  const m = opts.membership ?? 'claims'
+  if (!MEMBERSHIP.includes(m)) throw new LiveLookupError('invalid', `membership must be one of ${MEMBERSHIP.join(', ')}`)
+  return m
+}
 
 // --- crash points for tests --------------------------------------------------
 // OLL_CLIENT_CRASH=after-receive|after-commit (and OLL_CLIENT_CRASH_AT=n, the n-th
@@ -457,12 +469,12 @@ class LiveLookupClient {
     return key
   }
 
-  _commit (key, generation, expectedCursor, bytes, verified, openLabel) {
+  _commit (key, generation, expectedCursor, bytes, membership, openLabel) {
     crashPoint('after-receive')
     const outcome = this.store.commitBatch(key, generation, expectedCursor, bytes, {
       maxBytes: this.limits.maxBytes,
       maxObservations: this.limits.maxObservations,
-      verified,
+      membership,
       openLabel
     })
     crashPoint('after-commit')
@@ -487,7 +499,7 @@ class LiveLookupClient {
         bytes = await this._post('open', open, opts.signal)
         const key = this._sourceKeyOf(bytes, service, queryDigest, opts.requiredRulesDigest)
         const generation = this.store.beginGeneration(key, label)
-        const outcome = this._commit(key, generation, null, bytes, opts.verified, label)
+        const outcome = this._commit(key, generation, null, bytes, opts.membership, label)
         return { key, outcome, bytes }
       } catch (e) {
         // A response refused here would come back identically for the same request
@@ -610,7 +622,7 @@ class LiveLookupClient {
     const { onRevision, onState, signal } = opts
     const o = {
       signal,
-      verified: opts.verified ?? true,
+      membership: membershipOf(opts),
       requiredRulesDigest: opts.requiredRulesDigest,
       waitMs: Math.min(opts.waitMs ?? this.limits.waitMs, PROFILE_MAX_WAIT_MS),
       pollIntervalMs: opts.pollIntervalMs ?? 1000,
@@ -646,9 +658,9 @@ class LiveLookupClient {
         await this._emit(onRevision, key, r.outcome, r.bytes)
         return
       }
-      // Unverified groups are durable pending work; when the budget is full, receipt
-      // waits for verification to drain it instead of failing.
-      if (!o.verified) {
+      // Groups not yet in membership are durable pending work; when the budget is full,
+      // receipt waits for verification to drain it instead of failing.
+      if (o.membership !== 'claims') {
         const st = this.store.state(key)
         if (st.pendingCount + this.limits.maxObservations > o.pendingBudget) {
           await setState('paused', { pendingCount: st.pendingCount, pendingBudget: o.pendingBudget })
@@ -671,7 +683,7 @@ class LiveLookupClient {
       await setState('connected')
       let outcome
       try {
-        outcome = this._commit(key, cp.generation, cp.cursor, bytes, o.verified)
+        outcome = this._commit(key, cp.generation, cp.cursor, bytes, o.membership)
       } catch (e) {
         // Continuity of this source is gone: a new generation replaces it.
         if (e.code === 'equivocation' || e.code === 'reset-required') { reopen = true; return }

@@ -12,7 +12,8 @@
 const path = require('node:path')
 const { AsyncLocalStorage } = require('node:async_hooks')
 const { Transaction, MerklePath } = require('@bsv/sdk')
-const { subjectOfAtomicBeef } = require('./beef')
+// The subject transaction of an Atomic BEEF, read natively (src/bitcoin/beef.rs: the client's reader).
+const { beefSubject: subjectOfAtomicBeef } = require('./native')
 
 const LEGACY_CONTEXT_SCHEMA = 'https://bsv.brc.dev/apps/0192#legacy-lookup-context-json-v1'
 const SEQUENCE_FINAL = 0xffffffff
@@ -194,7 +195,7 @@ function payloadBytes (bytes, what) {
 
 /**
  * Everything the wrapper needs about an admitted output, from a whole-tx admission payload.
- * Only the subject transaction is read (js/beef.js), not the Atomic BEEF's ancestry.
+ * Only the subject transaction is read (src/bitcoin/beef.rs), not the Atomic BEEF's ancestry.
  */
 function decodeAdmission (payload) {
   if (payload === null || typeof payload !== 'object') throw new TypeError('admission payload must be an object')

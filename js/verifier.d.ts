@@ -22,17 +22,27 @@ export interface VerificationSettings {
   concurrency?: number
   /** Results accepted per store commit. Default 32. */
   acceptEvery?: number
+  /** While proofs wait for the chain tracker to reach their block, how often to look again. Default 10000. */
+  heightPollMs?: number
 }
 
 export interface EvidenceCheck {
   status: 'verified' | 'invalid' | 'limited' | 'unresolved'
   reason: string
   raw?: Buffer
+  /** Tried again later (a tracker failure, or a proof above the tracker's height). */
+  retry?: boolean
+  /** The height a proof is for, when the tracker has not reached it yet. */
+  waitHeight?: number
 }
 
 export declare class EvidenceVerifier {
   constructor (o: { store: CheckpointStore; chainTracker: ChainTrackerLike } & VerificationSettings)
-  stats: { verified: number; invalid: number; limited: number; unresolved: number; runs: number }
+  stats: { verified: number; invalid: number; limited: number; unresolved: number; deferred: number; runs: number }
+  /** Identifies this verifier's budget; `limited` verdicts of another budget are verified again. */
+  policy: string
+  /** Stops waiting for the chain tracker to advance (pending jobs stay in the store). */
+  close (): void
   /** Verifies every pending job once (another run follows if called meanwhile). */
   run (): Promise<void>
   /** Resolves when no run is active. */

@@ -5,13 +5,18 @@
 // and decodes them, checks that they carry the job's txid, verifies Merkle paths
 // against the application's ChainTracker and script-verifies the unconfirmed ancestry
 // with @bsv/sdk's `Transaction.verify` (the ecosystem's interpreter, reused as is).
-// Proven ancestors are handed to the store as anchors; the result of every job goes to
-// `acceptVerifications`, which applies it in journal order whatever order the workers
-// finish in. Jobs are durable in the store, so a restart simply runs again.
+// The result of every job goes to `acceptVerifications`; the store records the Merkle
+// claims of a verified bundle itself (it read them at receipt), and applies results in
+// journal order whatever order the workers finish in. Jobs are durable in the store, so
+// a restart simply runs again.
+//
+// A proof for a block the ChainTracker has not reached yet (its height above
+// `currentHeight()`) is not a forgery: the job stays pending and is tried again once
+// the tracker has advanced (polled every `heightPollMs` while such jobs wait).
 
 const { Beef } = require('@bsv/sdk')
 
-const DEFAULTS = { maxBytes: 1 << 20, maxTransactions: 256, maxDepth: 64, maxScriptBytes: 1 << 20, concurrency: 4, acceptEvery: 32 }
+const DEFAULTS = { maxBytes: 1 << 20, maxTransactions: 256, maxDepth: 64, maxScriptBytes: 1 << 20, concurrency: 4, acceptEvery: 32, heightPollMs: 10000 }
 
 // A bound exceeded is a retained `limited` outcome, never `invalid` (BRC-192 §8).
 class Limited extends Error {}
@@ -51,18 +56,20 @@ function measure (tx, limits) {
   walk(tx, 0)
 }
 
-function provenAncestors (tx) {
-  const out = new Map()
+// Heights of the Merkle paths a verification of `tx` relies on: its own, or those of
+// the proven ancestors its unconfirmed ancestry reaches.
+function proofHeights (tx) {
+  const heights = []
   const seen = new Set()
   const walk = t => {
     const id = t.id('hex')
     if (seen.has(id)) return
     seen.add(id)
-    if (t.merklePath) { out.set(id, t); return }
+    if (t.merklePath) { heights.push(t.merklePath.blockHeight); return }
     for (const input of t.inputs) if (input.sourceTransaction) walk(input.sourceTransaction)
   }
   walk(tx)
-  return [...out.values()]
+  return heights
 }
 
 // Interpreter errors carry a stack dump; a stored reason stays short.
@@ -70,8 +77,8 @@ const REASON_MAX = 512
 const bounded = m => (m.length > REASON_MAX ? m.slice(0, REASON_MAX - 1) + '…' : m)
 
 /**
- * Checks one job's evidence. Resolves with `{status, reason, raw?, anchors}`; never
- * throws for bad evidence.
+ * Checks one job's evidence. Resolves with `{status, reason, raw?, retry?, waitHeight?}`;
+ * never throws for bad evidence.
  */
 async function checkEvidence (job, evidence, chainTracker, limits) {
   if (!evidence) return { status: 'unresolved', reason: 'the evidence bytes are not retained' }
@@ -92,6 +99,12 @@ async function checkEvidence (job, evidence, chainTracker, limits) {
   try {
     measure(tx, limits)
     const tracker = trackerOf(chainTracker)
+    // A path into a block the tracker does not know yet cannot be judged now.
+    const ahead = Math.max(-1, ...proofHeights(tx))
+    if (ahead >= 0) {
+      const height = await tracker.currentHeight()
+      if (ahead > height) return { status: 'unresolved', reason: `a Merkle path is for height ${ahead}, above the chain tracker's ${height}`, retry: true, waitHeight: ahead }
+    }
     let ok
     try {
       ok = await tx.verify(tracker, undefined, limits.memoryLimit)
@@ -108,7 +121,7 @@ async function checkEvidence (job, evidence, chainTracker, limits) {
     if (e instanceof Unavailable) return { status: 'unresolved', reason: bounded(e.message), retry: true }
     throw e
   }
-  return { status: 'verified', reason: 'merkle paths and scripts verify', raw: Buffer.from(tx.toBinary()), anchors: provenAncestors(tx).filter(a => a.id('hex') !== job.txid) }
+  return { status: 'verified', reason: tx.merklePath ? 'its merkle path verifies' : 'merkle paths and scripts verify', raw: Buffer.from(tx.toBinary()) }
 }
 
 class EvidenceVerifier {
@@ -117,7 +130,7 @@ class EvidenceVerifier {
    * @param {import('./client').CheckpointStore} o.store a store with configureReconciler done
    * @param {{isValidRootForHeight: Function, currentHeight: Function}} o.chainTracker
    */
-  constructor ({ store, chainTracker, maxBytes, maxTransactions, maxDepth, maxScriptBytes, memoryLimit, concurrency, acceptEvery } = {}) {
+  constructor ({ store, chainTracker, maxBytes, maxTransactions, maxDepth, maxScriptBytes, memoryLimit, concurrency, acceptEvery, heightPollMs } = {}) {
     if (!store) throw new TypeError('a CheckpointStore is required')
     if (!chainTracker || typeof chainTracker.isValidRootForHeight !== 'function') throw new TypeError('a ChainTracker is required')
     this.store = store
@@ -131,9 +144,14 @@ class EvidenceVerifier {
     }
     this.concurrency = Math.max(1, concurrency ?? DEFAULTS.concurrency)
     this.acceptEvery = Math.max(1, acceptEvery ?? DEFAULTS.acceptEvery)
-    this.stats = { verified: 0, invalid: 0, limited: 0, unresolved: 0, runs: 0 }
+    this.heightPollMs = Math.max(1, heightPollMs ?? DEFAULTS.heightPollMs)
+    // The budget `limited` verdicts are recorded against: another budget tries them again.
+    this.policy = JSON.stringify(['sdk', this.limits.maxBytes, this.limits.maxTransactions, this.limits.maxDepth, this.limits.maxScriptBytes, this.limits.memoryLimit ?? null])
+    this.stats = { verified: 0, invalid: 0, limited: 0, unresolved: 0, deferred: 0, runs: 0 }
     this._running = null
     this._again = false
+    this._requeued = false
+    this._heightTimer = null
   }
 
   /**
@@ -158,8 +176,30 @@ class EvidenceVerifier {
   /** Resolves when no run is active. */
   idle () { return this._running ?? Promise.resolve() }
 
+  /** Stops the wait for the chain tracker to advance (jobs stay pending in the store). */
+  close () {
+    if (this._heightTimer) clearTimeout(this._heightTimer)
+    this._heightTimer = null
+  }
+
+  // Jobs waiting for the tracker to reach a block: run again after a while (the timer
+  // does not keep the process alive).
+  _waitForHeight () {
+    if (this._heightTimer) return
+    this._heightTimer = setTimeout(() => {
+      this._heightTimer = null
+      this.run().catch(e => { this.error = e })
+    }, this.heightPollMs)
+    this._heightTimer.unref()
+  }
+
   async _runOnce () {
     this.stats.runs++
+    if (!this._requeued) {
+      // `limited` verdicts of another budget are verified again under this one.
+      this.store.requeueLimited(this.policy)
+      this._requeued = true
+    }
     const jobs = this.store.pendingVerifications()
     const skipped = this._unresolved ?? new Set()
     const queue = jobs.filter(j => !skipped.has(j.variantId + j.txid))
@@ -175,23 +215,26 @@ class EvidenceVerifier {
         await new Promise(resolve => setImmediate(resolve))
         this.stats[r.status]++
         // Evidence that cannot complete is not retried in this process; a tracker
-        // failure is, on the next run.
-        if (r.status === 'unresolved') { if (!r.retry) skipped.add(job.variantId + job.txid); continue }
-        // Proven ancestors first, so the accepted transaction finds them confirmed.
-        for (const a of r.anchors ?? []) this.store.addAnchor(Buffer.from(a.toBinary()), null)
-        results.push({ txid: job.txid, variantId: job.variantId, contextId: job.contextId, status: r.status, raw: r.raw, reason: r.reason })
+        // failure is, on the next run; a proof above the tracker's height, once it moved.
+        if (r.status === 'unresolved') {
+          if (r.waitHeight !== undefined) { this.stats.deferred++; deferred = true } else if (!r.retry) skipped.add(job.variantId + job.txid)
+          continue
+        }
+        results.push({ txid: job.txid, variantId: job.variantId, contextId: job.contextId, status: r.status, raw: r.raw, reason: r.reason, policy: r.status === 'limited' ? this.policy : undefined })
         // Results go back in groups: one durable commit per group, not per job.
         if (results.length >= this.acceptEvery) flush()
       }
     }
     const guarded = () => worker().catch(e => { stop = true; throw e })
     const results = []
+    let deferred = false
     const flush = () => { if (results.length) this.store.acceptVerifications(results.splice(0)) }
     this._unresolved = skipped
     // Every worker ends before the run does (no orphan still writing); the first
     // failure is reported after the finished results are accepted.
     const settled = await Promise.allSettled(Array.from({ length: Math.min(this.concurrency, queue.length) }, guarded))
     flush()
+    if (deferred) this._waitForHeight()
     const failed = settled.find(x => x.status === 'rejected')
     if (failed) throw failed.reason
   }

@@ -1,4 +1,5 @@
 //! Rust core of `overlay-lookup-live`.
+pub mod bitcoin;
 pub mod client;
 pub mod manifest;
 pub mod select;

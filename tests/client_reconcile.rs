@@ -7,7 +7,7 @@ use overlay_lookup_live::client::conformance::{self, Runner};
 use overlay_lookup_live::client::fixture;
 use overlay_lookup_live::client::journal::{Placement, Status};
 use overlay_lookup_live::client::reconcile::{Received, VerificationResult, VerificationStatus};
-use overlay_lookup_live::client::tx::Hash32;
+use overlay_lookup_live::bitcoin::tx::Hash32;
 use overlay_lookup_live::client::{CommitOptions, ErrorCode};
 
 fn names(n: &[&str]) -> Vec<String> {
@@ -95,6 +95,7 @@ fn the_verification_port_checks_context_fact_and_variant() {
         raw: Some(raw),
         placement: None,
         reason: "t".into(),
+        policy: None,
     };
     let rev = r.store().revision().unwrap();
     // Another context: stale, not recorded.
@@ -137,7 +138,7 @@ fn malformed_transactions_and_unknown_contexts_change_nothing() {
 fn an_anchor_counts_only_where_its_block_is_on_the_chain() {
     use overlay_lookup_live::client::chain::Finality;
     use overlay_lookup_live::client::current::OutputState;
-    use overlay_lookup_live::client::tx::Outpoint;
+    use overlay_lookup_live::bitcoin::tx::Outpoint;
     let corpus = conformance::load(&conformance::vendored()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut r = Runner::new(&corpus, dir.path(), true, "anchor").unwrap();

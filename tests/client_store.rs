@@ -3,7 +3,7 @@
 //! cursor refusal, restart, generations and two sources.
 
 use overlay_lookup_live::client::fixture::{self, hex32};
-use overlay_lookup_live::client::{CheckpointStore, CommitOptions, ErrorCode, SourceKey};
+use overlay_lookup_live::client::{CheckpointStore, CommitOptions, ErrorCode, Membership, SourceKey};
 use serde_json::Value;
 
 fn sc(provider: &str, epoch: &str) -> Value {
@@ -277,7 +277,7 @@ fn pending_group_blocks_later_membership_but_not_receipt() {
     let key = fixture::source_key(&s);
     let g = fx.s().begin_generation(&key, None).unwrap();
     fx.s().commit_batch(&key, g, None, &fixture::batch("sess", &s, "snapshot", vec![], "c1", true, 1, 1), &opts()).unwrap();
-    let unverified = CommitOptions { verified: false, ..opts() };
+    let unverified = CommitOptions { membership: Membership::Manual, ..opts() };
     fx.s().commit_batch(&key, g, Some("c1"), &live_body(&s, 2, "l2", vec![fixture::output("o2", &s, &txid(), 0, None)], "c2"), &unverified).unwrap();
     let out = fx.s().commit_batch(&key, g, Some("c2"), &live_body(&s, 3, "l3", vec![fixture::output("o3", &s, &txid(), 1, None)], "c3"), &opts()).unwrap();
     assert_eq!((out.applied, out.accepted), (1, 0));

@@ -87,7 +87,7 @@ fn an_unknown_expect_field_or_op_fails() {
 #[test]
 fn finality_and_replacement_vectors() {
     use overlay_lookup_live::client::chain::{is_final, replaces, Finality};
-    use overlay_lookup_live::client::tx::parse_tx;
+    use overlay_lookup_live::bitcoin::tx::parse_tx;
     let corpus = conformance::load(&conformance::vendored()).unwrap();
     let v = &corpus.vectors;
     let tx = |name: &str| {

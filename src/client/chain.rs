@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::tx::{Hash32, RawTx, SEQUENCE_FINAL};
+use crate::bitcoin::tx::{Hash32, RawTx, SEQUENCE_FINAL};
 use super::ClientError;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -126,7 +126,7 @@ pub fn median_time_past(times: &[u32]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::tx::{Input, Outpoint};
+    use crate::bitcoin::tx::{Input, Outpoint};
 
     fn tx(lock: u32, seqs: &[u32]) -> RawTx {
         RawTx {

@@ -28,7 +28,7 @@ use super::fixture;
 use super::journal::{Anchor, Placement};
 use super::parse::Chain;
 use super::reconcile::{Received, ReconcilerConfig, VerificationResult, VerificationStatus};
-use super::tx::{parse_tx, Hash32, Outpoint, Txid};
+use crate::bitcoin::tx::{parse_tx, Hash32, Outpoint, Txid};
 use super::{CheckpointStore, CommitOptions, SourceKey};
 
 pub struct Corpus {
@@ -67,12 +67,14 @@ fn b64(s: &str) -> Result<Vec<u8>, String> {
 
 /// The subject, BUMP height and Merkle root (wire order) of an Atomic BEEF.
 pub fn bump_root(beef: &[u8]) -> Result<(Txid, u64, [u8; 32]), String> {
-    let b = super::beef::parse_beef(beef).map_err(|e| e.message)?;
+    let b = crate::bitcoin::beef::parse(beef).map_err(|e| e.to_string())?;
     let subject = b.subject.ok_or("not an Atomic BEEF")?;
-    let t = b.find(&subject).ok_or("subject missing")?;
-    let bump = &b.bumps[t.bump.ok_or("subject has no BUMP")?];
-    let root = super::beef::merkle_root(bump, &subject).ok_or("BUMP does not cover the subject")?;
-    Ok((subject, bump.height, root))
+    let (_, bump) = b.raw(&subject).ok_or("subject missing")?;
+    let bump = &b.bumps[bump.ok_or("subject has no BUMP")?];
+    let root = crate::bitcoin::beef::merkle_root(bump, &subject).ok_or("BUMP does not cover the subject")?;
+    let mut wire = root.0;
+    wire.reverse();
+    Ok((subject, bump.height, wire))
 }
 
 /// Per trace generation of a membership source: what was sent, so a replay resends
@@ -92,6 +94,10 @@ pub struct Runner<'a> {
     names: BTreeMap<Txid, String>,
     raws: BTreeMap<String, Vec<u8>>,
     gens: BTreeMap<(String, u64), GenState>,
+    /// Transactions the trace's `receive` steps delivered: the ones `states` reports
+    /// (a `membership` step's evidence journals its transaction too, which the corpus
+    /// does not describe).
+    received: std::collections::BTreeSet<Txid>,
 }
 
 impl<'a> Runner<'a> {
@@ -106,6 +112,7 @@ impl<'a> Runner<'a> {
             names: BTreeMap::new(),
             raws: BTreeMap::new(),
             gens: BTreeMap::new(),
+            received: Default::default(),
         };
         r.setup(non_final, journal)?;
         Ok(r)
@@ -128,9 +135,10 @@ impl<'a> Runner<'a> {
     fn setup(&mut self, non_final: bool, journal: &str) -> Result<(), String> {
         let v = &self.corpus.vectors;
         let err = |e: super::ClientError| e.to_string();
+        let ferr = |e: crate::bitcoin::Error| e.to_string();
         for (name, t) in v["transactions"].as_object().ok_or("transactions")? {
             let raw = hex::decode(s(t, "raw")?).map_err(|e| e.to_string())?;
-            let parsed = parse_tx(&raw).map_err(err)?;
+            let parsed = parse_tx(&raw).map_err(ferr)?;
             if parsed.txid.to_hex() != s(t, "txid")? {
                 return Err(format!("transaction {name}: txid of the bytes is {}, the corpus says {}", parsed.txid, s(t, "txid")?));
             }
@@ -143,7 +151,7 @@ impl<'a> Runner<'a> {
         let st = self.store();
         st.add_headers(&headers).map_err(err)?;
         for (id, view) in v["views"].as_object().ok_or("views")? {
-            st.define_view(id, Hash32::from_hex(s(view, "tipHash")?).map_err(err)?).map_err(err)?;
+            st.define_view(id, Hash32::from_hex(s(view, "tipHash")?).map_err(ferr)?).map_err(err)?;
         }
         for (id, c) in v["finalityContexts"].as_object().ok_or("finalityContexts")? {
             let f = Finality { tip_height: c["height"].as_u64().ok_or("height")?, mtp: c["mtp"].as_u64().ok_or("mtp")? };
@@ -217,6 +225,9 @@ impl<'a> Runner<'a> {
             .map(|n| self.raws.get(n).map(|raw| Received { raw: raw.clone(), evidence: vec![] }).ok_or_else(|| format!("unknown {n}")))
             .collect::<Result<Vec<_>, _>>()?;
         self.store().receive_transactions(source, &items).map_err(|e| e.to_string())?;
+        for n in names {
+            self.received.insert(self.txid(n)?);
+        }
         // Inclusion proofs of these transactions, as a verifier holding them supplies
         // them: placements that count only in views whose chain has that block.
         for inc in self.corpus.vectors["inclusion"].as_object().into_iter() {
@@ -252,6 +263,7 @@ impl<'a> Runner<'a> {
                     raw: Some(self.raws[n].clone()),
                     placement: None,
                     reason: if valid { "verified".into() } else { "script evaluation failed".into() },
+                    policy: None,
                 });
             }
         }
@@ -274,6 +286,7 @@ impl<'a> Runner<'a> {
                 raw: Some(self.raws[&n].clone()),
                 placement: None,
                 reason: if valid { "verified".into() } else { "script evaluation failed".into() },
+                policy: None,
             });
         }
         self.store().accept_verifications(&results).map_err(|e| e.to_string()).map(|_| ())
@@ -301,7 +314,8 @@ impl<'a> Runner<'a> {
     }
 
     fn commit(&self, source: &str, generation: u64, expected: Option<String>, body: Vec<u8>, verified: bool) -> Result<super::CommitOutcome, String> {
-        let opts = CommitOptions { verified, ..CommitOptions::default() };
+        let membership = if verified { super::Membership::Claims } else { super::Membership::Manual };
+        let opts = CommitOptions { membership, ..CommitOptions::default() };
         self.store().commit_batch(&Self::key(source), generation, expected.as_deref(), &body, &opts).map_err(|e| e.to_string())
     }
 
@@ -343,7 +357,11 @@ impl<'a> Runner<'a> {
             let op = self.outpoint(s(c, "outpoint")?)?;
             let oid = format!("{id}#{i}");
             observations.push(if c["present"].as_bool().ok_or("present")? {
-                fixture::output(&oid, &scope, &op.txid.to_hex(), op.vout, Some("{\"n\":1}"))
+                // The trace names the output; its evidence is a bundle of the named
+                // corpus transaction (its ancestry stays unresolved, as in the traces).
+                let name = self.name(&op.txid);
+                let raw = self.raws.get(&name).ok_or_else(|| format!("{name} is not a corpus transaction"))?;
+                fixture::output_with(&oid, &scope, &op.txid.to_hex(), op.vout, Some("{\"n\":1}"), &fixture::beef_v1(&[raw]))
             } else {
                 fixture::withdraw(&oid, &scope, &op.txid.to_hex(), op.vout)
             });
@@ -379,6 +397,7 @@ impl<'a> Runner<'a> {
                     .as_array()
                     .unwrap()
                     .iter()
+                    .filter(|t| self.received.iter().any(|r| r.to_hex() == t["txid"].as_str().unwrap_or("")))
                     .map(|t| {
                         let txid = Hash32::from_hex(t["txid"].as_str().unwrap()).unwrap();
                         let status = if pending.contains(&txid) { "pending" } else { t["status"].as_str().unwrap() };
@@ -429,7 +448,7 @@ impl<'a> Runner<'a> {
                 let mut out: Vec<String> = Vec::new();
                 for m in st.memberships_json(&chain()).map_err(e)? {
                     let provider = m["scope"]["provider"].as_str().unwrap_or("");
-                    let txid = Hash32::from_hex(m["outpoint"]["txid"].as_str().unwrap_or("")).map_err(e)?;
+                    let txid = Hash32::from_hex(m["outpoint"]["txid"].as_str().unwrap_or("")).map_err(|x| x.to_string())?;
                     out.push(format!(
                         "{}/{}/{}:{}/{}/{}",
                         provider.strip_prefix("host-").unwrap_or(provider),

@@ -15,7 +15,7 @@ use super::journal::*;
 use super::parse::Chain;
 use super::reconcile::{anchor_confirmed, outpoint_edges};
 use super::store::{decode, CheckpointStore, Tx};
-use super::tx::{Hash32, Outpoint, Txid};
+use crate::bitcoin::tx::{Hash32, Outpoint, Txid};
 use super::ClientError;
 
 /// Currentness of one output, as an application shows it.
@@ -393,7 +393,7 @@ impl CheckpointStore {
         let ops: Vec<Outpoint> = members
             .iter()
             .filter(|m| m.row.present)
-            .map(|m| Ok(Outpoint { txid: super::tx::Hash32::from_hex(&m.row.outpoint.txid)?, vout: m.row.outpoint.output_index }))
+            .map(|m| Ok(Outpoint { txid: crate::bitcoin::tx::Hash32::from_hex(&m.row.outpoint.txid)?, vout: m.row.outpoint.output_index }))
             .collect::<Result<_, ClientError>>()?;
         let (reconciled, currentness) = match self.reconciled_view_of(&ops)? {
             Some((view, states)) => {

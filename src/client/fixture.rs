@@ -30,7 +30,23 @@ pub fn source_key(scope: &Value) -> super::SourceKey {
 }
 
 pub fn output(id: &str, scope: &Value, txid: &str, index: u32, context: Option<&str>) -> Value {
-    let mut payload = json!({"evidence": {"txid": txid, "outputIndex": index, "beef": "AQID"}});
+    output_with(id, scope, txid, index, context, "AQID")
+}
+
+/// A BEEF V1 bundle of these raw transactions, none proven (base64).
+pub fn beef_v1(raws: &[&[u8]]) -> String {
+    use base64::Engine;
+    let mut b = vec![0x01, 0x00, 0xbe, 0xef, 0x00, raws.len() as u8];
+    for r in raws {
+        b.extend_from_slice(r);
+        b.push(0);
+    }
+    base64::engine::general_purpose::STANDARD.encode(b)
+}
+
+/// An `output` observation whose evidence is `beef` (base64).
+pub fn output_with(id: &str, scope: &Value, txid: &str, index: u32, context: Option<&str>, beef: &str) -> Value {
+    let mut payload = json!({"evidence": {"txid": txid, "outputIndex": index, "beef": beef}});
     if let Some(c) = context {
         use base64::Engine;
         payload["context"] = json!({

@@ -16,6 +16,7 @@
 //! | `Xp` component | marker: the component is pending |
 //! | `Xc` txid | marker: the transaction's published status is a lost conflict |
 //! | `Xb` variant id | the exact evidence bytes of a variant (kept for the verifier) |
+//! | `Xr` txid variant | [`Rejection`]: evidence refused at receipt, with its verdict |
 //!
 //! Positions, component ids and heights are u64 big-endian; txids are 32 bytes in
 //! display order (so `Xt` scans are in txid order).
@@ -23,7 +24,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::chain::{Finality, Header};
-use super::tx::{Hash32, Input, Outpoint, RawTx, Txid};
+use crate::bitcoin::tx::{Hash32, Input, Outpoint, RawTx, Txid};
 
 pub const META: &[u8] = b"Xm";
 
@@ -83,6 +84,13 @@ pub fn conflict_key(txid: &Txid) -> Vec<u8> {
     [b"Xc".as_slice(), &txid.0].concat()
 }
 pub const CONFLICT_PREFIX: &[u8] = b"Xc";
+pub fn rejection_key(txid: &Txid, variant: &Hash32) -> Vec<u8> {
+    [b"Xr".as_slice(), &txid.0, &variant.0].concat()
+}
+/// Rejections of one transaction's evidence.
+pub fn rejections_of(txid: &Txid) -> Vec<u8> {
+    [b"Xr".as_slice(), &txid.0].concat()
+}
 
 /// The registered profile of §10.
 pub const PROFILE: &str = "https://bsv.brc.dev/apps/0192#bitcoin-spend-reconciliation-v1";
@@ -149,27 +157,107 @@ pub struct Verdict {
     #[serde(rename = "contextId")]
     pub context_id: String,
     pub reason: String,
+    /// For `limited`: the verification budget it was measured against (a verifier
+    /// with another budget may try the variant again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+}
+
+/// A received group of a source generation (the checkpoint store's `R` record).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct GroupRef {
+    pub source: Hash32,
+    pub generation: u64,
+    pub ordinal: u64,
+}
+
+/// Whether a receipt counts as support (BRC-192 §8: a group's evidence publishes
+/// whole, or not at all).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReceiptState {
+    /// Its group still waits for a verdict on some candidate: possible support only.
+    Open,
+    /// Counts: received outside a group, or its group's evidence all verified.
+    Accepted,
+    /// Its group was refused (a candidate invalid or limited) or retired.
+    Refused,
+}
+
+fn accepted() -> ReceiptState {
+    ReceiptState::Accepted
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Receipt {
     pub at: IngressPosition,
     pub source: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<GroupRef>,
+    #[serde(default = "accepted")]
+    pub state: ReceiptState,
+}
+
+/// A Merkle path's claim: the block at `height` has this root (display order). Only
+/// a verified variant's claims count, and only on the current view's chain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Proof {
+    pub height: u64,
+    pub root: Hash32,
+}
+
+/// A proven parent the variant's bundle carries (so it needs no other support).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Supplied {
+    pub txid: Txid,
+    pub outputs: u32,
+    pub proof: Proof,
 }
 
 /// One evidence variant of a transaction, keyed by the digest of its exact bytes
-/// (BRC-192 §2). Its first receipt is its support position.
+/// (BRC-192 §2). Its support position is its first counting receipt.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Variant {
     pub id: Hash32,
     pub receipts: Vec<Receipt>,
     pub verdict: Option<Verdict>,
+    /// The bundle's Merkle path for this very transaction: a mined subject.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proof: Option<Proof>,
+    /// Proven parents the bundle carries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub supplies: Vec<Supplied>,
 }
 
 impl Variant {
     pub fn first(&self) -> IngressPosition {
         self.receipts[0].at
     }
+    /// The earliest position at which this variant counts as support, if verified.
+    pub fn support(&self) -> Option<u64> {
+        if !matches!(&self.verdict, Some(v) if v.status == VerdictStatus::Verified) {
+            return None;
+        }
+        self.receipts.iter().filter(|r| r.state == ReceiptState::Accepted).map(|r| r.at.position).min()
+    }
+    /// The earliest position at which it could still turn out to be support: verified
+    /// or unjudged, with a receipt that counts or may yet count.
+    pub fn possible(&self) -> Option<u64> {
+        if matches!(&self.verdict, Some(v) if v.status != VerdictStatus::Verified) {
+            return None;
+        }
+        self.receipts.iter().filter(|r| r.state != ReceiptState::Refused).map(|r| r.at.position).min()
+    }
+}
+
+/// Evidence refused when it was received (it does not parse, does not carry the
+/// asserted transaction or output, or exceeds a bound), with the verdict saying why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rejection {
+    pub txid: Txid,
+    pub variant: Hash32,
+    pub verdict: Verdict,
+    pub receipts: Vec<Receipt>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -278,6 +366,10 @@ pub struct AnchorRecord {
     pub txid: Txid,
     pub outputs: u32,
     pub anchor: Anchor,
+    /// The journal position of the receipt that supplied it; `None` for an anchor the
+    /// application configured (it supports every position).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -287,6 +379,10 @@ pub enum Anchor {
     Preverified,
     /// Included at a block: confirmed only in views whose chain holds that block.
     Placed { placement: Placement },
+    /// Proven by a verified bundle's Merkle path: confirmed in a header view whose
+    /// block at that height has the root, and in every view without headers (there
+    /// the ChainTracker that verified it is the chain).
+    Proven { proof: Proof },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

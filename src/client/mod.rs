@@ -8,20 +8,20 @@
 //! - [`store`]: the sled-backed [`CheckpointStore`].
 //!
 //! Spend reconciliation (BRC-192 §10), one module per concept, on the same store:
-//! - [`beef`]: the transactions and BUMPs a BEEF bundle carries.
-//! - [`tx`]: raw transactions (txid from the bytes, ordered inputs, locktime).
+//! Raw transactions and BEEF bundles are read with [`crate::bitcoin`].
 //! - [`chain`]: headers, chain views, exact finality and the replacement relation.
+//! - [`evidence`]: a group's evidence from its BEEF bytes to the graph, published whole.
 //! - [`journal`]: the durable ingress journal and the records it keeps.
 //! - [`order`]: readiness, candidate order and the verification barrier.
 //! - [`select`]: chain overrides, historical replay and current-view rebuild.
 //! - [`reconcile`]: the durable steps (receive, context, verification port).
 //! - [`current`]: currentness and the reported `ReconciledState`.
 
-pub mod beef;
 pub mod chain;
 pub mod checks;
 pub mod conformance;
 pub mod current;
+pub mod evidence;
 pub mod fixture;
 pub mod journal;
 pub mod membership;
@@ -30,12 +30,11 @@ pub mod parse;
 pub mod reconcile;
 pub mod select;
 pub mod store;
-pub mod tx;
 
 use serde::{Deserialize, Serialize};
 
 pub use parse::{parse_batch, Phase, Scope};
-pub use store::{CheckpointStore, CommitOptions, CommitOutcome, MemberView, SourceCheckpoint, SourceState};
+pub use store::{CheckpointStore, CommitOptions, CommitOutcome, MemberView, Membership, SourceCheckpoint, SourceState};
 
 /// Error codes use the BRC-192 §6 vocabulary.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,6 +93,15 @@ impl std::fmt::Display for ClientError {
 }
 
 impl std::error::Error for ClientError {}
+
+impl From<crate::bitcoin::Error> for ClientError {
+    fn from(e: crate::bitcoin::Error) -> Self {
+        match e {
+            crate::bitcoin::Error::Invalid(m) => ClientError::invalid(m),
+            crate::bitcoin::Error::Limited(m) => ClientError::new(ErrorCode::Limited, m),
+        }
+    }
+}
 
 /// A source (one session branch): who serves it, which query, under which access
 /// partition. Epoch, rules digest and session belong to a generation of the source.

@@ -1,21 +1,23 @@
 //! Readiness and candidate order (BRC-192 §10.2), for one component.
 //!
-//! A transaction's support is its raw bytes with a verified evidence variant plus the
-//! support of every unconfirmed parent; confirmed anchors need nothing more.
-//! `readyAt` is the minimum over sufficient support sets of the greatest receipt
-//! position in the set: with one position per variant this is
-//! `max(earliest verified variant, readyAt of each journal parent)`. Verification
-//! completion never enters it. The same computation over variants that are verified
-//! *or still unverified* gives the earliest support that could still turn out
-//! sufficient (`potential`); when that is earlier than `readyAt` (or `readyAt` is not
-//! yet known) the earliest support is not determined and the component waits (the
-//! barrier). A transaction with a missing or failed dependency has neither: it is
-//! unresolved and reserves nothing.
+//! A *support set* for a transaction is one evidence variant of it whose receipt
+//! counts (its group's evidence all verified, [`super::evidence`]) plus support for
+//! every parent: a journal parent's own readiness, a confirmed anchor (from the
+//! position its proof arrived; an application's anchor from the start), or a proven
+//! parent the same bundle carries. A variant whose bundle proves the transaction
+//! itself (a mined subject) needs no parents. `readyAt` is the minimum over support
+//! sets of the greatest receipt position in the set; verification completion never
+//! enters it. The same computation over variants that are verified *or still
+//! unjudged*, with receipts that count or may yet count, gives the earliest support
+//! that could still turn out sufficient (`potential`); when that is earlier than
+//! `readyAt` (or `readyAt` is not yet known) the earliest support is not determined
+//! and the component waits (the barrier). A transaction with no complete support set
+//! has neither: it is unresolved and reserves nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::journal::{TxRecord, VerdictStatus};
-use super::tx::{Outpoint, Txid};
+use crate::bitcoin::tx::{Hash32, Outpoint, Txid};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Readiness {
@@ -26,7 +28,10 @@ pub struct Readiness {
     pub invalid: bool,
     /// No variant verified or pending, some limited.
     pub limited: bool,
-    /// Inputs whose parent is neither in the journal nor a confirmed anchor, or failed.
+    /// Verified evidence exists, but every group that brought it was refused.
+    pub refused: bool,
+    /// Inputs without support (parent neither in the journal, nor confirmed, nor
+    /// carried proven), when no complete support set exists.
     pub missing: Vec<Outpoint>,
 }
 
@@ -41,8 +46,20 @@ impl Readiness {
     }
 }
 
-/// Readiness of every member. `anchors` holds the confirmed parents outside the journal.
-pub fn readiness(members: &BTreeMap<Txid, TxRecord>, anchors: &BTreeSet<Txid>) -> BTreeMap<Txid, Readiness> {
+/// What the component's chain facts contribute to support.
+#[derive(Clone, Copy)]
+pub struct Facts<'a> {
+    /// Confirmed transactions (parents outside the journal, or members an anchor
+    /// names): the position from which each supports, `None` for always.
+    pub anchors: &'a BTreeMap<Txid, Option<u64>>,
+    /// `(txid, variant id)`: the variant's bundle carries a Merkle path for `txid`
+    /// (the variant's own transaction, or a parent it supplies) that holds in the
+    /// current view.
+    pub proven: &'a BTreeSet<(Txid, Hash32)>,
+}
+
+/// Readiness of every member.
+pub fn readiness(members: &BTreeMap<Txid, TxRecord>, facts: &Facts) -> BTreeMap<Txid, Readiness> {
     let mut out: BTreeMap<Txid, Readiness> = BTreeMap::new();
     // Parents before children: a transaction's txid commits to its inputs, so the
     // dependency relation is acyclic; an explicit stack avoids deep recursion.
@@ -62,53 +79,103 @@ pub fn readiness(members: &BTreeMap<Txid, TxRecord>, anchors: &BTreeSet<Txid>) -
                 }
                 continue;
             }
-            let r = own(rec, members, anchors, &out);
+            let r = own(rec, members, facts, &out);
             out.insert(t, r);
         }
     }
     out
 }
 
-fn own(rec: &TxRecord, members: &BTreeMap<Txid, TxRecord>, anchors: &BTreeSet<Txid>, done: &BTreeMap<Txid, Readiness>) -> Readiness {
-    let first_with = |ok: &dyn Fn(Option<VerdictStatus>) -> bool| {
-        rec.variants.iter().filter(|v| ok(v.verdict.as_ref().map(|d| d.status))).map(|v| v.first().position).min()
-    };
-    let verified = first_with(&|s| s == Some(VerdictStatus::Verified));
-    let possible = first_with(&|s| s.is_none() || s == Some(VerdictStatus::Verified));
-    let invalid = !rec.variants.is_empty() && rec.variants.iter().all(|v| matches!(&v.verdict, Some(d) if d.status == VerdictStatus::Invalid));
-    let limited = possible.is_none() && rec.variants.iter().any(|v| matches!(&v.verdict, Some(d) if d.status == VerdictStatus::Limited));
-    let mut ready = verified;
-    let mut potential = possible;
-    let mut missing = Vec::new();
-    let mut parent_ready = Vec::new();
-    for i in &rec.inputs {
-        let p = i.prev.txid;
-        if let Some(pr) = done.get(&p).filter(|_| members.contains_key(&p)) {
-            if pr.invalid || pr.limited || !pr.missing.is_empty() {
-                missing.push(i.prev);
-                continue;
+fn own(rec: &TxRecord, members: &BTreeMap<Txid, TxRecord>, facts: &Facts, done: &BTreeMap<Txid, Readiness>) -> Readiness {
+    let verdicts = |s: VerdictStatus| rec.variants.iter().filter(|v| matches!(&v.verdict, Some(d) if d.status == s)).count();
+    let possible_any = rec.variants.iter().any(|v| v.possible().is_some());
+    let invalid = !rec.variants.is_empty() && verdicts(VerdictStatus::Invalid) == rec.variants.len();
+    let limited = !possible_any && verdicts(VerdictStatus::Limited) > 0;
+    let refused = !possible_any && verdicts(VerdictStatus::Verified) > 0;
+    // The best support: (readyAt, needs no parents). Ties prefer a parent-free one.
+    let mut best: Option<(u64, bool)> = None;
+    let mut offer = |r: Option<u64>, free: bool| {
+        if let Some(r) = r {
+            if best.is_none_or(|(b, bf)| r < b || (r == b && free && !bf)) {
+                best = Some((r, free));
             }
-            ready = max_opt(ready, pr.ready);
-            potential = max_opt(potential, pr.potential);
-            parent_ready.push((pr.ready, pr.depth));
-        } else if !anchors.contains(&p) {
-            missing.push(i.prev);
+        }
+    };
+    let mut potential = None;
+    // An anchor naming this transaction supports it without parents.
+    if let Some(at) = facts.anchors.get(&rec.txid) {
+        offer(Some(at.unwrap_or(0)), true);
+        potential = Some(at.unwrap_or(0));
+    }
+    let mut missing = Vec::new();
+    for v in &rec.variants {
+        let Some(possible) = v.possible() else { continue };
+        // A variant proving this very transaction (a mined subject) needs no parents.
+        if facts.proven.contains(&(rec.txid, v.id)) {
+            offer(v.support(), true);
+            potential = min_opt(potential, Some(possible));
+            continue;
+        }
+        let mut r = v.support();
+        let mut q = Some(possible);
+        let mut absent = Vec::new();
+        for i in &rec.inputs {
+            let p = i.prev.txid;
+            if members.contains_key(&p) {
+                let pr = &done[&p];
+                if pr.potential.is_none() {
+                    absent.push(i.prev); // a failed or unresolved parent
+                    continue;
+                }
+                r = max_opt(r, pr.ready);
+                q = max_opt(q, pr.potential);
+            } else if let Some(at) = facts.anchors.get(&p) {
+                // A confirmed parent supports from the position its proof arrived.
+                r = r.map(|x| x.max(at.unwrap_or(0)));
+                q = q.map(|x| x.max(at.unwrap_or(0)));
+            } else if !facts.proven.contains(&(p, v.id)) {
+                absent.push(i.prev); // neither in the journal, confirmed, nor carried proven
+            }
+        }
+        if absent.is_empty() {
+            offer(r, false);
+            potential = min_opt(potential, q);
+        } else if missing.is_empty() {
+            missing = absent;
         }
     }
-    if !missing.is_empty() {
-        return Readiness { ready: None, potential: None, depth: 0, invalid, limited, missing };
+    if potential.is_some() {
+        missing.clear();
     }
-    // depth: 0 when every unconfirmed parent was ready earlier; otherwise one more than
-    // the deepest parent ready at the same position (ancestors first at a shared readyAt).
-    let depth = match ready {
-        Some(r) => parent_ready.iter().filter(|(pr, _)| *pr == Some(r)).map(|(_, d)| d + 1).max().unwrap_or(0),
-        None => 0,
+    let ready = best.map(|(r, _)| r);
+    // depth: 0 when every unconfirmed parent was ready earlier (or the support needs
+    // no parents); otherwise one more than the deepest parent ready at the same
+    // position (ancestors first at a shared readyAt).
+    let depth = match best {
+        Some((r, false)) => rec
+            .inputs
+            .iter()
+            .filter(|i| members.contains_key(&i.prev.txid))
+            .map(|i| &done[&i.prev.txid])
+            .filter(|pr| pr.ready == Some(r))
+            .map(|pr| pr.depth + 1)
+            .max()
+            .unwrap_or(0),
+        _ => 0,
     };
-    Readiness { ready, potential, depth, invalid, limited, missing }
+    Readiness { ready, potential, depth, invalid, limited, refused, missing }
 }
 
 fn max_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     Some(a?.max(b?))
+}
+
+fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
 }
 
 /// The total candidate order key `(readyAt, depth, firstRaw.position, firstRaw.index, txid)`.

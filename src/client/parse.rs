@@ -87,11 +87,29 @@ pub struct ParsedObservation {
     pub id: String,
     pub kind: String,
     pub effect: Effect,
-    /// Transaction evidence it carries: the asserted target txid and the BEEF (base64)
-    /// of an `output` (evidence) or a `spend` (spending transaction).
-    pub evidence: Option<(String, String)>,
+    /// Transaction evidence it carries: the BEEF of an `output` (its evidence) or a
+    /// `spend` (the spending transaction).
+    pub evidence: Option<EvidenceClaim>,
     /// sha256 of the normalized observation bytes.
     pub digest: [u8; 32],
+}
+
+/// What an observation's BEEF is offered as evidence of.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// `output`: the target transaction has this output.
+    Output(u32),
+    /// `spend`: the target transaction consumes this outpoint.
+    Spends(OutpointId),
+}
+
+#[derive(Clone, Debug)]
+pub struct EvidenceClaim {
+    /// The asserted target txid (Hex32).
+    pub txid: String,
+    /// The bundle, base64 (validated canonical).
+    pub beef: String,
+    pub claim: Claim,
 }
 
 #[derive(Clone, Debug)]
@@ -296,7 +314,11 @@ fn parse_observation(v: Value, scope: &Scope) -> Result<ParsedObservation, Clien
                 }
                 None => None,
             };
-            evidence = Some((p.evidence.txid.clone(), p.evidence.beef.clone()));
+            evidence = Some(EvidenceClaim {
+                txid: p.evidence.txid.clone(),
+                beef: p.evidence.beef.clone(),
+                claim: Claim::Output(p.evidence.output_index),
+            });
             Effect::Present {
                 outpoint: OutpointId { txid: p.evidence.txid, output_index: p.evidence.output_index },
                 context,
@@ -309,10 +331,10 @@ fn parse_observation(v: Value, scope: &Scope) -> Result<ParsedObservation, Clien
         }
         "spend" => {
             let p: RawSpendPayload = payload(&raw)?;
-            outpoint_in_scope(p.previous, scope)?;
+            let previous = outpoint_in_scope(p.previous, scope)?;
             check_hex32("spendingTxid", &p.spending_txid)?;
             check_base64("beef", &p.beef)?;
-            evidence = Some((p.spending_txid.clone(), p.beef.clone()));
+            evidence = Some(EvidenceClaim { txid: p.spending_txid.clone(), beef: p.beef.clone(), claim: Claim::Spends(previous) });
             Effect::None
         }
         // Other BRC-192 kinds are kept as receipts; they do not touch membership.

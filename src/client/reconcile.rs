@@ -14,14 +14,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use sha2::{Digest, Sha256};
-
 use super::chain::{self, Finality};
+use super::evidence::{self, variant_id, Item};
 use super::journal::*;
 use super::select::{self, ChainFacts};
 use super::store::{CheckpointStore, Tx};
-use super::tx::{parse_tx, Hash32, Outpoint, Txid};
 use super::{ClientError, ErrorCode};
+use crate::bitcoin::beef;
+use crate::bitcoin::tx::{parse_tx, Hash32, Outpoint, Txid};
 
 /// Fixed configuration of a journal (`{nonFinal}` is the §10 policy parameter).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,6 +63,8 @@ pub struct VerificationResult {
     /// A Merkle placement the verifier resolved, if any.
     pub placement: Option<Placement>,
     pub reason: String,
+    /// For `limited`: the verification budget it was measured against.
+    pub policy: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,10 +92,6 @@ pub struct StepOutcome {
 
 fn corrupt(m: &str) -> ClientError {
     ClientError::storage(format!("reconciler record missing: {m}"))
-}
-
-fn variant_id(bytes: &[u8]) -> Hash32 {
-    Hash32(Sha256::digest(bytes).into())
 }
 
 impl CheckpointStore {
@@ -201,7 +199,7 @@ impl CheckpointStore {
         let _g = self.guard();
         let mut tx = Tx::new(&self.tree);
         let meta = Self::meta(&tx)?;
-        let rec = AnchorRecord { txid: parsed.txid, outputs: parsed.outputs, anchor };
+        let rec = AnchorRecord { txid: parsed.txid, outputs: parsed.outputs, anchor, at: None };
         if let Some(old) = tx.get_json::<AnchorRecord>(&anchor_key(&parsed.txid))? {
             if old == rec {
                 return Ok(StepOutcome { revision: self.revision()?, ignored: 1, ..Default::default() });
@@ -220,9 +218,29 @@ impl CheckpointStore {
     /// actual inputs. Nothing is written if any raw transaction fails to parse.
     pub fn receive_transactions(&self, source: &str, items: &[Received]) -> Result<StepOutcome, ClientError> {
         super::parse::check_text("source", source)?;
+        if items.is_empty() {
+            return Err(ClientError::invalid("nothing to receive"));
+        }
+        let mut bundles = BTreeMap::new();
+        let mut journal = Vec::with_capacity(items.len());
+        for it in items {
+            let txid = parse_tx(&it.raw)?.txid;
+            let evidence = if it.evidence.is_empty() { &it.raw } else { &it.evidence };
+            let variant = variant_id(evidence);
+            // A bundle that holds the transaction lends it its Merkle claims.
+            let (proof, supplies) = match beef::parse(&it.evidence) {
+                Ok(b) if b.raw(&txid).is_some() => evidence::bundle_claims(&b, &txid).unwrap_or_default(),
+                _ => (None, vec![]),
+            };
+            if !it.evidence.is_empty() {
+                bundles.insert(variant, it.evidence.clone());
+            }
+            journal.push(Item { raw: it.raw.clone(), variant, proof, supplies, group: None });
+        }
         let _g = self.guard();
         let mut tx = Tx::new(&self.tree);
-        let (position, components) = receive_in(&mut tx, source, items)?.ok_or_else(|| ClientError::invalid("nothing to receive"))?;
+        let (position, touched) = receive_in(&mut tx, source, &journal, &bundles)?;
+        let components = recompute_components(&mut tx, &touched)?;
         let revision = tx.bump_revision()?;
         crate::store::crash::crash_point("client-receipt");
         tx.finish(&self.db)?;
@@ -252,13 +270,15 @@ impl CheckpointStore {
 
     /// Accepts verification results, all in one commit. A result for another context
     /// than the current one is stale and not recorded; unresolved, cancelled and
-    /// context-changed results leave the job pending.
+    /// context-changed results leave the job pending. Groups whose candidates now all
+    /// have verdicts are settled in the same commit (`evidence::settle`).
     pub fn accept_verifications(&self, results: &[VerificationResult]) -> Result<StepOutcome, ClientError> {
         let _g = self.guard();
         let mut tx = Tx::new(&self.tree);
         let meta = Self::meta(&tx)?;
         let mut out = StepOutcome::default();
         let mut touched = BTreeSet::new();
+        let mut judged: BTreeMap<Txid, BTreeSet<Hash32>> = BTreeMap::new();
         for r in results {
             if r.context_id != meta.current().id {
                 out.stale += 1;
@@ -281,7 +301,8 @@ impl CheckpointStore {
                     return Err(ClientError::invalid(format!("verified fact for {} is not its raw transaction", r.txid)));
                 }
             }
-            let verdict = Verdict { status, context_id: r.context_id.clone(), reason: r.reason.clone() };
+            let policy = if status == VerdictStatus::Limited { r.policy.clone() } else { None };
+            let verdict = Verdict { status, context_id: r.context_id.clone(), reason: r.reason.clone(), policy };
             let v = rec.variants.iter_mut().find(|v| v.id == r.variant).ok_or_else(|| ClientError::invalid("unknown evidence variant"))?;
             match &v.verdict {
                 Some(old) if old.status == verdict.status => {
@@ -298,6 +319,7 @@ impl CheckpointStore {
                 }
             }
             touched.insert(rec.component);
+            judged.entry(r.txid).or_default().insert(r.variant);
             tx.put_json(tx_key(&r.txid), &rec);
             out.accepted += 1;
         }
@@ -305,11 +327,63 @@ impl CheckpointStore {
             out.revision = self.revision()?;
             return Ok(out);
         }
+        let settled = settle_judged(&mut tx, &judged)?;
+        touched.extend(&settled.components);
         out.components = recompute_all(&mut tx, &meta, &touched)?;
+        super::store::after_settle(&mut tx, &settled)?;
         out.revision = tx.bump_revision()?;
         crate::store::crash::crash_point("client-accept");
         tx.finish(&self.db)?;
         Ok(out)
+    }
+
+    /// Clears `limited` verdicts measured against another verification budget than
+    /// `policy`, so their jobs are pending again (a raised bound may now verify them);
+    /// their groups wait again too. Returns how many verdicts were cleared.
+    pub fn requeue_limited(&self, policy: &str) -> Result<usize, ClientError> {
+        let _g = self.guard();
+        let mut tx = Tx::new(&self.tree);
+        let meta = Self::meta(&tx)?;
+        let mut cleared = 0;
+        let mut comps = BTreeSet::new();
+        for (_, v) in tx.scan(TX_PREFIX)? {
+            let mut rec: TxRecord = super::store::decode(&v)?;
+            let mut changed = BTreeSet::new();
+            for var in rec.variants.iter_mut() {
+                if matches!(&var.verdict, Some(d) if d.status == VerdictStatus::Limited && d.policy.as_deref() != Some(policy)) {
+                    var.verdict = None;
+                    changed.insert(var.id);
+                }
+            }
+            if changed.is_empty() {
+                continue;
+            }
+            cleared += changed.len();
+            comps.insert(rec.component);
+            let groups: BTreeSet<GroupRef> = rec
+                .variants
+                .iter()
+                .filter(|v| changed.contains(&v.id))
+                .flat_map(|v| v.receipts.iter().filter_map(|r| r.group))
+                .collect();
+            tx.put_json(tx_key(&rec.txid), &rec);
+            for gref in groups {
+                let Some(mut g) = super::store::GroupRecord::load(&tx, &gref)? else { continue };
+                if g.evidence == Some(evidence::GroupEvidence::Limited) {
+                    g.evidence = Some(evidence::GroupEvidence::Pending);
+                    g.evidence_reason = None;
+                    evidence::set_receipts(&mut tx, &gref, &g.candidates, ReceiptState::Open, &mut comps)?;
+                    g.save(&mut tx, &gref);
+                }
+            }
+        }
+        if cleared == 0 {
+            return Ok(0);
+        }
+        recompute_all(&mut tx, &meta, &comps)?;
+        tx.bump_revision()?;
+        tx.finish(&self.db)?;
+        Ok(cleared)
     }
 
     /// Records a verified Merkle placement of a journal transaction.
@@ -368,123 +442,106 @@ impl CheckpointStore {
         Tx::new(&self.tree).get_json(&tx_key(txid))
     }
 
+    /// Evidence of `txid` refused at receipt, with its verdicts.
+    pub fn rejections(&self, txid: &Txid) -> Result<Vec<Rejection>, ClientError> {
+        let tx = Tx::new(&self.tree);
+        tx.scan(&rejections_of(txid))?.iter().map(|(_, v)| super::store::decode(v)).collect()
+    }
+
     pub fn reconciler_meta(&self) -> Result<Option<Meta>, ClientError> {
         Tx::new(&self.tree).get_json(META)
     }
 }
 
 
-/// The journal part of a receive, inside the caller's commit: the next position, the
-/// new transactions indexed by ascending txid, their edges and components. `None`
-/// when there is nothing to receive.
-pub(crate) fn receive_in(tx: &mut Tx, source: &str, items: &[Received]) -> Result<Option<(u64, usize)>, ClientError> {
-    if items.is_empty() {
-        return Ok(None);
+/// Settles the groups with open receipts on the variants just judged.
+fn settle_judged(tx: &mut Tx, judged: &BTreeMap<Txid, BTreeSet<Hash32>>) -> Result<evidence::Settled, ClientError> {
+    let mut groups = BTreeSet::new();
+    for (txid, variants) in judged {
+        let rec: TxRecord = tx.get_json(&tx_key(txid))?.ok_or_else(|| corrupt("judged transaction"))?;
+        groups.extend(evidence::open_groups(&rec, variants));
     }
-    let mut parsed = Vec::with_capacity(items.len());
+    evidence::settle(tx, &groups)
+}
+
+/// The journal part of a receive, inside the caller's commit: the next position, the
+/// new transactions indexed by ascending txid (then the already known ones), each
+/// item a receipt of its variant; spend edges and components. Returns the position
+/// and the components to recompute (the caller recomputes them once, with whatever
+/// else its commit changes).
+pub(crate) fn receive_in(tx: &mut Tx, source: &str, items: &[Item], bundles: &BTreeMap<Hash32, Vec<u8>>) -> Result<(u64, BTreeSet<u64>), ClientError> {
+    // The verifier reads the evidence after this commit (and after a restart), so the
+    // bytes are kept in the same commit as the jobs they create, once per variant.
+    for (id, bytes) in bundles {
+        if tx.get(&evidence_key(id))?.is_none() {
+            tx.put(evidence_key(id), bytes.clone());
+        }
+    }
+    let mut by_tx: BTreeMap<Txid, (crate::bitcoin::tx::RawTx, Vec<&Item>)> = BTreeMap::new();
     for it in items {
         let p = parse_tx(&it.raw)?;
-        let evidence = if it.evidence.is_empty() { &it.raw } else { &it.evidence };
-        let id = variant_id(evidence);
-        // The verifier reads the evidence after this commit (and after a restart), so
-        // the bytes are kept in the same commit as the job they create.
-        if !it.evidence.is_empty() && tx.get(&evidence_key(&id))?.is_none() {
-            tx.put(evidence_key(&id), it.evidence.clone());
-        }
-        parsed.push((p, id, it.raw.clone()));
+        by_tx.entry(p.txid).or_insert_with(|| (p, Vec::new())).1.push(it);
     }
-    parsed.sort_by(|a, b| a.0.txid.cmp(&b.0.txid));
     let mut meta: Meta = tx.get_json(META)?.ok_or_else(|| ClientError::invalid("the reconciler is not configured"))?;
     let position = meta.position.checked_add(1).ok_or_else(|| ClientError::new(ErrorCode::Limited, "journal position overflow"))?;
     meta.position = position;
     let context = meta.current().id.clone();
     let mut touched: BTreeSet<u64> = BTreeSet::new();
-    let mut txids = Vec::new();
-    let mut new_index = 0u32;
-    let new_count = parsed.iter().filter(|(p, _, _)| tx.get(&tx_key(&p.txid)).ok().flatten().is_none()).count() as u32;
-    let mut old_index = new_count;
-    for (p, variant, raw) in parsed {
-        if txids.last() == Some(&p.txid) {
-            // The same transaction twice in one receive: one more variant at most.
-            if let Some(mut rec) = tx.get_json::<TxRecord>(&tx_key(&p.txid))? {
-                let index = rec.first_raw.index;
-                add_variant(&mut rec, variant, IngressPosition { position, index }, source);
-                tx.put_json(tx_key(&p.txid), &rec);
-            }
-            continue;
+    let mut known = Vec::new();
+    for t in by_tx.keys() {
+        if tx.get(&tx_key(t))?.is_some() {
+            known.push(*t);
         }
-        txids.push(p.txid);
-        match tx.get_json::<TxRecord>(&tx_key(&p.txid))? {
-            Some(mut rec) => {
-                // A duplicate or alternative proof keeps the first raw position.
-                add_variant(&mut rec, variant, IngressPosition { position, index: old_index }, source);
+    }
+    // New transactions take the first indexes in ascending txid order; a duplicate or
+    // alternative proof of a known one keeps its first raw position.
+    let mut new_index = 0u32;
+    let mut old_index = (by_tx.len() - known.len()) as u32;
+    for (txid, (p, its)) in &by_tx {
+        let mut rec = match tx.get_json::<TxRecord>(&tx_key(txid))? {
+            Some(rec) => {
+                let at = IngressPosition { position, index: old_index };
                 old_index += 1;
-                touched.insert(rec.component);
-                tx.put_json(tx_key(&p.txid), &rec);
+                let mut rec = rec;
+                for it in its {
+                    add_receipt(&mut rec, it, at, source);
+                }
+                rec
             }
             None => {
                 let at = IngressPosition { position, index: new_index };
                 new_index += 1;
-                let comp = link(tx, &mut meta, &p.txid, &p.inputs)?;
-                let rec = TxRecord {
-                    txid: p.txid,
-                    raw,
+                let comp = link(tx, &mut meta, txid, &p.inputs)?;
+                let mut rec = TxRecord {
+                    txid: *txid,
+                    raw: its[0].raw.clone(),
                     inputs: p.inputs.clone(),
                     outputs: p.outputs,
                     locktime: p.locktime,
                     first_raw: at,
-                    variants: vec![Variant { id: variant, receipts: vec![Receipt { at, source: source.to_string() }], verdict: None }],
+                    variants: vec![],
                     placements: vec![],
                     component: comp,
                     published: None,
                 };
-                tx.put_json(tx_key(&p.txid), &rec);
-                for i in &p.inputs {
-                    tx.put(edge_key(&i.prev, &p.txid), vec![]);
+                for it in its {
+                    add_receipt(&mut rec, it, at, source);
                 }
-                touched.insert(comp);
+                for i in &p.inputs {
+                    tx.put(edge_key(&i.prev, txid), vec![]);
+                }
+                rec
             }
-        }
+        };
+        touched.insert(rec.component);
+        rec.variants.sort_by_key(|v| v.first());
+        tx.put_json(tx_key(txid), &rec);
     }
-    // Components may have merged while linking: recompute the survivors.
-    let touched: BTreeSet<u64> = touched
-        .into_iter()
-        .filter_map(|c| tx.get(&component_key(c)).ok().flatten().map(|_| c))
-        .collect();
-    tx.put_json(entry_key(position), &Entry::Receive { source: source.to_string(), txids, context });
+    tx.put_json(entry_key(position), &Entry::Receive { source: source.to_string(), txids: by_tx.keys().copied().collect(), context });
     tx.put_json(META.to_vec(), &meta);
-    let n = recompute_all(tx, &meta, &touched)?;
-    Ok(Some((position, n)))
-}
-
-/// The raw transactions carried by the evidence of these groups' observations, each
-/// with its bundle as evidence bytes: the asserted target and its unconfirmed
-/// ancestors in the bundle (never an unrelated transaction of an aggregate bundle).
-/// Ancestors carrying a BUMP are left to the verifier, which supplies them as anchors
-/// once their proofs check; until then the target waits for them as unresolved. A
-/// bundle that does not parse, or does not hold its target, adds nothing: it could
-/// never verify (its receipt stays in the checkpoint store).
-pub(crate) fn batch_evidence(groups: &[&super::parse::ParsedGroup]) -> Vec<Received> {
-    use base64::Engine;
-    let mut out = Vec::new();
-    for o in groups.iter().flat_map(|g| &g.observations) {
-        let Some((target, b64)) = &o.evidence else { continue };
-        let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(b64) else { continue };
-        let Ok(beef) = super::beef::parse_beef(&bytes) else { continue };
-        let Ok(target) = Hash32::from_hex(target) else { continue };
-        let mut todo = vec![target];
-        let mut seen = BTreeSet::new();
-        while let Some(t) = todo.pop() {
-            let Some(bt) = beef.find(&t) else { continue };
-            if !seen.insert(t) || (t != target && bt.bump.is_some()) {
-                continue;
-            }
-            let Ok(parsed) = parse_tx(&bt.raw) else { continue };
-            todo.extend(parsed.inputs.iter().map(|i| i.prev.txid));
-            out.push(Received { raw: bt.raw.clone(), evidence: bytes.clone() });
-        }
-    }
-    out
+    // Components may have merged while linking: the survivors.
+    let touched = touched.into_iter().filter(|c| tx.get(&component_key(*c)).ok().flatten().is_some()).collect();
+    Ok((position, touched))
 }
 
 fn define(tx: &mut Tx, def: ContextDef) -> Result<(), ClientError> {
@@ -497,16 +554,28 @@ fn define(tx: &mut Tx, def: ContextDef) -> Result<(), ClientError> {
     }
 }
 
-fn add_variant(rec: &mut TxRecord, id: Hash32, at: IngressPosition, source: &str) {
-    let receipt = Receipt { at, source: source.to_string() };
-    match rec.variants.iter_mut().find(|v| v.id == id) {
-        Some(v) => v.receipts.push(receipt),
-        None => rec.variants.push(Variant { id, receipts: vec![receipt], verdict: None }),
+/// One receipt of an item's variant (a group's receipt waits for its group).
+fn add_receipt(rec: &mut TxRecord, it: &Item, at: IngressPosition, source: &str) {
+    let state = if it.group.is_some() { ReceiptState::Open } else { ReceiptState::Accepted };
+    let receipt = Receipt { at, source: source.to_string(), group: it.group, state };
+    match rec.variants.iter_mut().find(|v| v.id == it.variant) {
+        Some(v) => {
+            if !v.receipts.iter().any(|r| r.at.position == at.position && r.group == it.group) {
+                v.receipts.push(receipt);
+            }
+        }
+        None => rec.variants.push(Variant {
+            id: it.variant,
+            receipts: vec![receipt],
+            verdict: None,
+            proof: it.proof,
+            supplies: it.supplies.clone(),
+        }),
     }
 }
 
 /// Components of the transactions spending any output of `txid`.
-fn spender_components(tx: &Tx, txid: &Txid) -> Result<BTreeSet<u64>, ClientError> {
+pub(crate) fn spender_components(tx: &Tx, txid: &Txid) -> Result<BTreeSet<u64>, ClientError> {
     let mut out = BTreeSet::new();
     for (k, _) in tx.scan(&edges_of_tx(txid))? {
         let (_, spender) = edge_of_key(&k);
@@ -518,7 +587,7 @@ fn spender_components(tx: &Tx, txid: &Txid) -> Result<BTreeSet<u64>, ClientError
 
 /// The component of a new transaction: its journal parents', its input competitors'
 /// and its children's components merged into one (the smallest id survives).
-fn link(tx: &mut Tx, meta: &mut Meta, txid: &Txid, inputs: &[super::tx::Input]) -> Result<u64, ClientError> {
+fn link(tx: &mut Tx, meta: &mut Meta, txid: &Txid, inputs: &[crate::bitcoin::tx::Input]) -> Result<u64, ClientError> {
     let mut comps = spender_components(tx, txid)?;
     for i in inputs {
         if let Some(p) = tx.get_json::<TxRecord>(&tx_key(&i.prev.txid))? {
@@ -555,6 +624,15 @@ fn link(tx: &mut Tx, meta: &mut Meta, txid: &Txid, inputs: &[super::tx::Input]) 
     Ok(target)
 }
 
+/// Recomputes these components in the current context (inside the caller's commit).
+pub(crate) fn recompute_components(tx: &mut Tx, comps: &BTreeSet<u64>) -> Result<usize, ClientError> {
+    if comps.is_empty() {
+        return Ok(0);
+    }
+    let meta: Meta = tx.get_json(META)?.ok_or_else(|| ClientError::invalid("the reconciler is not configured"))?;
+    recompute_all(tx, &meta, comps)
+}
+
 fn recompute_all(tx: &mut Tx, meta: &Meta, comps: &BTreeSet<u64>) -> Result<usize, ClientError> {
     for c in comps {
         recompute(tx, meta, *c)?;
@@ -568,22 +646,35 @@ pub(crate) fn anchor_confirmed(tx: &Tx, tip: Option<Hash32>, a: &AnchorRecord) -
     match &a.anchor {
         Anchor::Preverified => Ok(true),
         Anchor::Placed { placement } => on_chain(tx, tip, placement),
+        Anchor::Proven { proof } => proof_on_view(tx, tip, proof),
+    }
+}
+
+/// The header at `height` on the chain of the context's tip, if the headers reach it.
+fn header_at(tx: &Tx, tip: Hash32, height: u64) -> Result<Option<HeaderRecord>, ClientError> {
+    let mut at = tip;
+    loop {
+        let Some(h) = tx.get_json::<HeaderRecord>(&header_key(&at))? else { return Ok(None) };
+        if h.height <= height {
+            return Ok((h.height == height).then_some(h));
+        }
+        at = h.header.prev;
     }
 }
 
 /// Whether `p` is on the chain of the context's tip.
 fn on_chain(tx: &Tx, tip: Option<Hash32>, p: &Placement) -> Result<bool, ClientError> {
-    let Some(mut at) = tip else { return Ok(false) };
-    loop {
-        let Some(h) = tx.get_json::<HeaderRecord>(&header_key(&at))? else { return Ok(false) };
-        if h.height < p.height {
-            return Ok(false);
-        }
-        if h.height == p.height {
-            return Ok(h.header.hash == p.block);
-        }
-        at = h.header.prev;
-    }
+    let Some(tip) = tip else { return Ok(false) };
+    Ok(header_at(tx, tip, p.height)?.is_some_and(|h| h.header.hash == p.block))
+}
+
+/// Whether a verified Merkle claim holds in the current view: with headers, the block
+/// at its height on the view's chain has its root (a proof on another branch is no
+/// anchor, BRC-192 §10.4); without headers, the ChainTracker that verified it is the
+/// application's chain view, and its answer stands.
+pub(crate) fn proof_on_view(tx: &Tx, tip: Option<Hash32>, p: &Proof) -> Result<bool, ClientError> {
+    let Some(tip) = tip else { return Ok(true) };
+    Ok(header_at(tx, tip, p.height)?.is_some_and(|h| h.header.merkle_root == p.root))
 }
 
 /// Recomputes one component in the current context and writes its result.
@@ -594,22 +685,45 @@ fn recompute(tx: &mut Tx, meta: &Meta, id: u64) -> Result<(), ClientError> {
         let rec: TxRecord = tx.get_json(&tx_key(m))?.ok_or_else(|| corrupt("member"))?;
         members.insert(*m, rec);
     }
-    let mut anchors = BTreeSet::new();
+    // Confirmed transactions the members rely on (parents outside the journal, and
+    // members an anchor names), each from the position its proof was received.
+    let mut anchors: BTreeMap<Txid, Option<u64>> = BTreeMap::new();
+    let mut proven = BTreeSet::new();
     let mut included = BTreeSet::new();
-    let mut placed_parent = false;
+    let mut chain_facts = false;
     let tip = meta.current().tip;
     for rec in members.values() {
-        for i in &rec.inputs {
-            let p = i.prev.txid;
-            if members.contains_key(&p) || anchors.contains(&p) {
+        let names = rec.inputs.iter().map(|i| i.prev.txid).filter(|p| !members.contains_key(p)).chain([rec.txid]);
+        for p in names {
+            if anchors.contains_key(&p) {
                 continue;
             }
             if let Some(a) = tx.get_json::<AnchorRecord>(&anchor_key(&p))? {
-                placed_parent |= matches!(a.anchor, Anchor::Placed { .. });
+                chain_facts |= !matches!(a.anchor, Anchor::Preverified);
                 if anchor_confirmed(tx, tip, &a)? {
-                    anchors.insert(p);
+                    anchors.insert(p, a.at);
                 }
             }
+        }
+        for v in &rec.variants {
+            if let Some(pr) = &v.proof {
+                chain_facts = true;
+                if proof_on_view(tx, tip, pr)? {
+                    proven.insert((rec.txid, v.id));
+                    if v.support().is_some() {
+                        included.insert(rec.txid);
+                    }
+                }
+            }
+            for s in &v.supplies {
+                chain_facts = true;
+                if proof_on_view(tx, tip, &s.proof)? {
+                    proven.insert((s.txid, v.id));
+                }
+            }
+        }
+        if anchors.contains_key(&rec.txid) {
+            included.insert(rec.txid);
         }
         for pl in &rec.placements {
             if on_chain(tx, tip, pl)? {
@@ -617,7 +731,8 @@ fn recompute(tx: &mut Tx, meta: &Meta, id: u64) -> Result<(), ClientError> {
             }
         }
     }
-    let outcome = select::reconcile(&members, meta, &ChainFacts { anchors: &anchors, included: &included });
+    let facts = ChainFacts { support: super::order::Facts { anchors: &anchors, proven: &proven }, included: &included };
+    let outcome = select::reconcile(&members, meta, &facts);
     match outcome.published {
         Some(published) => {
             for (t, p) in published {
@@ -645,7 +760,7 @@ fn recompute(tx: &mut Tx, meta: &Meta, id: u64) -> Result<(), ClientError> {
         }
     }
     tx.put_json(component_key(id), &comp);
-    if placed_parent || select::context_sensitive(&members) {
+    if chain_facts || select::context_sensitive(&members) {
         tx.put(sensitive_key(id), vec![]);
     } else {
         tx.writes.insert(sensitive_key(id), None);

@@ -21,14 +21,15 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::chain::{is_final, replaces};
 use super::journal::{CandidateOrder, Eligible, Meta, Published, Replacement, Status, TxRecord};
-use super::order::{order_key, readiness, OrderKey, Readiness};
-use super::tx::{Outpoint, RawTx, Txid};
+use super::order::{order_key, readiness, Facts, OrderKey, Readiness};
+use crate::bitcoin::tx::{Outpoint, RawTx, Txid};
 
 /// What the caller knows about the chain for this component.
 pub struct ChainFacts<'a> {
-    /// Confirmed parents outside the journal.
-    pub anchors: &'a BTreeSet<Txid>,
-    /// Members with a placement on the current view's chain.
+    /// What supports readiness: confirmed anchors and Merkle claims in this view.
+    pub support: Facts<'a>,
+    /// Members confirmed in the current view (a placement on its chain, a verified
+    /// Merkle claim of their own, or an anchor naming them).
     pub included: &'a BTreeSet<Txid>,
 }
 
@@ -43,7 +44,7 @@ pub struct Outcome {
 }
 
 pub fn reconcile(members: &BTreeMap<Txid, TxRecord>, meta: &Meta, chain: &ChainFacts) -> Outcome {
-    let ready = readiness(members, chain.anchors);
+    let ready = readiness(members, &chain.support);
     if members.keys().any(|t| ready[t].pending()) {
         return Outcome { published: None, pending: Some("verification-pending".into()), replacements: vec![], readiness: ready };
     }
@@ -207,6 +208,8 @@ pub fn reconcile(members: &BTreeMap<Txid, TxRecord>, meta: &Meta, chain: &ChainF
             (Status::Conflicting, format!("replaced by {}", successor[t]))
         } else if let Some(s) = status.get(t) {
             s.clone()
+        } else if r.refused {
+            (Status::Unresolved, "its verified evidence came only in refused groups (a sibling candidate is invalid or limited)".to_string())
         } else {
             (Status::Unresolved, "missing or failed dependencies".to_string())
         };

@@ -37,6 +37,8 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 
 use super::checks::{self, BatchLimits, Position};
+use super::evidence::{self, Candidate, GroupEvidence};
+use super::journal::{GroupRef, ReceiptState};
 use super::membership::{self, MemberRow, RetainedObservation};
 use super::parse::{self, ParsedBatch, Phase, Scope};
 use super::{ClientError, ErrorCode, SourceKey};
@@ -100,15 +102,50 @@ impl GenRecord {
     }
 }
 
+/// Which rule admits a received group into source membership.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Membership {
+    /// On receipt: membership is the source's claim (its evidence is judged apart, in
+    /// the reconciled graph). The default.
+    #[default]
+    Claims,
+    /// When the group's evidence has all verified (needs the reconciler); a group
+    /// without evidence (a withdrawal) needs nothing more. In receipt order.
+    Verified,
+    /// When the application calls [`CheckpointStore::mark_verified`]. In receipt order.
+    Manual,
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
-struct GroupRecord {
+pub(crate) struct GroupRecord {
     id: String,
     sequence: u64,
     phase: Phase,
     digest: String,
     observations: Vec<RetainedObservation>,
-    verified: bool,
+    /// Cleared for membership (by its rule).
+    pub(crate) verified: bool,
     accepted: bool,
+    #[serde(default)]
+    pub(crate) gate: Membership,
+    /// The evidence candidates it brought (with the reconciler configured).
+    #[serde(default)]
+    pub(crate) candidates: Vec<Candidate>,
+    /// `None` when it was received without the reconciler (nothing is tracked).
+    #[serde(default)]
+    pub(crate) evidence: Option<GroupEvidence>,
+    #[serde(default)]
+    pub(crate) evidence_reason: Option<String>,
+}
+
+impl GroupRecord {
+    pub(crate) fn load(tx: &Tx, g: &GroupRef) -> Result<Option<GroupRecord>, ClientError> {
+        tx.get_json(&key(b'R', &g.source.0, Some(g.generation), &g.ordinal.to_be_bytes()))
+    }
+    pub(crate) fn save(&self, tx: &mut Tx, g: &GroupRef) {
+        tx.put_json(key(b'R', &g.source.0, Some(g.generation), &g.ordinal.to_be_bytes()), self);
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -123,9 +160,8 @@ pub struct CommitOptions {
     /// Byte limit the client requested for this response (the profile maximum applies too).
     pub max_bytes: usize,
     pub max_observations: usize,
-    /// Whether the batch's groups are accepted now. `false` keeps them as durable
-    /// pending work until [`CheckpointStore::mark_verified`].
-    pub verified: bool,
+    /// When the batch's groups enter source membership.
+    pub membership: Membership,
     /// For the open response: the label whose pending open request id this commit
     /// consumes (removed in the same write).
     pub open_label: Option<String>,
@@ -136,7 +172,7 @@ impl Default for CommitOptions {
         CommitOptions {
             max_bytes: checks::PROFILE_MAX_BYTES,
             max_observations: checks::PROFILE_MAX_OBSERVATIONS,
-            verified: true,
+            membership: Membership::Claims,
             open_label: None,
         }
     }
@@ -492,14 +528,19 @@ impl CheckpointStore {
             return Err(ClientError::conflict("expected cursor is not the committed cursor"));
         }
         checks::check_batch(&gen.position(), source, &batch, &limits)?;
-        let applied = receive(&mut tx, &sid, &mut gen, &batch, &identities, opts.verified)?;
-        // The transactions this batch carries enter the reconciliation journal in the
-        // same commit, at one new ingress position (BRC-192 §10.2).
-        if tx.get(super::journal::META)?.is_some() {
-            let fresh: Vec<&parse::ParsedGroup> =
-                batch.groups.iter().zip(&identities).filter(|(_, i)| matches!(i, Identity::New)).map(|(g, _)| g).collect();
-            let items = super::reconcile::batch_evidence(&fresh);
-            super::reconcile::receive_in(&mut tx, &batch.scope.provider, &items)?;
+        let fresh: Vec<&parse::ParsedGroup> =
+            batch.groups.iter().zip(&identities).filter(|(_, i)| matches!(i, Identity::New)).map(|(g, _)| g).collect();
+        let refs: Vec<GroupRef> = (0..fresh.len() as u64)
+            .map(|k| GroupRef { source: crate::bitcoin::tx::Hash32(sid), generation, ordinal: gen.received + k })
+            .collect();
+        let assembled = match tx.get(super::journal::META)?.is_some() {
+            true => Some(evidence::assemble(&fresh, &refs)),
+            false => None,
+        };
+        let candidates: Option<Vec<_>> = assembled.as_ref().map(|a| a.groups.iter().map(|(c, _)| c.clone()).collect());
+        let applied = receive(&mut tx, &sid, &mut gen, &batch, &identities, opts.membership, candidates.as_deref())?;
+        if let Some(a) = &assembled {
+            receive_evidence(&mut tx, &mut gen, &batch.scope.provider, &refs, a)?;
         }
         if let (None, Some(label)) = (expected_cursor, &opts.open_label) {
             tx.writes.insert(pending_open_key(label), None);
@@ -726,24 +767,24 @@ fn quarantine(tx: &mut Tx, sid: &[u8; 32], gen: &mut GenRecord, body: &[u8], why
     Ok(())
 }
 
-/// Stores the new groups as durable receipts (pending work until accepted).
+/// Stores the new groups as durable receipts (pending work until accepted), each
+/// with its evidence candidates when the reconciler tracks evidence.
 fn receive(
     tx: &mut Tx,
     sid: &[u8; 32],
     gen: &mut GenRecord,
     b: &ParsedBatch,
     identities: &[Identity],
-    verified: bool,
+    gate: Membership,
+    candidates: Option<&[std::collections::BTreeSet<Candidate>]>,
 ) -> Result<u64, ClientError> {
     let fresh = identities.iter().filter(|i| matches!(i, Identity::New)).count() as u64;
     if gen.received - gen.accepted + fresh > MAX_PENDING_GROUPS {
         return Err(ClientError::new(ErrorCode::Limited, "too many groups awaiting acceptance"));
     }
     let g = gen.generation;
-    for (group, identity) in b.groups.iter().zip(identities) {
-        if !matches!(identity, Identity::New) {
-            continue;
-        }
+    let new_groups = b.groups.iter().zip(identities).filter(|(_, i)| matches!(i, Identity::New));
+    for (k, (group, _)) in new_groups.enumerate() {
         let ord = gen.received;
         let rec = GroupRecord {
             id: group.id.clone(),
@@ -755,8 +796,12 @@ fn receive(
                 .iter()
                 .map(|o| RetainedObservation { id: o.id.clone(), effect: o.effect.clone() })
                 .collect(),
-            verified,
+            verified: gate == Membership::Claims,
             accepted: false,
+            gate,
+            candidates: candidates.map(|c| c[k].iter().copied().collect()).unwrap_or_default(),
+            evidence: candidates.map(|_| GroupEvidence::Pending),
+            evidence_reason: None,
         };
         tx.put_json(key(b'R', sid, Some(g), &ord.to_be_bytes()), &rec);
         tx.put(key(b'I', sid, Some(g), group.id.as_bytes()), ord.to_be_bytes().to_vec());
@@ -766,6 +811,52 @@ fn receive(
         gen.received += 1;
     }
     Ok(fresh)
+}
+
+/// The batch's evidence enters the reconciliation journal in the commit that receives
+/// it, at one new ingress position (BRC-192 §10.2); groups whose candidates already
+/// all have verdicts settle at once. Invalid evidence under the `verified` rule
+/// invalidates the generation's continuity (BRC-192 §8: a new generation must follow).
+fn receive_evidence(
+    tx: &mut Tx,
+    gen: &mut GenRecord,
+    provider: &str,
+    refs: &[GroupRef],
+    assembled: &evidence::Assembled,
+) -> Result<(), ClientError> {
+    let refusals = assembled.groups.iter().any(|(_, r)| !r.is_empty());
+    let mut comps = std::collections::BTreeSet::new();
+    if !assembled.items.is_empty() || refusals {
+        let (position, touched) = super::reconcile::receive_in(tx, provider, &assembled.items, &assembled.bundles)?;
+        comps.extend(touched);
+        let at = super::journal::IngressPosition { position, index: 0 };
+        for ((_, refused), gref) in assembled.groups.iter().zip(refs) {
+            evidence::record_refusals(tx, refused, at, provider, gref)?;
+        }
+    }
+    let mut settled = evidence::Settled::default();
+    let mut judge = std::collections::BTreeSet::new();
+    for ((_, refused), gref) in assembled.groups.iter().zip(refs) {
+        match refused.is_empty() {
+            true => judge.insert(*gref),
+            false => {
+                evidence::refuse(tx, gref, refused, &mut settled)?;
+                false
+            }
+        };
+    }
+    let judged = evidence::settle(tx, &judge)?;
+    settled.components.extend(judged.components);
+    settled.invalid.extend(judged.invalid);
+    comps.extend(settled.components);
+    super::reconcile::recompute_components(tx, &comps)?;
+    for (gref, why) in settled.invalid {
+        let rec = GroupRecord::load(tx, &gref)?.ok_or_else(|| ClientError::storage("group record missing"))?;
+        if rec.gate == Membership::Verified && gen.invalidated.is_none() {
+            gen.invalidated = Some(format!("invalid-evidence: {why}"));
+        }
+    }
+    Ok(())
 }
 
 fn advance_position(gen: &mut GenRecord, b: &ParsedBatch) {
@@ -792,8 +883,18 @@ fn accept(tx: &mut Tx, sid: &[u8; 32], src: &mut SourceRecord, gen: &mut GenReco
     while gen.accepted < gen.received {
         let rkey = key(b'R', sid, Some(g), &gen.accepted.to_be_bytes());
         let mut rec: GroupRecord = tx.get_json(&rkey)?.ok_or_else(|| ClientError::storage("group record missing"))?;
-        if !rec.verified {
+        // A claim whose own evidence was refused at receipt (it does not hold the named
+        // transaction or output) is quarantined: nothing of the group is applied.
+        let refused = rec.gate == Membership::Claims && rec.evidence == Some(GroupEvidence::Invalid);
+        if !rec.verified && !refused {
             break;
+        }
+        if refused {
+            rec.accepted = true;
+            tx.put_json(rkey, &rec);
+            gen.accepted += 1;
+            n += 1;
+            continue;
         }
         let mut rows = BTreeMap::new();
         for op in membership::touched(&rec.observations) {
@@ -826,9 +927,47 @@ fn accept(tx: &mut Tx, sid: &[u8; 32], src: &mut SourceRecord, gen: &mut GenReco
     Ok((n, swapped))
 }
 
+/// After evidence settled outside a receipt (verification results, a budget change):
+/// each generation holding a settled group accepts what it now unblocks, and a group
+/// under the `verified` rule with invalid evidence invalidates its generation.
+pub(crate) fn after_settle(tx: &mut Tx, settled: &evidence::Settled) -> Result<(), ClientError> {
+    let mut gens = std::collections::BTreeSet::new();
+    gens.extend(settled.verified.iter().map(|g| (g.source, g.generation)));
+    gens.extend(settled.invalid.iter().map(|(g, _)| (g.source, g.generation)));
+    for (source, generation) in gens {
+        let sid = source.0;
+        let Some(mut src) = tx.get_json::<SourceRecord>(&key(b'S', &sid, None, &[]))? else { continue };
+        let mut gen = load_gen(tx, &sid, generation)?;
+        if gen.retired {
+            continue;
+        }
+        for (gref, why) in settled.invalid.iter().filter(|(g, _)| g.source == source && g.generation == generation) {
+            let rec = GroupRecord::load(tx, gref)?.ok_or_else(|| ClientError::storage("group record missing"))?;
+            if rec.gate == Membership::Verified && gen.invalidated.is_none() {
+                gen.invalidated = Some(format!("invalid-evidence: {why}"));
+            }
+        }
+        accept(tx, &sid, &mut src, &mut gen)?;
+        tx.put_json(key(b'G', &sid, Some(generation), &[]), &gen);
+        tx.put_json(key(b'S', &sid, None, &[]), &src);
+    }
+    Ok(())
+}
+
 /// Retires a generation: its rows and receipts go (only this source's), and its
 /// record stays as a fence so late work from it is a no-op.
 fn retire(tx: &mut Tx, sid: &[u8; 32], generation: u64) -> Result<(), ClientError> {
+    // Evidence of its groups still waiting for verdicts no longer holds a barrier:
+    // those receipts will never count (the evidence stays in the journal).
+    let mut comps = std::collections::BTreeSet::new();
+    for (k, v) in tx.scan(&key(b'R', sid, Some(generation), &[]))? {
+        let rec: GroupRecord = decode(&v)?;
+        if rec.evidence == Some(GroupEvidence::Pending) {
+            let gref = GroupRef { source: crate::bitcoin::tx::Hash32(*sid), generation, ordinal: be_u64(&k[41..49]) };
+            evidence::set_receipts(tx, &gref, &rec.candidates, ReceiptState::Refused, &mut comps)?;
+        }
+    }
+    super::reconcile::recompute_components(tx, &comps)?;
     for tag in [b'M', b'R', b'I', b'O'] {
         tx.delete_prefix(&key(tag, sid, Some(generation), &[]))?;
     }

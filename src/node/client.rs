@@ -16,7 +16,7 @@ use crate::client::{self, ClientError, CommitOptions, SourceKey};
 use crate::client::chain::Finality;
 use crate::client::journal::{Anchor, Placement};
 use crate::client::reconcile::{Received, ReconcilerConfig, StepOutcome, VerificationResult, VerificationStatus};
-use crate::client::tx::Hash32;
+use crate::bitcoin::tx::Hash32;
 
 /// The message starts with `[code] `; the JS wrapper (`js/client.js`) moves it to
 /// `error.code`. (napi 3 class methods only throw `Status`-coded errors.)
@@ -43,6 +43,15 @@ fn key(v: JsSourceKey) -> napi::Result<SourceKey> {
     Ok(k)
 }
 
+fn membership(m: &str) -> napi::Result<client::Membership> {
+    match m {
+        "claims" => Ok(client::Membership::Claims),
+        "verified" => Ok(client::Membership::Verified),
+        "manual" => Ok(client::Membership::Manual),
+        other => Err(invalid(format!("membership must be claims, verified or manual, not {other:?}"))),
+    }
+}
+
 fn generation(g: i64) -> napi::Result<u64> {
     u64::try_from(g).map_err(|_| invalid("generation must be a non-negative integer"))
 }
@@ -52,8 +61,9 @@ pub struct CommitBatchOptions {
     /// The maxBytes the read requested (the profile maximum, 4 MiB, applies too).
     pub max_bytes: Option<u32>,
     pub max_observations: Option<u32>,
-    /// `false` keeps the groups as pending work until `markVerified`. Default `true`.
-    pub verified: Option<bool>,
+    /// When the groups enter source membership: `claims` (on receipt, the default),
+    /// `verified` (when their evidence has verified) or `manual` (at `markVerified`).
+    pub membership: Option<String>,
     /// For an open response: the label whose pending open request id is consumed.
     pub open_label: Option<String>,
 }
@@ -160,8 +170,8 @@ impl JsCheckpointStore {
             if let Some(n) = o.max_observations {
                 opts.max_observations = n as usize;
             }
-            if let Some(v) = o.verified {
-                opts.verified = v;
+            if let Some(m) = o.membership.as_deref() {
+                opts.membership = membership(m)?;
             }
             opts.open_label = o.open_label;
         }
@@ -262,6 +272,8 @@ pub struct JsVerificationResult {
     pub raw: Option<Buffer>,
     pub placement: Option<JsPlacement>,
     pub reason: String,
+    /// For `limited`: an identifier of the verification budget it was measured against.
+    pub policy: Option<String>,
 }
 
 fn hash(name: &str, s: &str) -> napi::Result<Hash32> {
@@ -361,13 +373,15 @@ impl JsCheckpointStore {
     #[napi(ts_return_type = "any /* see js/client.d.ts: VariantVerdict[] | null */")]
     pub fn verdicts(&self, txid: String) -> napi::Result<Value> {
         let t = hash("txid", &txid)?;
-        let Some(rec) = self.with(|s| s.transaction(&t))? else { return Ok(Value::Null) };
-        Ok(Value::Array(
-            rec.variants
-                .iter()
-                .map(|v| json!({"variantId": v.id, "verdict": v.verdict}))
-                .collect(),
-        ))
+        let rec = self.with(|s| s.transaction(&t))?;
+        let refused = self.with(|s| s.rejections(&t))?;
+        if rec.is_none() && refused.is_empty() {
+            return Ok(Value::Null);
+        }
+        let mut out: Vec<Value> = rec.iter().flat_map(|r| &r.variants).map(|v| json!({"variantId": v.id, "verdict": v.verdict})).collect();
+        // Evidence refused at receipt (it never became a verification job).
+        out.extend(refused.iter().map(|r| json!({"variantId": r.variant, "verdict": r.verdict, "atReceipt": true})));
+        Ok(Value::Array(out))
     }
 
     /// Hands verifier results back through the port, all in one commit.
@@ -392,9 +406,17 @@ impl JsCheckpointStore {
                 raw: r.raw.map(|b| b.to_vec()),
                 placement: r.placement.map(placement).transpose()?,
                 reason: r.reason,
+                policy: r.policy,
             });
         }
         self.with(|s| s.accept_verifications(&out)).map(step)
+    }
+
+    /// Clears `limited` verdicts measured against another budget than `policy`, so
+    /// they are verified again; returns how many.
+    #[napi]
+    pub fn requeue_limited(&self, policy: String) -> napi::Result<u32> {
+        self.with(|s| s.requeue_limited(&policy)).map(|n| n as u32)
     }
 
     /// Records a verified Merkle placement of a journal transaction.

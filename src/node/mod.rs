@@ -1,6 +1,7 @@
 //! napi glue: the only place that knows about Node.
 use napi_derive::napi;
 
+mod bitcoin;
 mod client;
 mod delivery;
 mod error;

@@ -12,7 +12,7 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sha2::{Digest, Sha256};
 
-use super::ClientError;
+use super::Error;
 
 /// Largest raw transaction accepted (the BRC-192 §9 message bound).
 pub const MAX_RAW_BYTES: usize = 4 * 1024 * 1024;
@@ -23,10 +23,12 @@ pub const MAX_RAW_BYTES: usize = 4 * 1024 * 1024;
 pub struct Hash32(pub [u8; 32]);
 
 impl Hash32 {
-    pub fn from_hex(s: &str) -> Result<Hash32, ClientError> {
-        super::parse::check_hex32("hash", s)?;
+    pub fn from_hex(s: &str) -> Result<Hash32, Error> {
+        if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+            return Err(Error::invalid("a hash is 64 lowercase hex digits"));
+        }
         let mut b = [0u8; 32];
-        hex::decode_to_slice(s, &mut b).map_err(|_| ClientError::invalid("hash is not hex"))?;
+        hex::decode_to_slice(s, &mut b).map_err(|_| Error::invalid("hash is not hex"))?;
         Ok(Hash32(b))
     }
     /// From 32 bytes already in display order (as stored in keys).
@@ -133,16 +135,16 @@ impl<'a> Reader<'a> {
     pub fn rest(&self) -> &'a [u8] {
         &self.b[self.at..]
     }
-    pub fn take(&mut self, n: usize) -> Result<&'a [u8], ClientError> {
+    pub fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
         let end = self.at.checked_add(n).filter(|e| *e <= self.b.len()).ok_or_else(|| truncated())?;
         let s = &self.b[self.at..end];
         self.at = end;
         Ok(s)
     }
-    pub fn u32(&mut self) -> Result<u32, ClientError> {
+    pub fn u32(&mut self) -> Result<u32, Error> {
         Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap()))
     }
-    pub fn varint(&mut self) -> Result<u64, ClientError> {
+    pub fn varint(&mut self) -> Result<u64, Error> {
         let first = self.take(1)?[0];
         Ok(match first {
             0xfd => u16::from_le_bytes(self.take(2)?.try_into().unwrap()) as u64,
@@ -152,7 +154,7 @@ impl<'a> Reader<'a> {
         })
     }
     /// A count of items at least `min_bytes` each: bounded by what is left to read.
-    pub fn count(&mut self, min_bytes: usize) -> Result<usize, ClientError> {
+    pub fn count(&mut self, min_bytes: usize) -> Result<usize, Error> {
         let n = self.varint()?;
         let left = (self.b.len() - self.at) as u64;
         if n.saturating_mul(min_bytes as u64) > left {
@@ -162,57 +164,105 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn truncated() -> ClientError {
-    ClientError::invalid("raw transaction is truncated")
+fn truncated() -> Error {
+    Error::invalid("truncated: the bytes end before the structure does")
 }
 
 /// Parses one complete raw transaction.
-pub fn parse_tx(raw: &[u8]) -> Result<RawTx, ClientError> {
+pub fn parse_tx(raw: &[u8]) -> Result<RawTx, Error> {
     if raw.len() > MAX_RAW_BYTES {
-        return Err(ClientError::new(super::ErrorCode::Limited, "raw transaction exceeds 4 MiB"));
+        return Err(Error::Limited("raw transaction exceeds 4 MiB".into()));
     }
     let (tx, len) = parse_prefix(raw)?;
     if len != raw.len() {
-        return Err(ClientError::invalid("trailing bytes after the raw transaction"));
+        return Err(Error::invalid("trailing bytes after the raw transaction"));
     }
     Ok(tx)
 }
 
+/// One input as it stands in the bytes (script borrowed from them).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct InputView<'a> {
+    pub prev: Outpoint,
+    pub script: &'a [u8],
+    pub sequence: u32,
+}
+
+/// One output as it stands in the bytes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct OutputView<'a> {
+    pub satoshis: u64,
+    pub script: &'a [u8],
+}
+
+/// A whole raw transaction, scripts borrowed from its bytes: what a script check or a
+/// lookup-service hook reads.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct TxView<'a> {
+    pub txid: Txid,
+    pub version: u32,
+    pub inputs: Vec<InputView<'a>>,
+    pub outputs: Vec<OutputView<'a>>,
+    pub locktime: u32,
+    /// The transaction's own bytes.
+    pub raw: &'a [u8],
+}
+
+impl TxView<'_> {
+    /// The summary the reconciler keeps.
+    pub fn summary(&self) -> RawTx {
+        RawTx {
+            txid: self.txid,
+            inputs: self.inputs.iter().map(|i| Input { prev: i.prev, sequence: i.sequence }).collect(),
+            outputs: self.outputs.len() as u32,
+            locktime: self.locktime,
+        }
+    }
+}
+
 /// Parses the raw transaction at the start of `bytes` (as inside a BEEF); returns it
 /// and its length.
-pub fn parse_prefix(raw: &[u8]) -> Result<(RawTx, usize), ClientError> {
+pub fn parse_prefix(raw: &[u8]) -> Result<(RawTx, usize), Error> {
+    let view = view_prefix(raw)?;
+    let len = view.raw.len();
+    Ok((view.summary(), len))
+}
+
+/// The whole transaction at the start of `bytes`, scripts borrowed.
+pub fn view_prefix(raw: &[u8]) -> Result<TxView<'_>, Error> {
     let mut r = Reader { b: raw, at: 0 };
-    r.take(4)?; // version
+    let version = r.u32()?;
     let n_in = r.count(41)?;
     if n_in == 0 {
-        return Err(ClientError::invalid("transaction has no inputs"));
+        return Err(Error::invalid("transaction has no inputs"));
     }
     let mut inputs = Vec::with_capacity(n_in);
     for _ in 0..n_in {
         let txid = Hash32::from_wire(r.take(32)?);
         let vout = r.u32()?;
-        let script = r.count(1)?;
-        r.take(script)?;
+        let len = r.count(1)?;
+        let script = r.take(len)?;
         let sequence = r.u32()?;
-        inputs.push(Input { prev: Outpoint { txid, vout }, sequence });
+        inputs.push(InputView { prev: Outpoint { txid, vout }, script, sequence });
     }
     let n_out = r.count(9)?;
     if n_out == 0 {
-        return Err(ClientError::invalid("transaction has no outputs"));
+        return Err(Error::invalid("transaction has no outputs"));
     }
+    let mut outputs = Vec::with_capacity(n_out);
     for _ in 0..n_out {
-        r.take(8)?;
-        let script = r.count(1)?;
-        r.take(script)?;
+        let satoshis = u64::from_le_bytes(r.take(8)?.try_into().unwrap());
+        let len = r.count(1)?;
+        outputs.push(OutputView { satoshis, script: r.take(len)? });
     }
     let locktime = r.u32()?;
-    let len = r.at;
+    let bytes = &raw[..r.at];
     let mut seen: Vec<Outpoint> = inputs.iter().map(|i| i.prev).collect();
     seen.sort();
     if seen.windows(2).any(|w| w[0] == w[1]) {
-        return Err(ClientError::invalid("transaction spends one outpoint twice"));
+        return Err(Error::invalid("transaction spends one outpoint twice"));
     }
-    Ok((RawTx { txid: Hash32::of_double_sha256(&raw[..len]), inputs, outputs: n_out as u32, locktime }, len))
+    Ok(TxView { txid: Hash32::of_double_sha256(bytes), version, inputs, outputs, locktime, raw: bytes })
 }
 
 #[cfg(test)]
