@@ -4,7 +4,9 @@
 //! `N passed, M failed`. Exits non-zero on any failure.
 //!
 //! Optional argument: a directory holding `reconciliation-vectors.json` and
-//! `reconciliation-traces.json` (default: tests/fixtures/spec of this crate).
+//! `reconciliation-traces.json` (default: tests/fixtures/spec of this crate). Without
+//! it, this project's own traces (tests/fixtures/traces) follow the public ones, named
+//! `project/<name>`.
 use overlay_lookup_live::client::conformance;
 
 fn main() {
@@ -17,7 +19,16 @@ fn main() {
         }
     };
     let tmp = tempfile::tempdir().expect("temporary directory");
-    let results = conformance::run_all(&corpus, tmp.path());
+    let mut results = conformance::run_all(&corpus, tmp.path());
+    if std::env::args().nth(1).is_none() {
+        match conformance::load_traces(&dir, &conformance::project_traces()) {
+            Ok(own) => {
+                let more = conformance::run_all(&own, &tmp.path().join("project"));
+                results.extend(more.into_iter().map(|(n, r)| (format!("project/{n}"), r)));
+            }
+            Err(e) => results.push(("project traces".into(), Err(e))),
+        }
+    }
     let mut failed = 0;
     for (name, r) in &results {
         match r {

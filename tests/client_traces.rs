@@ -109,3 +109,27 @@ fn finality_and_replacement_vectors() {
         assert_eq!(replaces(&tx(new), &tx(old)), want, "{new} replaces {old}");
     }
 }
+
+/// This project's own traces (tests/fixtures/traces/project-traces.json) over the public
+/// vectors: group evidence, refused claims and pending evidence, through the same replay.
+#[test]
+fn the_project_traces_pass_and_can_fail() {
+    let corpus = conformance::load_traces(&conformance::vendored(), &conformance::project_traces()).unwrap();
+    assert!(corpus.traces.len() >= 4);
+    let dir = tempfile::tempdir().unwrap();
+    let results = conformance::run_all(&corpus, dir.path());
+    let failures: Vec<String> = results.iter().filter_map(|(n, r)| r.as_ref().err().map(|e| format!("{n}: {e}"))).collect();
+    assert!(failures.is_empty(), "failing traces:\n{}", failures.join("\n"));
+    for (i, trace) in corpus.traces.iter().enumerate() {
+        let steps = trace["steps"].as_array().unwrap();
+        let at = steps.iter().rposition(|s| s["op"] == "expect").unwrap();
+        for field in steps[at]["value"].as_object().unwrap().keys() {
+            let mut t = trace.clone();
+            t["steps"][at]["value"][field] = corrupt(field, &t["steps"][at]["value"][field]);
+            let d = dir.path().join(format!("wrong-{i}-{field}"));
+            std::fs::create_dir_all(&d).unwrap();
+            let err = conformance::run_trace(&corpus, &t, &d).expect_err("a wrong expectation must fail");
+            assert!(err.contains(&format!("step {at} ")), "{}: {err}", trace["name"]);
+        }
+    }
+}

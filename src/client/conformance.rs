@@ -52,6 +52,21 @@ pub fn vendored() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/spec")
 }
 
+/// This project's own traces, in the corpus format over the corpus's vectors
+/// (tests/fixtures/traces/project-traces.json): served evidence in groups.
+pub fn project_traces() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/traces/project-traces.json")
+}
+
+/// The corpus of `dir` with the traces of `file` in place of its own.
+pub fn load_traces(dir: &Path, file: &Path) -> Result<Corpus, String> {
+    let mut c = load(dir)?;
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+    c.traces = v.as_array().cloned().ok_or("traces are not an array")?;
+    Ok(c)
+}
+
 pub fn chain() -> Chain {
     Chain { network: "reconciliation-corpus".into(), genesis_hash: fixture::GENESIS.into() }
 }
