@@ -17,6 +17,7 @@
 //! | `Xc` txid | marker: the transaction's published status is a lost conflict |
 //! | `Xb` variant id | the exact evidence bytes of a variant (kept for the verifier) |
 //! | `Xr` txid variant | [`Rejection`]: evidence refused at receipt, with its verdict |
+//! | `Xl` txid | marker: a variant of the transaction has a `limited` verdict |
 //!
 //! Positions, component ids and heights are u64 big-endian; txids are 32 bytes in
 //! display order (so `Xt` scans are in txid order).
@@ -84,6 +85,10 @@ pub fn conflict_key(txid: &Txid) -> Vec<u8> {
     [b"Xc".as_slice(), &txid.0].concat()
 }
 pub const CONFLICT_PREFIX: &[u8] = b"Xc";
+pub fn limited_key(txid: &Txid) -> Vec<u8> {
+    [b"Xl".as_slice(), &txid.0].concat()
+}
+pub const LIMITED_PREFIX: &[u8] = b"Xl";
 pub fn rejection_key(txid: &Txid, variant: &Hash32) -> Vec<u8> {
     [b"Xr".as_slice(), &txid.0, &variant.0].concat()
 }

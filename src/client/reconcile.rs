@@ -320,6 +320,9 @@ impl CheckpointStore {
             }
             touched.insert(rec.component);
             judged.entry(r.txid).or_default().insert(r.variant);
+            if status == VerdictStatus::Limited {
+                tx.put(limited_key(&r.txid), vec![]);
+            }
             tx.put_json(tx_key(&r.txid), &rec);
             out.accepted += 1;
         }
@@ -346,8 +349,9 @@ impl CheckpointStore {
         let meta = Self::meta(&tx)?;
         let mut cleared = 0;
         let mut comps = BTreeSet::new();
-        for (_, v) in tx.scan(TX_PREFIX)? {
-            let mut rec: TxRecord = super::store::decode(&v)?;
+        for (k, _) in tx.scan(LIMITED_PREFIX)? {
+            let txid = Hash32::from_key_bytes(&k[2..34]);
+            let mut rec: TxRecord = tx.get_json(&tx_key(&txid))?.ok_or_else(|| corrupt("limited transaction"))?;
             let mut changed = BTreeSet::new();
             for var in rec.variants.iter_mut() {
                 if matches!(&var.verdict, Some(d) if d.status == VerdictStatus::Limited && d.policy.as_deref() != Some(policy)) {
@@ -357,6 +361,9 @@ impl CheckpointStore {
             }
             if changed.is_empty() {
                 continue;
+            }
+            if !rec.variants.iter().any(|v| matches!(&v.verdict, Some(d) if d.status == VerdictStatus::Limited)) {
+                tx.writes.insert(k, None);
             }
             cleared += changed.len();
             comps.insert(rec.component);
