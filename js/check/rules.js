@@ -27,7 +27,7 @@ const RULES = {
   'open.conflict': ['BRC-193 §2, §8', 'reusing a requestId with changed open parameters is refused with 409 conflict'],
   'cursor.forged': ['BRC-193 §2, §8', 'a forged cursor is never accepted: the read gets 409 reset-required'],
   'session.unknown': ['BRC-193 §8', 'a read of an unknown session gets 409 reset-required'],
-  'session.principal-scoped': ['BRC-193 §2, §8', 'a session belongs to the principal that opened it: another identity reading its cursor gets 409 reset-required, and its close changes nothing'],
+  'session.principal-scoped': ['BRC-193 §2, §8', 'a session belongs to the principal that opened it: another identity reading its cursor gets 409 reset-required (or 401 unauthorized), and its close changes nothing'],
   'long-poll.bound': ['BRC-193 §4', 'a caught-up long poll returns at its wait bound with an empty live batch, the same session, a cursor and coherent watermarks'],
   'request.body-cap': ['BRC-193 §8, BRC-194 §1', 'a request body up to the advertised maxRequestBytes is accepted and one byte more is refused (413 limited)'],
   'request.header-cap': ['BRC-193 §8', 'a request whose header fields exceed 16 KiB is refused'],

@@ -10,23 +10,20 @@ const native = require('../native')
 const wire = require('../wire')
 const { CheckTransport } = require('./transport')
 const { ruleOf } = require('./rules')
+const { U32_MAX, u64, isU32, snippet, errorOf, describe, batchProblem, firstDifference, replayDifference, forge, tokens, envelopeProblem } = require('./judge')
 
 const PROFILE = 'https://bsv.brc.dev/overlays/0193#lookup-live-v1'
 /** Profile maxima (BRC-193 §2). */
 const MAX = { maxBytes: 4 * 1024 * 1024, maxObservations: 1024, waitMs: 25000 }
-const U32_MAX = 4294967295
-const U64_MAX = (1n << 64n) - 1n
 const MANIFEST_MAX = 256 * 1024
 const LIMITED_MAX = 4096
-/** Error codes a provider may send (BRC-192 codes plus not-found; `cancelled` is local only). */
-const SERVER_CODES = new Set(['invalid', 'unauthorized', 'not-found', 'conflict', 'equivocation', 'reset-required', 'context-changed', 'expired', 'limited', 'unsupported', 'unavailable'])
 const LIMIT_KINDS = new Set(['envelope', 'group', 'permanent-group'])
 /** An origin no provider can have configured: granting it credentials grants everyone. */
 const PROBE_ORIGIN = 'https://overlay-lookup-live-check.invalid'
 const VARY_NAMES = ['authorization', 'x-bsv-auth-identity-key', 'x-bsv-overlay-capability', 'x-bsv-overlay-profile']
 const SELECTION_HEADERS = ['x-bsv-overlay-capability', 'x-bsv-overlay-profile']
-const AUTH_REQUEST_HEADERS = ['x-bsv-auth-version', 'x-bsv-auth-identity-key', 'x-bsv-auth-nonce', 'x-bsv-auth-your-nonce', 'x-bsv-auth-signature', 'x-bsv-auth-request-id']
-const AUTH_RESPONSE_HEADERS = ['x-bsv-auth-version', 'x-bsv-auth-identity-key', 'x-bsv-auth-nonce', 'x-bsv-auth-your-nonce', 'x-bsv-auth-signature', 'x-bsv-auth-request-id']
+/** The BRC-104 headers a browser must be allowed to send and to read. */
+const AUTH_HEADERS = ['x-bsv-auth-version', 'x-bsv-auth-identity-key', 'x-bsv-auth-nonce', 'x-bsv-auth-your-nonce', 'x-bsv-auth-signature', 'x-bsv-auth-request-id']
 /** Time allowed for one --mutate command. */
 const MUTATE_TIMEOUT_MS = 60000
 /** Longest wait the checker spends for a mutation's group to arrive. */
@@ -48,109 +45,11 @@ function fail (seen) {
 
 const skip = (reason) => ({ skip: reason })
 
-function u64 (v) {
-  if (typeof v !== 'string' || !/^(0|[1-9][0-9]{0,19})$/.test(v)) return null
-  const n = BigInt(v)
-  return n <= U64_MAX ? n : null
-}
-
-function isU32 (v) {
-  return Number.isInteger(v) && v >= 0 && v <= U32_MAX
-}
+/** Limits of the probes: a page allowance every provider must offer, one observation, no wait. */
+const SMALL = { maxBytes: 65536, maxObservations: 1, waitMs: 0 }
 
 function requestId () {
   return crypto.randomBytes(16).toString('hex') // 128 random bits (BRC-193 §2)
-}
-
-function snippet (buf) {
-  if (!buf || buf.length === 0) return '(empty body)'
-  const text = buf.subarray(0, 96).toString('utf8')
-  return JSON.stringify(buf.length > 96 ? text + '…' : text)
-}
-
-/** The error object of an envelope answer, or null. */
-function errorOf (answer) {
-  const j = answer.json
-  return j && typeof j === 'object' && j.error && typeof j.error === 'object' && typeof j.error.code === 'string' ? j.error : null
-}
-
-/** `409 reset-required`, or `502 "<html>…"` when the answer is no envelope. */
-function describe (answer) {
-  const e = errorOf(answer)
-  if (e) return `${answer.status} ${e.code}`
-  if (answer.status === 200) return '200'
-  return `${answer.status} ${snippet(answer.body)}`
-}
-
-/** Why `b` is not a well-formed Batch, or null. */
-function batchProblem (b) {
-  if (!b || typeof b !== 'object' || Array.isArray(b)) return 'the body is not a JSON object'
-  if (b.version !== 1) return `version is ${JSON.stringify(b.version)}`
-  if (typeof b.session !== 'string' || b.session.length === 0) return 'no session'
-  if (typeof b.cursor !== 'string' || b.cursor.length === 0 || Buffer.byteLength(b.cursor) > 1024) return 'no cursor of 1-1024 bytes'
-  if (b.phase !== 'snapshot' && b.phase !== 'live') return `phase is ${JSON.stringify(b.phase)}`
-  if (typeof b.snapshotComplete !== 'boolean') return 'snapshotComplete is not a boolean'
-  for (const k of ['through', 'highWater', 'expiresAt', 'replayUntil']) if (u64(b[k]) === null) return `${k} is not a U64 string`
-  if (!b.scope || typeof b.scope !== 'object') return 'no scope'
-  if (!b.limits || !isU32(b.limits.maxBytes) || !isU32(b.limits.maxObservations) || !isU32(b.limits.waitMs)) return 'limits are not three U32 values'
-  if (!Array.isArray(b.groups)) return 'groups is not an array'
-  for (const g of b.groups) {
-    if (!g || typeof g.id !== 'string' || u64(g.sequence) === null || !Array.isArray(g.observations)) return 'a group lacks id, sequence or observations'
-  }
-  return null
-}
-
-/** The first path at which two JSON values differ, or null. */
-function firstDifference (a, b, path = '') {
-  if (a === b) return null
-  if (typeof a !== typeof b || a === null || b === null || typeof a !== 'object') return path || '(the whole body)'
-  if (Array.isArray(a) !== Array.isArray(b)) return path || '(the whole body)'
-  if (Array.isArray(a)) {
-    if (a.length !== b.length) return `${path}.length`
-    for (let i = 0; i < a.length; i++) {
-      const d = firstDifference(a[i], b[i], `${path}[${i}]`)
-      if (d !== null) return d
-    }
-    return null
-  }
-  for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) {
-    const d = firstDifference(a[k], b[k], path ? `${path}.${k}` : k)
-    if (d !== null) return d
-  }
-  return null
-}
-
-/**
- * How a replayed answer differs from the first one, or null when it is the same page:
- * the same bytes, or bodies that differ only in highWater (the highest sequence the
- * provider knew when answering, which may advance between the two reads).
- */
-function replayDifference (first, again) {
-  if (first.status !== again.status) return `the first read answered ${describe(first)}, the repeat ${describe(again)}`
-  if (first.body.equals(again.body)) return null
-  const x = first.json
-  const y = again.json
-  if (!x || !y) return `the two bodies differ (${first.body.length} and ${again.body.length} bytes)`
-  const { highWater: _hx, ...rx } = x
-  const { highWater: _hy, ...ry } = y
-  const d = firstDifference(rx, ry)
-  return d === null ? null : `the repeat differs at ${d}`
-}
-
-/** `id` with one character in the middle replaced by another of the same kind. */
-function forge (id) {
-  const i = Math.floor(id.length / 2)
-  const c = id[i]
-  let r
-  if (/[0-9]/.test(c)) r = String((Number(c) + 1) % 10)
-  else if (/[a-z]/.test(c)) r = c === 'a' ? 'b' : 'a'
-  else if (/[A-Z]/.test(c)) r = c === 'A' ? 'B' : 'A'
-  else r = c === '-' ? '_' : '-'
-  return id.slice(0, i) + r + id.slice(i + 1)
-}
-
-function tokens (value) {
-  return (value || '').split(',').map(s => s.trim().toLowerCase()).filter(Boolean)
 }
 
 /** Runs a --mutate step: a shell command, or (function API) an async function. Resolves null or the failure. */
@@ -345,7 +244,9 @@ class Run {
         this.skipAll(LATER_CHECKS, 'not run: the manifest is unusable (see the manifest checks)')
         return this.results
       }
-      await this.probes()
+      await this.requestChecks()
+      await this.limitChecks()
+      await this.corsChecks()
       await this.session()
       await this.aggregates()
     } finally {
@@ -428,10 +329,15 @@ class Run {
     return this.offer !== null
   }
 
-  /** Checks that need no session: selection, strictness, limits, caps, CORS, auth. */
-  async probes () {
-    const small = { maxBytes: 65536, maxObservations: 1, waitMs: 0 }
-    const valid = () => this.openBody(small)
+  /** An open of the checked service with SMALL limits. */
+  validOpen () {
+    return this.openBody(SMALL)
+  }
+
+  /** Authentication, selection headers, framing and strictness of open, read and close. */
+  async requestChecks () {
+    const small = SMALL
+    const valid = () => this.validOpen()
 
     await this.check('auth.required', async () => {
       if (this.o.auth !== 'brc103') return skip('public mode (--auth none)')
@@ -517,6 +423,11 @@ class Run {
       }
     })
 
+  }
+
+  /** limited, clamped limits, and the request body and header caps. */
+  async limitChecks () {
+    const small = SMALL
     await this.check('limited.bounded', async () => {
       const a = await this.lookup('open with maxBytes 1', 'open', this.openBody({ maxBytes: 1, maxObservations: 1, waitMs: 0 }))
       this.expectError(a, 'an open with maxBytes 1', ['limited'])
@@ -557,7 +468,7 @@ class Run {
     await this.check('request.header-cap', async () => {
       let a
       try {
-        a = await this.t.raw('open with 17 KiB of header fields', { suffix: '/overlay/v1/lookup/open', op: 'open', headers: this.plainSelection({ 'x-padding': 'a'.repeat(17 * 1024) }), body: JSON.stringify(valid()) })
+        a = await this.t.raw('open with 17 KiB of header fields', { suffix: '/overlay/v1/lookup/open', op: 'open', headers: this.plainSelection({ 'x-padding': 'a'.repeat(17 * 1024) }), body: JSON.stringify(this.validOpen()) })
       } catch (e) {
         // Closing the connection without an answer refuses the request too.
         if (/ECONNRESET|EPIPE|socket hang up/.test(String(e && (e.code || e.message)))) return
@@ -569,8 +480,12 @@ class Run {
       if (a.status < 400 || a.status >= 500) fail(`a request with 17 KiB of header fields answered ${describe(a)}`)
     })
 
+  }
+
+  /** The CORS preflight, and an answer to a client that offers compression. */
+  async corsChecks () {
     await this.check('cors.preflight', async () => {
-      const wanted = ['content-type', ...SELECTION_HEADERS, ...(this.o.auth === 'brc103' ? AUTH_REQUEST_HEADERS : ['cache-control'])]
+      const wanted = ['content-type', ...SELECTION_HEADERS, ...(this.o.auth === 'brc103' ? AUTH_HEADERS : ['cache-control'])]
       const preflight = (origin) => this.t.raw(`preflight from ${origin}`, {
         method: 'OPTIONS',
         suffix: '/overlay/v1/lookup/open',
@@ -579,8 +494,11 @@ class Run {
       })
       const other = await preflight(PROBE_ORIGIN)
       if (other.status >= 500) fail(`a preflight from an unlisted origin answered ${describe(other)}`)
-      // A plain request carrying that origin, for cors.credentials (a malformed body: no session).
-      await this.t.raw('open from an unlisted origin', { suffix: '/overlay/v1/lookup/open', op: 'open', headers: this.plainSelection({ origin: PROBE_ORIGIN }), body: '{}' })
+      // A plain request carrying that origin, for cors.credentials (a malformed body: no
+      // session). A provider may refuse a foreign origin outright (a bare 403, say), so this
+      // answer is judged for its CORS and cache headers only, not as an error envelope.
+      const foreign = await this.t.raw('open from an unlisted origin', { suffix: '/overlay/v1/lookup/open', op: 'open', headers: this.plainSelection({ origin: PROBE_ORIGIN }), body: '{}' })
+      foreign.corsRefusal = true
       const origin = this.o.origin
       if (!origin) return skip('the unlisted-origin preflight was answered; pass --origin <an allowed browser origin> to check one that is allowed')
       const p = await preflight(origin)
@@ -594,7 +512,7 @@ class Run {
       if (missing.length > 0) fail(`a preflight from ${origin} does not allow ${missing.join(', ')}`)
       const actual = await this.t.raw(`open from ${origin}`, { suffix: '/overlay/v1/lookup/open', op: 'open', headers: this.plainSelection({ origin }), body: '{}' })
       const exposed = tokens(actual.header('access-control-expose-headers'))
-      const needed = [...SELECTION_HEADERS, ...(this.o.auth === 'brc103' ? AUTH_RESPONSE_HEADERS : [])]
+      const needed = [...SELECTION_HEADERS, ...(this.o.auth === 'brc103' ? AUTH_HEADERS : [])]
       const hidden = needed.filter(h => !exposed.includes(h) && !exposed.includes('*'))
       if (actual.header('access-control-allow-origin') !== origin && actual.header('access-control-allow-origin') !== '*') {
         fail(`an answer to ${origin} has Access-Control-Allow-Origin ${JSON.stringify(actual.header('access-control-allow-origin'))}`)
@@ -607,10 +525,21 @@ class Run {
       .catch(() => {})
   }
 
-  /** The main session: open, pages, replay, retry, forgery, boundary, live, long polls, close. */
+  /**
+   * The main session: open, pages, replay, retry, forgery, boundary, live, long polls, close.
+   * `s` carries what one step leaves for the next.
+   */
   async session () {
+    const s = {}
+    if (!(await this.openChecks(s))) return
+    await this.identityChecks(s)
+    await this.liveChecks(s)
+    await this.closeChecks(s)
+  }
+
+  /** The open: echoed limits, scope, a replayed first page, open retry and conflict. */
+  async openChecks (s) {
     const page = { maxBytes: Math.min(262144, this.offer.maxResponseBytes), maxObservations: 1, waitMs: 0 }
-    const s = {} // first, firstAnswer, openBody, pageLimits, page1
     await this.check('limits.echo', async () => {
       const { answer, limits } = await this.grown((l) => this.openBody(l), page, async (body, l) => {
         s.openBody = body
@@ -626,7 +555,10 @@ class Run {
     })
     const dependent = ['batch.scope', 'replay.byte-identical', 'open.retry', 'open.conflict', 'cursor.forged', 'session.unknown', 'session.principal-scoped',
       'snapshot.boundary', 'mutation.delivered', 'replay.live', 'long-poll.bound', 'long-poll.wake', 'close.idempotent', 'read.after-close', 'close.unknown']
-    if (!s.first) return this.skipAll(dependent, 'needs a successful open (see limits.echo)')
+    if (!s.first) {
+      this.skipAll(dependent, 'needs a successful open (see limits.echo)')
+      return false
+    }
 
     await this.check('batch.scope', () => {
       const sc = s.first.scope
@@ -668,6 +600,11 @@ class Run {
       this.expectError(a, 'an open reusing a requestId with changed limits', ['conflict'])
     })
 
+    return true
+  }
+
+  /** Forged cursors, unknown sessions and sessions of another principal. */
+  async identityChecks (s) {
     await this.check('cursor.forged', async () => {
       const forged = forge(s.first.cursor)
       const a = await this.lookup('read with a forged cursor', 'read', { ...this.readBody(s.first, s.pageLimits), cursor: forged })
@@ -684,13 +621,18 @@ class Run {
       const other = new CheckTransport({ baseURL: this.o.base, auth: 'brc103', wallet: this.o.otherWallet, timeoutMs: this.o.timeoutMs })
       this.transports.push(other)
       const a = await this.lookup('read by another identity', 'read', this.readBody(s.first, s.pageLimits), { transport: other })
-      this.expectError(a, "another identity's read of the session", ['reset-required'])
+      // The session is unknown to that identity (reset-required); refusing it is fine too.
+      this.expectError(a, "another identity's read of the session", ['reset-required', 'unauthorized'])
       const c = await this.lookup('close by another identity', 'close', { version: 1, session: s.first.session }, { transport: other })
       if (c.status !== 200 || firstDifference(c.json, { version: 1, closed: true }) !== null) fail(`another identity's close answered ${describe(c)} ${snippet(c.body)}`)
       const still = await this.lookup('read after the other identity closed', 'read', this.readBody(s.first, s.pageLimits))
       this.expectBatch(still, "the owner's read after another identity closed the session")
     })
 
+  }
+
+  /** The snapshot boundary, a mutation delivered live and replayed, and the long polls. */
+  async liveChecks (s) {
     // A change committed after the open and before the boundary (BRC-193 §7).
     let mutated = null
     if (this.o.mutate) mutated = { before: s.first.highWater, failure: await runMutation(this.o.mutate) }
@@ -775,6 +717,10 @@ class Run {
       }
     })
 
+  }
+
+  /** Close, repeated close, a read after close and the close of an unknown session. */
+  async closeChecks (s) {
     await this.check('close.idempotent', async () => {
       for (const label of ['close', 'close again']) {
         const a = await this.lookup(label, 'close', { version: 1, session: s.first.session })
@@ -879,7 +825,7 @@ class Run {
       }), a => `${a.name} paired Access-Control-Allow-Credentials: true with Access-Control-Allow-Origin ${a.header('access-control-allow-origin')}`)
     })
     await this.check('errors.envelope', () => {
-      report(judged.filter(a => a.method !== 'OPTIONS' && (a.status < 200 || a.status >= 300) && envelopeProblem(a) !== null),
+      report(judged.filter(a => a.method !== 'OPTIONS' && !a.corsRefusal && (a.status < 200 || a.status >= 300) && envelopeProblem(a) !== null),
         a => `${a.name}: ${envelopeProblem(a)}`)
     })
     await this.check('redirects.none', () => {
@@ -922,24 +868,6 @@ class Run {
   }
 }
 
-/** Why an error answer is not a proper BRC-193 §6 envelope, or null. */
-function envelopeProblem (a) {
-  const j = a.json
-  if (!j || typeof j !== 'object' || Array.isArray(j)) return `the body is no JSON envelope: ${snippet(a.body)}`
-  const extra = Object.keys(j).filter(k => k !== 'version' && k !== 'error')
-  if (j.version !== 1 || extra.length > 0) return `the envelope has version ${JSON.stringify(j.version)}${extra.length ? ' and members ' + extra.join(', ') : ''}`
-  const e = j.error
-  if (!e || typeof e !== 'object') return 'error is not an object'
-  const unknown = Object.keys(e).filter(k => !['code', 'message', 'retryable', 'retryAfterMs', 'limit'].includes(k))
-  if (unknown.length > 0) return `error has members ${unknown.join(', ')}`
-  if (!SERVER_CODES.has(e.code)) return `error.code ${JSON.stringify(e.code)} is not a protocol code`
-  if (typeof e.message !== 'string' || typeof e.retryable !== 'boolean') return 'error lacks a message string or a retryable boolean'
-  if (e.retryAfterMs !== undefined && !isU32(e.retryAfterMs)) return `retryAfterMs is ${JSON.stringify(e.retryAfterMs)}`
-  if (e.limit !== undefined && e.code !== 'limited') return `a ${e.code} error carries limit`
-  if (wire.statusOf(e.code) !== a.status) return `code ${e.code} came with status ${a.status}, it maps to ${wire.statusOf(e.code)}`
-  return null
-}
-
 /** Checks after the manifest, skipped together when the manifest is unusable. */
 const LATER_CHECKS = [
   'auth.required', 'selection.stale-capability', 'selection.unknown-profile', 'request.framing', 'open.strict', 'open.unknown-service',
@@ -950,4 +878,4 @@ const LATER_CHECKS = [
   'cors.credentials', 'errors.envelope', 'redirects.none', 'limits.respected', 'batch.watermarks'
 ]
 
-module.exports = { Run, PROFILE, PROBE_ORIGIN, LATER_CHECKS, forge, replayDifference, envelopeProblem }
+module.exports = { Run, PROFILE, PROBE_ORIGIN, LATER_CHECKS }
