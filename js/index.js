@@ -4,7 +4,8 @@ const wire = require('./wire')
 const { LiveLookup } = require('./live')
 const { LiveLookupClient, CheckpointStore, LiveLookupError } = require('./client')
 const { createRouter, PROFILE } = require('./router')
-const { mountOnOverlayExpress } = require('./overlay-express')
+const { mountOnOverlayExpress, createOutputLookupCompanion, OutputLookupError } = require('./overlay-express')
+const { runChecks, formatReport } = require('./check')
 const { gaspRouter, scheduleGASPSync } = require('./gasp')
 const { NativeWallet } = require('./wallet')
 const { NativeAuthFetch } = require('./authfetch')
@@ -16,6 +17,10 @@ module.exports = {
   LiveLookupError,
   createRouter,
   mountOnOverlayExpress,
+  createOutputLookupCompanion,
+  OutputLookupError,
+  runChecks,
+  formatReport,
   gaspRouter,
   scheduleGASPSync,
   NativeWallet,

@@ -17,7 +17,9 @@ class CapabilityManifest {
   /**
    * @param {import('./live').LiveLookup} live
    * @param {{privateKey: string, baseURL: string, authentication: 'brc103'|'none',
-   *          allowLocalHttp?: boolean, ttlSeconds?: number, now?: () => number}} options
+   *          allowLocalHttp?: boolean, ttlSeconds?: number, now?: () => number,
+   *          service?: string}} options `service` restricts the manifest to that one service
+   *          (a host that binds one service per base path, js/overlay-express.js)
    */
   constructor (live, options) {
     if (!/^[0-9a-f]{64}$/.test(options.privateKey || '')) {
@@ -30,12 +32,15 @@ class CapabilityManifest {
     this.now = options.now || (() => Math.floor(Date.now() / 1000))
     this.issued = null
     this.recent = [] // [{digest, validUntil}]
+    this.only = options.service || null
+    // A one-service manifest keeps its issuance apart from the router's.
+    this.metaKey = this.only ? `${META}/${this.only}` : META
   }
 
   /** The services part of the configuration; a change issues a new manifest. */
   services () {
     const o = this.live.options
-    return [...this.live.services.values()].map(svc => ({
+    return [...this.live.services.values()].filter(svc => !this.only || svc.name === this.only).map(svc => ({
       name: svc.name,
       rules: svc.rules,
       rulesDigest: svc.rulesDigest,
@@ -58,7 +63,7 @@ class CapabilityManifest {
   restore () {
     this.restored = true
     try {
-      const saved = JSON.parse(this.live.core.metaGet(META) || 'null')
+      const saved = JSON.parse(this.live.core.metaGet(this.metaKey) || 'null')
       if (!saved || !saved.issued) return
       this.issued = { ...saved.issued, bytes: Buffer.from(saved.issued.bytes, 'base64') }
       this.recent = Array.isArray(saved.recent) ? saved.recent : []
@@ -69,7 +74,7 @@ class CapabilityManifest {
 
   persist () {
     const i = this.issued
-    this.live.core.metaPut(META, JSON.stringify({
+    this.live.core.metaPut(this.metaKey, JSON.stringify({
       issued: { key: i.key, signed: i.signed, digest: i.digest, bytes: i.bytes.toString('base64'), expiresAt: i.expiresAt },
       recent: this.recent
     }))

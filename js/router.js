@@ -310,6 +310,9 @@ function createRouter (live, options = {}) {
   router.all(prefix + '/lookup/:op', async (req, res, next) => {
     const op = req.params.op
     if (!Object.prototype.hasOwnProperty.call(handlers, op)) return sendError(res, 'not-found', 'unknown lookup route')
+    // A body parser mounted ahead of this router has read the body already: say so instead
+    // of waiting for bytes that never come (docs/operators.md "Overlay Express").
+    if (req.readableEnded) return sendError(res, 'unsupported', 'the lookup routes must be mounted before any body parser')
     const bad = checkTransport(req)
     if (bad) {
       if (bad[0] === 'limited') res.setHeader('Connection', 'close')
@@ -367,4 +370,4 @@ function createRouter (live, options = {}) {
   return router
 }
 
-module.exports = { createRouter, PROFILE, VARY, MAX_BODY }
+module.exports = { createRouter, validateProvider, PROFILE, VARY, MAX_BODY }

@@ -24,6 +24,8 @@ const { gaspRouter } = require('../../js/gasp')
  * - `serverKey`: the provider identity (kept across restarts); `wallet` replaces the router's
  *   default native wallet made from it;
  * - `allowedOrigins`, `log`, `authSessions`: passed to the router as they are;
+ * - `baseURL`: the advertised base URL (default the node's own origin), e.g. that of a proxy
+ *   in front of it; in the public mode the provider is its origin;
  * - `before(app)`: mounts test routes ahead of the router;
  * - `maxWaitMs` (default 20000) and `live`: options of LiveLookup.open, `live` last;
  * - `companion`: replaces the notes companion;
@@ -42,9 +44,10 @@ async function startNode (options = {}) {
   if (options.before) options.before(app)
   const srv = await startServer(app, options.port || 0)
   const origin = `http://127.0.0.1:${srv.port}`
+  const baseURL = options.baseURL || origin
   const dir = options.dir || h.tempDir()
   const live = await h.openLive(dir, {
-    provider: authentication === 'brc103' ? serverKey.toPublicKey().toString() : origin,
+    provider: authentication === 'brc103' ? serverKey.toPublicKey().toString() : new URL(baseURL).origin,
     maxWaitMs: options.maxWaitMs || 20000,
     ...options.live
   })
@@ -61,7 +64,7 @@ async function startNode (options = {}) {
   })
   await live.attach(t.engine)
   const router = live.router({
-    baseURL: origin,
+    baseURL,
     authentication,
     privateKey: serverKey.toHex(),
     wallet: options.wallet,

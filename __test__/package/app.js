@@ -3,11 +3,13 @@
 // __test__/package/run.js and run there, so `require('overlay-lookup-live')` resolves to the
 // installed tarball (its platform package supplies the binary). It opens a store, wraps a lookup
 // service, admits one real transaction output through the wrapped hook as an Engine would,
-// serves the routes in public mode over loopback and checks one open.
+// serves the routes in public mode over loopback, checks one open and runs the package's
+// `overlay-lookup-live check` command against it.
 // Exit code 0 and a last line "operator-app: ok" mean success.
 
 const assert = require('assert')
 const crypto = require('crypto')
+const { execFile } = require('child_process')
 const fs = require('fs')
 const os = require('os')
 const path = require('path')
@@ -57,6 +59,15 @@ function listen (app) {
   })
 }
 
+/** Runs `overlay-lookup-live check` as an operator would, without blocking this server. */
+function checkCommand (origin) {
+  const bin = path.join(process.cwd(), 'node_modules', '.bin', 'overlay-lookup-live')
+  const args = ['check', origin, '--service', 'ls_notes', '--allow-insecure-http', '--wait-ms', '200']
+  return new Promise((resolve) => {
+    execFile(bin, args, { timeout: 120000 }, (err, stdout, stderr) => resolve({ code: err ? err.code : 0, stdout, stderr }))
+  })
+}
+
 async function main () {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'operator-app-'))
   const app = express()
@@ -100,6 +111,11 @@ async function main () {
     const outputs = batch.groups.flatMap(g => g.observations.filter(o => o.kind === 'output'))
       .map(o => `${o.payload.evidence.txid}.${o.payload.evidence.outputIndex}`)
     assert.deepStrictEqual(outputs, [`${tx.id('hex')}.0`])
+    // The package's command line, installed in node_modules/.bin, checking this deployment.
+    const checked = await checkCommand(origin)
+    assert.strictEqual(checked.code, 0, checked.stdout + checked.stderr)
+    assert.match(checked.stdout, /\n\d+ passed, 0 failed\n$/)
+    console.log('operator-app: ' + checked.stdout.trim().split('\n').pop())
     // Which native file was loaded: the test checks it is the platform package's.
     for (const file of Object.keys(require.cache).filter(f => f.endsWith('.node'))) console.log('operator-app: binding', file)
     console.log('operator-app: ok')

@@ -1,0 +1,107 @@
+#!/usr/bin/env node
+'use strict'
+// The package's command line. `overlay-lookup-live check <baseURL> --service <name> ...` runs
+// the conformance checker (js/check/index.js) against a BRC-193 provider and prints one line
+// per check, then `N passed, M failed`. Exit code 0 when every check passed, 1 when one
+// failed, 2 when the checker could not run (bad arguments).
+
+const { parseArgs } = require('node:util')
+
+const USAGE = `usage: overlay-lookup-live check <baseURL> --service <name> [options]
+
+Checks a BRC-193 (lookup-live-v1) provider from outside, over HTTP.
+
+  --service <name>        the lookup service to check (required)
+  --query <json>          the query to open (default {})
+  --auth none|brc103      how to call it: public, or BRC-103 with a fresh random identity (default none)
+  --allow-insecure-http   allow a plain http base URL (local development only)
+  --mutate '<command>'    a shell command that commits a change the query selects; enables the
+                          checks that need one (it runs twice)
+  --origin <origin>       a browser origin the provider allows, to check its CORS preflight
+  --wait-ms <n>           the long-poll bound to test (default 2000; 25000 tests proxy timeouts)
+  --timeout-ms <n>        time allowed per request beyond its wait (default 30000)
+  --json                  print the report as JSON instead of lines
+`
+
+function usage (message) {
+  if (message) process.stderr.write(`overlay-lookup-live: ${message}\n`)
+  process.stderr.write(USAGE)
+  process.exitCode = 2
+}
+
+function integer (value, name) {
+  if (value === undefined) return undefined
+  if (!/^[0-9]+$/.test(value)) throw new TypeError(`--${name} must be a whole number`)
+  return Number(value)
+}
+
+async function check (argv) {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      service: { type: 'string' },
+      query: { type: 'string' },
+      auth: { type: 'string' },
+      'allow-insecure-http': { type: 'boolean' },
+      mutate: { type: 'string' },
+      origin: { type: 'string' },
+      'wait-ms': { type: 'string' },
+      'timeout-ms': { type: 'string' },
+      json: { type: 'boolean' },
+      help: { type: 'boolean' }
+    }
+  })
+  if (values.help) return usage()
+  if (positionals.length !== 1) return usage('give exactly one base URL')
+  let query = {}
+  if (values.query !== undefined) {
+    try {
+      query = JSON.parse(values.query)
+    } catch (e) {
+      return usage(`--query is not JSON: ${e.message}`)
+    }
+  }
+  const { runChecks, summaryLine } = require('../js/check')
+  const json = !!values.json
+  let report
+  try {
+    report = await runChecks({
+      baseURL: positionals[0],
+      service: values.service,
+      query,
+      auth: values.auth || 'none',
+      allowInsecureHttp: !!values['allow-insecure-http'],
+      mutate: values.mutate,
+      origin: values.origin,
+      waitMs: integer(values['wait-ms'], 'wait-ms'),
+      timeoutMs: integer(values['timeout-ms'], 'timeout-ms'),
+      onResult: json ? null : (r) => process.stdout.write(r.line + '\n')
+    })
+  } catch (e) {
+    if (e instanceof TypeError) return usage(e.message)
+    throw e
+  }
+  if (json) process.stdout.write(JSON.stringify(report, null, 2) + '\n')
+  else process.stdout.write(summaryLine(report) + '\n')
+  process.exitCode = report.ok ? 0 : 1
+}
+
+async function main (argv) {
+  const [command, ...rest] = argv
+  if (command === 'check') {
+    try {
+      return await check(rest)
+    } catch (e) {
+      if (e && e.code && String(e.code).startsWith('ERR_PARSE_ARGS')) return usage(e.message)
+      throw e
+    }
+  }
+  if (command === undefined || command === '--help' || command === 'help') return usage()
+  usage(`unknown command ${command}`)
+}
+
+main(process.argv.slice(2)).catch((e) => {
+  process.stderr.write(`overlay-lookup-live: ${e && e.stack ? e.stack : e}\n`)
+  process.exitCode = 2
+})

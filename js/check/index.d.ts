@@ -1,0 +1,71 @@
+// Types for js/check/index.js: the BRC-193 conformance checker's function API.
+
+export interface CheckOptions {
+  /** The provider's advertised base URL; routes are {base}/overlay/v1/... */
+  baseURL: string
+  /** The lookup service to check. */
+  service: string
+  /** The query to open (default {}). */
+  query?: unknown
+  /** 'none': plain HTTP (public mode); 'brc103': BRC-104 with a fresh random identity. Default 'none'. */
+  auth?: 'none' | 'brc103'
+  /** Permits a plain http base URL (local development only). */
+  allowInsecureHttp?: boolean
+  /**
+   * Commits a change the query selects: a shell command (run with /bin/sh -c) or an async
+   * function. It runs twice; without it the checks that need a mutation are skipped.
+   */
+  mutate?: string | (() => unknown | Promise<unknown>)
+  /** A browser origin the provider allows, to check its CORS preflight. */
+  origin?: string
+  /** The long-poll bound to test, 0-25000 ms (default 2000). */
+  waitMs?: number
+  /** Time allowed per request beyond its wait (default 30000). */
+  timeoutMs?: number
+  /** The BRC-103 identity to use (default a fresh random one, its key held in the Rust core). */
+  wallet?: import('../wallet').NativeWallet
+  /** Called with each result as it is decided. */
+  onResult?: (result: CheckResult) => void
+}
+
+export interface CheckResult {
+  /** The check's name, e.g. 'headers.cache-control'. */
+  check: string
+  status: 'ok' | 'fail' | 'skip'
+  /** `ok <check>`, `FAIL <check>: <seen>; <rule>` or `skip <check>: <reason>`. */
+  line: string
+  /** For a failure: what the provider did. */
+  seen?: string
+  /** For a failure: what the rule requires and where it is written. */
+  rule?: string
+  /** For a skip: what the check needs. */
+  reason?: string
+}
+
+export interface CheckReport {
+  /** The canonical base URL that was checked. */
+  baseURL: string
+  service: string
+  query: unknown
+  auth: 'none' | 'brc103'
+  startedAt: string
+  durationMs: number
+  passed: number
+  failed: number
+  skipped: number
+  /** True when no check failed. */
+  ok: boolean
+  results: CheckResult[]
+}
+
+/** Runs every check; rejects only with a TypeError for unusable options. */
+export declare function runChecks (options: CheckOptions): Promise<CheckReport>
+/** The report as text: one line per check, then `N passed, M failed`. */
+export declare function formatReport (report: CheckReport): string
+export declare function summaryLine (report: CheckReport): string
+/** A base URL in the canonical form the manifest must carry; throws a TypeError for an unusable one. */
+export declare function canonicalBase (input: string, allowInsecureHttp?: boolean): string
+/** The names of every check, in the order of RULES. */
+export declare const CHECKS: string[]
+/** Per check: [section, what it requires]. */
+export declare const RULES: Record<string, [string, string]>
