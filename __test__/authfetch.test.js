@@ -203,6 +203,24 @@ describe('against @bsv/auth-express-middleware (ProtoWallet server)', () => {
     }
   })
 
+  test('cache-control goes unsigned beside the signed headers; the middleware still verifies the request', async () => {
+    const seen = []
+    const srv = await startEcho({ before: app => app.use((req, _res, next) => { if (req.path === '/echo') seen.push(req.headers['cache-control']); next() }) })
+    const client = new NativeAuthFetch(nativeWallet())
+    try {
+      const res = await client.fetch(`${srv.origin}/echo`, { method: 'POST', headers: { 'content-type': 'application/json', 'Cache-Control': 'no-store', 'x-bsv-topic': 't' }, body: '{}' })
+      expect(res.status).toBe(200)
+      const body = await res.json()
+      expect(body.caller).toBe(await client._signer.identityKey())
+      expect(body.headers).toEqual({ 'x-bsv-topic': 't' })
+      expect(seen).toEqual(['no-store'])
+      await expect(client.fetch(`${srv.origin}/echo`, { headers: { 'cache-control': 'no-store', 'Cache-Control': 'no-cache' } })).rejects.toThrow(/given twice/)
+    } finally {
+      client.close()
+      await srv.close()
+    }
+  })
+
   test('a 402 is returned as it is (never paid); an aborted request rejects', async () => {
     const client = new NativeAuthFetch(nativeWallet())
     try {

@@ -54,12 +54,15 @@ function bodyBytes (body) {
  * Method, signed headers and body of a request, checked and normalized as
  * AuthFetch.serializeRequest does: only content-type (parameters dropped),
  * authorization and x-bsv-* (not x-bsv-auth-*) headers; a body-carrying
- * method without a body gets '{}' for JSON and none otherwise.
+ * method without a body gets '{}' for JSON and none otherwise. One header may go
+ * unsigned: `cache-control`, a directive to caches on the way (BRC-193 §2 asks every
+ * lookup-live request to send `no-store`), which no server reads as content.
  */
 function prepare (method, headers, body) {
   if (typeof method !== 'string' || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(method)) throw new TypeError(`invalid HTTP method ${method}`)
   method = method.toUpperCase() // what node:http sends, so what the server signs
   const pairs = []
+  const unsigned = []
   const seen = new Set()
   for (let [k, v] of Object.entries(headers || {})) {
     k = k.toLowerCase()
@@ -68,8 +71,13 @@ function prepare (method, headers, body) {
       if (k.startsWith('x-bsv-auth')) throw new Error('No BSV auth headers allowed here!')
     } else if (k === 'content-type') {
       v = v.split(';')[0].trim()
+    } else if (k === 'cache-control') {
+      if (seen.has(k)) throw new TypeError(`header ${k} given twice`)
+      seen.add(k)
+      unsigned.push([k, v])
+      continue
     } else {
-      throw new Error('Unsupported header in the simplified fetch implementation. Only content-type, authorization, and x-bsv-* headers are supported.')
+      throw new Error('Unsupported header in the simplified fetch implementation. Only content-type, authorization, x-bsv-* and (unsigned) cache-control headers are supported.')
     }
     if (seen.has(k)) throw new TypeError(`header ${k} given twice`)
     seen.add(k)
@@ -80,7 +88,7 @@ function prepare (method, headers, body) {
   if (METHODS_WITH_BODY.has(method) && body === undefined) body = contentType !== null && contentType.includes('application/json') ? '{}' : ''
   const bytes = body ? bodyBytes(body) : null
   if (bytes !== null && contentType === null) throw new Error('Content-Type header is required for requests with a body.')
-  return { method, pairs, body: bytes }
+  return { method, pairs, unsigned, body: bytes }
 }
 
 // --- Responses ---------------------------------------------------------------
@@ -360,6 +368,7 @@ class NativeAuthFetch {
     const signature = await signer.sign(`${nonce} ${session.peerNonce}`, session.peerIdentityKey, payload)
     const headers = {}
     for (const [k, v] of req.pairs) headers[k] = v
+    for (const [k, v] of req.unsigned) headers[k] = v
     headers['x-bsv-auth-version'] = AUTH_VERSION
     headers['x-bsv-auth-identity-key'] = await signer.identityKey()
     headers['x-bsv-auth-nonce'] = nonce

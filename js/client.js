@@ -294,7 +294,8 @@ class LiveLookupClient {
     let res
     if (this.authFetch) {
       // AuthFetch carries only content-type, authorization and x-bsv-* headers inside
-      // the signed BRC-104 request, so Cache-Control cannot be sent on this path. It
+      // the signed BRC-104 request, so Cache-Control cannot be sent through it;
+      // NativeAuthFetch sends it unsigned beside them (BRC-193 §2). AuthFetch
       // takes no AbortSignal: the deadline and the caller's signal race it instead.
       // NativeAuthFetch does take one, aborted once the race is lost to release the
       // socket. From a NativeAuthFetch the verified answer comes as bytes and a Map
@@ -303,7 +304,7 @@ class LiveLookupClient {
       // Nothing is sent once the caller gave up (its signal's abort event has passed).
       if (signal?.aborted) throw new LiveLookupError('cancelled', 'aborted')
       const signed = {}
-      for (const [k, v] of Object.entries(headers)) if (k.toLowerCase() !== 'cache-control') signed[k] = v
+      for (const [k, v] of Object.entries(headers)) if (this._bytesTransport || k.toLowerCase() !== 'cache-control') signed[k] = v
       const release = new AbortController()
       const config = { method, headers: signed, body, signal: release.signal }
       const sent = this._bytesTransport ? this._bytesTransport._fetchBytes(url, config) : this.authFetch.fetch(url, config)
