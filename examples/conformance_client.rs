@@ -7,7 +7,10 @@
 //! `reconciliation-traces.json` (default: tests/fixtures/spec of this crate). Without
 //! it, this project's own traces (tests/fixtures/traces) follow the public ones, named
 //! `project/<name>`.
-use overlay_lookup_live::client::conformance;
+
+#[path = "../tests/client_common/mod.rs"]
+mod client_common;
+use client_common::conformance;
 
 fn main() {
     let dir = std::env::args().nth(1).map(std::path::PathBuf::from).unwrap_or_else(conformance::vendored);

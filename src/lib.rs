@@ -1,6 +1,7 @@
 //! Rust core of `overlay-lookup-live`.
 pub mod bitcoin;
 pub mod client;
+pub mod crypto;
 pub mod manifest;
 pub mod select;
 pub mod session;

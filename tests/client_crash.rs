@@ -3,10 +3,12 @@
 //! it mid-stream. After reopening, every reported commit is there (a returned commit
 //! is durable), and the cursor and the received groups agree (a commit is never torn).
 
+mod client_common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use overlay_lookup_live::client::fixture::{self, hex32};
+use client_common::fixture::{self, hex32};
 use overlay_lookup_live::client::{CheckpointStore, CommitOptions};
 
 const CHILD_ENV: &str = "OLL_CLIENT_CRASH_CHILD_STORE";

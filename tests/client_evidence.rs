@@ -2,11 +2,13 @@
 //! bundles written by @bsv/sdk (tests/fixtures/beef/bundles.json): which claims enter the
 //! journal as verification jobs, and which are refused with a recorded verdict and reason.
 
+mod client_common;
+
 use base64::Engine;
 use overlay_lookup_live::bitcoin::beef;
 use overlay_lookup_live::bitcoin::tx::Hash32;
 use overlay_lookup_live::client::chain::Finality;
-use overlay_lookup_live::client::fixture;
+use client_common::fixture;
 use overlay_lookup_live::client::journal::VerdictStatus;
 use overlay_lookup_live::client::reconcile::ReconcilerConfig;
 use overlay_lookup_live::client::{CheckpointStore, CommitOptions};

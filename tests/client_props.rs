@@ -3,9 +3,11 @@
 //! random replays of already committed batches and random restarts, ends with the
 //! same membership as applying each group once, in order.
 
+mod client_common;
+
 use std::collections::BTreeMap;
 
-use overlay_lookup_live::client::fixture::{self, hex32};
+use client_common::fixture::{self, hex32};
 use overlay_lookup_live::client::{CheckpointStore, CommitOptions};
 use proptest::prelude::*;
 

@@ -3,8 +3,10 @@
 //! receipt path from a committed batch's BEEF, the verification port's guards, and
 //! bad input that must leave the store unchanged.
 
-use overlay_lookup_live::client::conformance::{self, Runner};
-use overlay_lookup_live::client::fixture;
+mod client_common;
+
+use client_common::conformance::{self, Runner};
+use client_common::fixture;
 use overlay_lookup_live::client::journal::{Placement, Status};
 use overlay_lookup_live::client::reconcile::{Received, VerificationResult, VerificationStatus};
 use overlay_lookup_live::bitcoin::tx::Hash32;

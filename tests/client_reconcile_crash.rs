@@ -10,10 +10,12 @@
 //! but unacknowledged writes may survive, whole or not at all); then it finishes the
 //! plan from there and must reach the same final state as an uninterrupted run.
 
+mod client_common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use overlay_lookup_live::client::conformance::{self, Corpus, Runner};
+use client_common::conformance::{self, Corpus, Runner};
 use serde_json::Value;
 
 const CHILD_ENV: &str = "OLL_RECONCILE_CRASH_CHILD";

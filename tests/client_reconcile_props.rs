@@ -5,7 +5,9 @@
 //! in which order the verifier's answers arrive (always for the then-current context)
 //! and where the store is closed and reopened from disk.
 
-use overlay_lookup_live::client::conformance::{self, Corpus, Runner};
+mod client_common;
+
+use client_common::conformance::{self, Corpus, Runner};
 use proptest::prelude::*;
 
 const POOL: [&str; 16] =

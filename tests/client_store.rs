@@ -2,7 +2,9 @@
 //! BRC-192 §2): commit with cursor, replay no-op, equivocation quarantine, stale
 //! cursor refusal, restart, generations and two sources.
 
-use overlay_lookup_live::client::fixture::{self, hex32};
+mod client_common;
+
+use client_common::fixture::{self, hex32};
 use overlay_lookup_live::client::{CheckpointStore, CommitOptions, ErrorCode, Membership, SourceKey};
 use serde_json::Value;
 

@@ -5,7 +5,9 @@
 //! runs. The second test shows that each trace can fail: one wrong expectation per
 //! trace must be reported as that trace's first difference.
 
-use overlay_lookup_live::client::conformance;
+mod client_common;
+
+use client_common::conformance;
 use serde_json::{json, Value};
 
 #[test]

@@ -25,7 +25,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use base64::Engine;
 use sha2::{Digest, Sha256};
 
 use super::journal::*;
@@ -109,10 +108,10 @@ pub fn assemble(groups: &[&ParsedGroup], refs: &[GroupRef]) -> Assembled {
         let mut refusals = Vec::new();
         for o in &g.observations {
             let Some(ev) = &o.evidence else { continue };
-            let bytes = base64::engine::general_purpose::STANDARD.decode(&ev.beef).expect("validated as canonical base64");
-            let variant = variant_id(&bytes);
-            let target = Hash32::from_hex(&ev.txid).expect("validated as Hex32");
-            match journal_items(&bytes, &target, &ev.claim) {
+            let bytes = &ev.beef;
+            let variant = variant_id(bytes);
+            let target = ev.txid;
+            match journal_items(bytes, &target, &ev.claim) {
                 Ok(found) => {
                     for (raw, proof, supplies) in found {
                         let txid = Hash32::of_double_sha256(&raw);
@@ -120,7 +119,7 @@ pub fn assemble(groups: &[&ParsedGroup], refs: &[GroupRef]) -> Assembled {
                             out.items.push(Item { raw, variant, proof, supplies, group: Some(*gref) });
                         }
                     }
-                    out.bundles.entry(variant).or_insert(bytes);
+                    out.bundles.entry(variant).or_insert_with(|| bytes.clone());
                 }
                 // A refused claim is not a candidate: it is judged now, for this group
                 // only (the same bytes may be good evidence of another output).

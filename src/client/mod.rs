@@ -2,7 +2,7 @@
 //! received batch with its cursor, and per-source membership (BRC-193 §4, §8, §9;
 //! BRC-192 §2, §10.5).
 //!
-//! - [`parse`]: the batch from its exact bytes (one function, to be switched to `wire`).
+//! - [`parse`]: the batch from its exact bytes (parsed by `wire`), reduced to what the store needs.
 //! - [`checks`]: pure invariant checks of a batch against the committed position.
 //! - [`membership`]: applying an accepted group to a source generation's rows.
 //! - [`store`]: the sled-backed [`CheckpointStore`].
@@ -19,10 +19,8 @@
 
 pub mod chain;
 pub mod checks;
-pub mod conformance;
 pub mod current;
 pub mod evidence;
-pub mod fixture;
 pub mod journal;
 pub mod membership;
 pub mod order;
@@ -36,31 +34,8 @@ use serde::{Deserialize, Serialize};
 pub use parse::{parse_batch, Phase, Scope};
 pub use store::{CheckpointStore, CommitOptions, CommitOutcome, MemberView, Membership, SourceCheckpoint, SourceState};
 
-/// Error codes use the BRC-192 §6 vocabulary.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ErrorCode {
-    Invalid,
-    Unsupported,
-    Conflict,
-    Equivocation,
-    Limited,
-    ResetRequired,
-    Unavailable,
-}
-
-impl ErrorCode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::Invalid => "invalid",
-            ErrorCode::Unsupported => "unsupported",
-            ErrorCode::Conflict => "conflict",
-            ErrorCode::Equivocation => "equivocation",
-            ErrorCode::Limited => "limited",
-            ErrorCode::ResetRequired => "reset-required",
-            ErrorCode::Unavailable => "unavailable",
-        }
-    }
-}
+/// Error codes are the package's one set (BRC-192 §6 plus `not-found`, [`crate::wire::ErrorCode`]).
+pub use crate::wire::ErrorCode;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientError {
@@ -93,6 +68,12 @@ impl std::fmt::Display for ClientError {
 }
 
 impl std::error::Error for ClientError {}
+
+impl From<crate::wire::WireError> for ClientError {
+    fn from(e: crate::wire::WireError) -> Self {
+        ClientError::new(e.code, e.message)
+    }
+}
 
 impl From<crate::bitcoin::Error> for ClientError {
     fn from(e: crate::bitcoin::Error) -> Self {

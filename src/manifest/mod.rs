@@ -1,5 +1,5 @@
-//! BRC-194 capability manifest for the BRC-193 `lookup-live-v1` profile, and
-//! the BRC-77 signatures that BRC-192 §1 signed packets use.
+//! BRC-194 capability manifest for the BRC-193 `lookup-live-v1` profile, signed
+//! with BRC-77 ([`crate::crypto`]) as a BRC-192 §1 signed packet.
 //!
 //! The manifest body is built from a plain configuration, validated against
 //! the bounds of BRC-194 §1–2 and BRC-193 §2/§8, signed as a BRC-192 packet of
@@ -11,8 +11,6 @@
 //! implementation in the crate.
 pub mod accept;
 pub mod base_url;
-pub mod brc42;
-pub mod brc77;
 pub mod selection;
 
 use base64::engine::general_purpose::STANDARD;
@@ -24,7 +22,7 @@ use sha2::{Digest, Sha256};
 
 pub use accept::{accept_manifest, AcceptedManifest, Expectation, LiveOffer};
 pub use base_url::canonical_base_url;
-pub use brc77::{sign_brc77, sign_brc77_with_key_id, verify_brc77, Brc77Error, Identity};
+pub use crate::crypto::{sign_brc77, sign_brc77_with_key_id, verify_brc77, Brc77Error, Identity};
 pub use selection::{
     selection_check, selection_echo, CAPABILITY_HEADER, LOOKUP_LIVE_PROFILE, PROFILE_HEADER,
 };

@@ -4,7 +4,7 @@
 use secp256k1::PublicKey;
 
 use super::WalletError;
-use crate::manifest::brc42;
+use crate::crypto::brc42;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Counterparty {

@@ -23,12 +23,11 @@ use sha2::{Digest, Sha256};
 
 pub mod counterparty;
 pub mod der;
-pub mod invoice;
 
 pub use counterparty::{parse_public_key, Counterparty};
-pub use invoice::invoice_number;
+pub use crate::crypto::invoice_number;
 
-use crate::manifest::brc42;
+use crate::crypto::brc42;
 
 /// An error with the message `ProtoWallet` gives for the same input.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +46,12 @@ impl std::fmt::Display for WalletError {
 }
 
 impl std::error::Error for WalletError {}
+
+impl From<crate::crypto::InvoiceError> for WalletError {
+    fn from(e: crate::crypto::InvoiceError) -> Self {
+        WalletError(e.0)
+    }
+}
 
 fn derivation_error(_: impl std::fmt::Debug) -> WalletError {
     WalletError::new("BRC-42 derivation produced an invalid key")

@@ -40,7 +40,7 @@ pub use error::{ErrorCode, Limit, LimitKind, WireError, MAX_ERROR_BODY_BYTES};
 pub use jcs::{canonicalize, digest, digest_bytes, preimage, try_digest};
 pub use json::{parse_strict, NumberMode};
 pub use limits::Limits;
-pub use response::{parse_batch, parse_error_body};
+pub use response::{parse_batch, parse_error_body, parse_received_batch, ReceivedBatch};
 pub use types::{
     canonical_bytes, parse_close, parse_open, parse_read, response_bytes, Batch, Chain, Close, Closed, ClosedTrue,
     Evidence, Group, Observation, Open, Outpoint, OutputContext, Payload, Phase, Read, Scope, V1,

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::encoding::{check_absolute_iri, Bytes, U64};
 use super::error::{ErrorCode, Limit, LimitKind, WireError, MAX_ERROR_BODY_BYTES};
+use super::jcs::canonicalize;
 use super::json::{parse_strict, NumberMode};
 use super::limits::{Limits, PROFILE_MAX_BYTES};
 use super::types::{
@@ -21,12 +22,46 @@ use super::types::{
 
 /// Parses a Batch response body (at most the 4 MiB profile maximum).
 pub fn parse_batch(body: &[u8]) -> Result<Batch, WireError> {
+    let v = batch_value(body)?;
+    batch(&v)
+}
+
+/// A received Batch with, per group and observation, the SHA-256 of the observation's
+/// RFC 8785 bytes as received (extensions included): the normalized identity a client
+/// compares for deduplication and equivocation (BRC-192 §2, §9).
+pub struct ReceivedBatch {
+    pub batch: Batch,
+    pub observation_digests: Vec<Vec<[u8; 32]>>,
+}
+
+/// [`parse_batch`], keeping each observation's normalized digest.
+pub fn parse_received_batch(body: &[u8]) -> Result<ReceivedBatch, WireError> {
+    use sha2::{Digest, Sha256};
+    let v = batch_value(body)?;
+    let batch = batch(&v)?;
+    let groups = v["groups"].as_array().expect("a parsed batch has groups");
+    let mut observation_digests = Vec::with_capacity(groups.len());
+    for g in groups {
+        let obs = g["observations"].as_array().expect("a parsed group has observations");
+        let digests = obs
+            .iter()
+            .map(|o| canonicalize(o).map(|c| <[u8; 32]>::from(Sha256::digest(c.as_bytes()))))
+            .collect::<Result<Vec<_>, _>>()?;
+        observation_digests.push(digests);
+    }
+    Ok(ReceivedBatch { batch, observation_digests })
+}
+
+fn batch_value(body: &[u8]) -> Result<Value, WireError> {
     if body.len() > PROFILE_MAX_BYTES as usize {
         return Err(WireError::limited(format!("response body larger than {PROFILE_MAX_BYTES} bytes")));
     }
-    let v = versioned(body)?;
+    versioned(body)
+}
+
+fn batch(v: &Value) -> Result<Batch, WireError> {
     let o = Obj::closed(
-        &v,
+        v,
         "",
         &[
             "version", "session", "scope", "phase", "groups", "cursor", "snapshotComplete", "through", "highWater",

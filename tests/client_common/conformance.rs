@@ -23,13 +23,13 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use super::chain::Finality;
+use overlay_lookup_live::client::chain::Finality;
 use super::fixture;
-use super::journal::{Anchor, Placement};
-use super::parse::Chain;
-use super::reconcile::{Received, ReconcilerConfig, VerificationResult, VerificationStatus};
-use crate::bitcoin::tx::{parse_tx, Hash32, Outpoint, Txid};
-use super::{CheckpointStore, CommitOptions, SourceKey};
+use overlay_lookup_live::client::journal::{Anchor, Placement};
+use overlay_lookup_live::client::parse::Chain;
+use overlay_lookup_live::client::reconcile::{Received, ReconcilerConfig, VerificationResult, VerificationStatus};
+use overlay_lookup_live::bitcoin::tx::{parse_tx, Hash32, Outpoint, Txid};
+use overlay_lookup_live::client::{CheckpointStore, CommitOptions, SourceKey};
 
 pub struct Corpus {
     pub vectors: Value,
@@ -82,11 +82,11 @@ fn b64(s: &str) -> Result<Vec<u8>, String> {
 
 /// The subject, BUMP height and Merkle root (wire order) of an Atomic BEEF.
 pub fn bump_root(beef: &[u8]) -> Result<(Txid, u64, [u8; 32]), String> {
-    let b = crate::bitcoin::beef::parse(beef).map_err(|e| e.to_string())?;
+    let b = overlay_lookup_live::bitcoin::beef::parse(beef).map_err(|e| e.to_string())?;
     let subject = b.subject.ok_or("not an Atomic BEEF")?;
     let (_, bump) = b.raw(&subject).ok_or("subject missing")?;
     let bump = &b.bumps[bump.ok_or("subject has no BUMP")?];
-    let root = crate::bitcoin::beef::merkle_root(bump, &subject).ok_or("BUMP does not cover the subject")?;
+    let root = overlay_lookup_live::bitcoin::beef::merkle_root(bump, &subject).ok_or("BUMP does not cover the subject")?;
     let mut wire = root.0;
     wire.reverse();
     Ok((subject, bump.height, wire))
@@ -149,8 +149,8 @@ impl<'a> Runner<'a> {
 
     fn setup(&mut self, non_final: bool, journal: &str) -> Result<(), String> {
         let v = &self.corpus.vectors;
-        let err = |e: super::ClientError| e.to_string();
-        let ferr = |e: crate::bitcoin::Error| e.to_string();
+        let err = |e: overlay_lookup_live::client::ClientError| e.to_string();
+        let ferr = |e: overlay_lookup_live::bitcoin::Error| e.to_string();
         for (name, t) in v["transactions"].as_object().ok_or("transactions")? {
             let raw = hex::decode(s(t, "raw")?).map_err(|e| e.to_string())?;
             let parsed = parse_tx(&raw).map_err(ferr)?;
@@ -201,7 +201,7 @@ impl<'a> Runner<'a> {
                 continue;
             }
             let raw = hex::decode(s(h, "raw")?).map_err(|e| e.to_string())?;
-            let hdr = super::chain::parse_header(&raw).map_err(|e| e.to_string())?;
+            let hdr = overlay_lookup_live::client::chain::parse_header(&raw).map_err(|e| e.to_string())?;
             let mut want = root;
             want.reverse();
             if hdr.merkle_root.0 != want {
@@ -287,7 +287,7 @@ impl<'a> Runner<'a> {
     }
 
     /// Answers the given jobs (a verifier finishing them), in the current context.
-    pub fn answer(&self, jobs: &[super::reconcile::Job]) -> Result<(), String> {
+    pub fn answer(&self, jobs: &[overlay_lookup_live::client::reconcile::Job]) -> Result<(), String> {
         let ctx = self.current_context()?;
         let mut results = Vec::new();
         for j in jobs {
@@ -328,8 +328,8 @@ impl<'a> Runner<'a> {
         fixture::source_key(&Self::scope(source, 0))
     }
 
-    fn commit(&self, source: &str, generation: u64, expected: Option<String>, body: Vec<u8>, verified: bool) -> Result<super::CommitOutcome, String> {
-        let membership = if verified { super::Membership::Claims } else { super::Membership::Manual };
+    fn commit(&self, source: &str, generation: u64, expected: Option<String>, body: Vec<u8>, verified: bool) -> Result<overlay_lookup_live::client::CommitOutcome, String> {
+        let membership = if verified { overlay_lookup_live::client::Membership::Claims } else { overlay_lookup_live::client::Membership::Manual };
         let opts = CommitOptions { membership, ..CommitOptions::default() };
         self.store().commit_batch(&Self::key(source), generation, expected.as_deref(), &body, &opts).map_err(|e| e.to_string())
     }
@@ -402,7 +402,7 @@ impl<'a> Runner<'a> {
     /// The observed value of one `expect` field.
     pub fn observe(&self, field: &str, want: &Value, watch: &[Outpoint]) -> Result<Value, String> {
         let st = self.store();
-        let e = |x: super::ClientError| x.to_string();
+        let e = |x: overlay_lookup_live::client::ClientError| x.to_string();
         let view = st.reconciled_view().map_err(e)?.ok_or("not configured")?;
         Ok(match field {
             "states" => {
@@ -427,8 +427,8 @@ impl<'a> Runner<'a> {
                 let mut out: Vec<String> = states
                     .iter()
                     .filter_map(|o| match (field, o.state, o.spent_by) {
-                        ("current", super::current::OutputState::Current, _) => Some(self.show(&o.outpoint)),
-                        ("spent", super::current::OutputState::Spent, Some(by)) => Some(format!("{}->{}", self.show(&o.outpoint), self.name(&by))),
+                        ("current", overlay_lookup_live::client::current::OutputState::Current, _) => Some(self.show(&o.outpoint)),
+                        ("spent", overlay_lookup_live::client::current::OutputState::Spent, Some(by)) => Some(format!("{}->{}", self.show(&o.outpoint), self.name(&by))),
                         _ => None,
                     })
                     .collect();

@@ -7,7 +7,21 @@
 //! arrive from JS with lone surrogates already replaced by U+FFFD (one code
 //! unit, like the surrogate), which is also what the SDK's UTF-8 encoder does
 //! before hashing the invoice.
-use super::WalletError;
+/// Why a protocol ID or key ID is refused, in `ProtoWallet`'s words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvoiceError(pub String);
+
+impl InvoiceError {
+    fn new(m: &str) -> InvoiceError {
+        InvoiceError(m.to_string())
+    }
+}
+
+impl std::fmt::Display for InvoiceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
 
 /// ECMAScript `String.prototype.trim` whitespace: WhiteSpace and LineTerminator.
 fn is_js_whitespace(c: char) -> bool {
@@ -33,45 +47,45 @@ fn utf16_len(s: &str) -> usize {
 
 /// The invoice number `"<level>-<protocol name>-<key ID>"` (BRC-43).
 /// `level` is the JS number given as the security level.
-pub fn invoice_number(level: f64, protocol_name: &str, key_id: &str) -> Result<String, WalletError> {
+pub fn invoice_number(level: f64, protocol_name: &str, key_id: &str) -> Result<String, InvoiceError> {
     if level.fract() != 0.0 || !(0.0..=2.0).contains(&level) {
-        return Err(WalletError::new("Protocol security level must be 0, 1, or 2"));
+        return Err(InvoiceError::new("Protocol security level must be 0, 1, or 2"));
     }
     let name = protocol_name.to_lowercase();
     let name = name.trim_matches(is_js_whitespace);
     let key_len = utf16_len(key_id);
     if key_len > 800 {
-        return Err(WalletError::new("Key IDs must be 800 characters or less"));
+        return Err(InvoiceError::new("Key IDs must be 800 characters or less"));
     }
     if key_len < 1 {
-        return Err(WalletError::new("Key IDs must be 1 character or more"));
+        return Err(InvoiceError::new("Key IDs must be 1 character or more"));
     }
     let name_len = utf16_len(name);
     if name_len > 400 {
         // Only the specific linkage revelation protocol may embed another protocol ID.
         if name.starts_with("specific linkage revelation ") {
             if name_len > 430 {
-                return Err(WalletError::new(
+                return Err(InvoiceError::new(
                     "Specific linkage revelation protocol names must be 430 characters or less",
                 ));
             }
         } else {
-            return Err(WalletError::new("Protocol names must be 400 characters or less"));
+            return Err(InvoiceError::new("Protocol names must be 400 characters or less"));
         }
     }
     if name_len < 5 {
-        return Err(WalletError::new("Protocol names must be 5 characters or more"));
+        return Err(InvoiceError::new("Protocol names must be 5 characters or more"));
     }
     if name.contains("  ") {
-        return Err(WalletError::new(
+        return Err(InvoiceError::new(
             "Protocol names cannot contain multiple consecutive spaces (\"  \")",
         ));
     }
     if !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b' ') {
-        return Err(WalletError::new("Protocol names can only contain letters, numbers and spaces"));
+        return Err(InvoiceError::new("Protocol names can only contain letters, numbers and spaces"));
     }
     if name.ends_with(" protocol") {
-        return Err(WalletError::new("No need to end your protocol name with \" protocol\""));
+        return Err(InvoiceError::new("No need to end your protocol name with \" protocol\""));
     }
     Ok(format!("{}-{}-{}", level as u8, name, key_id))
 }

@@ -1,6 +1,5 @@
-//! Builders for well-formed batch bodies, used by the Rust tests of this module and
-//! of `tests/client_*.rs`. Not part of the public API.
-#![doc(hidden)]
+//! Builders for well-formed batch bodies, for the client tests (`tests/client_*.rs`)
+//! and the conformance runner.
 
 use serde_json::{json, Value};
 
@@ -20,8 +19,8 @@ pub fn scope(provider: &str, service: &str, query: &str, access: &str, epoch: &s
     })
 }
 
-pub fn source_key(scope: &Value) -> super::SourceKey {
-    super::SourceKey {
+pub fn source_key(scope: &Value) -> overlay_lookup_live::client::SourceKey {
+    overlay_lookup_live::client::SourceKey {
         provider: scope["provider"].as_str().unwrap().into(),
         service: scope["service"].as_str().unwrap().into(),
         query_digest: scope["queryDigest"].as_str().unwrap().into(),
