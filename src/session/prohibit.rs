@@ -351,6 +351,70 @@ fn prohibition_key(number: u64) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::session::{CancelToken, Caller, Caps, ProviderConfig};
+    use crate::store::{Store, StoreConfig};
+    use crate::wire::Limits;
+
+    fn provider(dir: &std::path::Path) -> Arc<Provider> {
+        let store = Store::open(StoreConfig { create: true, ..StoreConfig::new(dir) }).unwrap();
+        let cfg = ProviderConfig {
+            provider: "https://provider.example".into(),
+            network: "test".into(),
+            genesis_hash: "00".repeat(32),
+            session_seconds: 60,
+            replay_seconds: 60,
+            limits: Limits::PROFILE_MAX,
+            caps: Caps::default(),
+        };
+        let p = Provider::new(store, cfg).unwrap();
+        p.register_service("svc", &json!({"id": "urn:test", "parameters": {}})).unwrap();
+        p
+    }
+
+    fn admit(n: u8) -> Change {
+        Change::Admit {
+            service: "svc".into(),
+            outpoint: Outpoint { txid: [n; 32], output_index: 0 },
+            topic: "t".into(),
+            attributes: Default::default(),
+            beef: vec![n; 10],
+            context: None,
+            expires_at: None,
+        }
+    }
+
+    async fn read(p: &Arc<Provider>, b: &Value) -> Value {
+        let body = serde_json::to_vec(&json!({"version": 1, "session": b["session"], "cursor": b["cursor"], "limits": {"maxBytes": 65536, "maxObservations": 1, "waitMs": 0}})).unwrap();
+        let r = p.read(body, Caller { principal: "a".into(), authenticated: true }, "public".into(), CancelToken::new()).await;
+        serde_json::from_slice(&r.body).unwrap()
+    }
+
+    /// The backstop behind step 2: a row in the prohibited set that reaches serialization
+    /// (here, a session step 2 never judged) is not rendered; the session ends instead.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_prohibited_row_reaching_serialization_ends_its_session_in_snapshot_and_live() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = provider(dir.path());
+        p.commit(vec![admit(1), admit(2)]).unwrap();
+        let open = |rid: &str| {
+            let body = serde_json::to_vec(&json!({"version": 1, "requestId": rid, "service": "svc", "query": {},
+                "limits": {"maxBytes": 65536, "maxObservations": 1, "waitMs": 0}})).unwrap();
+            let r = p.open(&body, &Caller { principal: "a".into(), authenticated: true }, "public", &json!({"where": {"all": true}}));
+            serde_json::from_slice::<Value>(&r.body).unwrap()
+        };
+        let draining = open("backstop-request-0000000000000001");
+        let mut caught_up = open("backstop-request-0000000000000002");
+        while caught_up["phase"] != "live" || caught_up["groups"] != json!([]) {
+            caught_up = read(&p, &caught_up).await;
+        }
+        p.commit(vec![admit(3)]).unwrap();
+        p.prohibited.insert("svc", [Outpoint { txid: [2; 32], output_index: 0 }, Outpoint { txid: [3; 32], output_index: 0 }], None);
+        for b in [&draining, &caught_up] {
+            assert_eq!(read(&p, b).await["error"]["code"], "reset-required", "the prohibited row is not served");
+            assert_eq!(read(&p, b).await["error"]["code"], "reset-required", "and the session has ended");
+        }
+        p.store().close().unwrap();
+    }
 
     #[test]
     fn outpoints_parse_canonically() {
