@@ -490,7 +490,7 @@ impl NativeLive {
     #[napi]
     pub async fn revoke_session(&self, session: String, reset: Option<bool>) -> napi::Result<bool> {
         let p = self.provider.clone();
-        blocking(move || p.revoke_session(&session, reset.unwrap_or(false)).map_err(js_error)).await
+        blocking(move || if reset.unwrap_or(false) { p.reset_session(&session) } else { p.revoke_session(&session) }.map_err(js_error)).await
     }
 
     /// Prohibits serving rows of `service` (src/session/prohibit.rs): `outpoints` as

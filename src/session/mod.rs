@@ -1243,13 +1243,22 @@ impl Provider {
     }
 
     /// Ends one session with `unauthorized` (the host's second authorization, right
-    /// before serialization, denied it) or, with `reset`, with `reset-required` (it placed
-    /// the caller in another partition).
-    pub fn revoke_session(&self, session: &str, reset: bool) -> Result<bool, WireError> {
+    /// before serialization, denied it).
+    pub fn revoke_session(&self, session: &str) -> Result<bool, WireError> {
+        self.end_one(session, End::Revoked)
+    }
+
+    /// Ends one session with `reset-required` (the host's second authorization placed the
+    /// caller in another partition).
+    pub fn reset_session(&self, session: &str) -> Result<bool, WireError> {
+        self.end_one(session, End::Reset)
+    }
+
+    fn end_one(&self, session: &str, how: End) -> Result<bool, WireError> {
         let Some(id) = parse_session_id(session) else { return Ok(false) };
         match self.session(&id)? {
             Some(s) => {
-                self.end_sessions(&[s], if reset { End::Reset } else { End::Revoked }, Vec::new())?;
+                self.end_sessions(&[s], how, Vec::new())?;
                 Ok(true)
             }
             None => Ok(false),
