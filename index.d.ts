@@ -117,7 +117,7 @@ export declare class NativeLive {
    * `read_ticketed`): no threadsafe function is created for the call. A panic answers
    * `unavailable` (the ticket's `Owed` is dropped unanswered).
    */
-  openTicketed(body: Buffer, who: CallerInfo, access: string, selection: any, cancel: NativeCancel, ticket: number): void
+  openTicketed(body: Buffer, who: CallerInfo, partition: string, selection: any, cancel: NativeCancel, ticket: number): void
   /** Installs the function that receives answers of `readTicketed` and `openTicketed` in batches. */
   setDelivery(deliver: (arg: DeliveredAnswers) => void): void
   /** Keeps Node running while reads or opens are outstanding (`true`), or lets it exit. */
@@ -127,14 +127,14 @@ export declare class NativeLive {
    * `readTicketed` (see `Provider::read_now` for which reads qualify: none that
    * waits, writes or scans).
    */
-  readNow(body: Uint8Array, who: CallerInfo, access: string): NativeResponse | null
+  readNow(body: Uint8Array, who: CallerInfo, partition: string): NativeResponse | null
   /**
    * A read; long-polls when the live log has nothing eligible. Tripping `cancel`
    * ends a waiting poll with `cancelled` and consumes nothing. The answer goes to the
    * delivery function under `ticket`, not to a promise of its own (see
    * src/node/delivery.rs for why).
    */
-  readTicketed(body: Buffer, who: CallerInfo, access: string, cancel: NativeCancel, ticket: number): void
+  readTicketed(body: Buffer, who: CallerInfo, partition: string, cancel: NativeCancel, ticket: number): void
   close(body: Buffer, who: CallerInfo): Promise<NativeResponse>
   /**
    * The session a read body names, with its service and query (for the host's
@@ -143,7 +143,18 @@ export declare class NativeLive {
    */
   describeRead(body: Uint8Array, who: CallerInfo): ReadSession | null
   revoke(principal: string): Promise<number>
-  revokeSession(session: string): Promise<boolean>
+  /** Ends one session: `unauthorized`, or with `reset` true `reset-required`. */
+  revokeSession(session: string, reset?: boolean | undefined | null): Promise<boolean>
+  /**
+   * Prohibits serving rows of `service` (src/session/prohibit.rs): `outpoints` as
+   * `txid.outputIndex`, and/or those matching `filter` (a selection's `where`). Durable and
+   * in force when it resolves.
+   */
+  prohibit(service: string, outpoints: Array<string>, filter: any | undefined | null, reason: string): Promise<ProhibitResult>
+  /** A policy change (`Provider::change_policy`); resolves with the sessions ended. */
+  changePolicy(partitions?: Array<string> | undefined | null, principals?: Array<string> | undefined | null): Promise<number>
+  /** The `scope.access` a session of `partition` gets now. */
+  accessOf(partition: string): string
   /** One bounded compaction pass; resolves true when more work remains. */
   compact(maxItems: number): Promise<boolean>
   /** Deliberate reset: a new epoch; every existing cursor gets reset-required. */
@@ -313,6 +324,8 @@ export interface LiveConfig {
   maxWaiters?: number
   maxWaitersPerPrincipal?: number
   maxConcurrentWork?: number
+  /** Names the access policy; part of every derived `scope.access`. */
+  accessPolicy?: string
 }
 
 export interface LiveStats {
@@ -392,6 +405,16 @@ export interface NativeResponse {
 
 /** Opens (or creates) the store and the provider on top of it. */
 export declare function openLive(config: LiveConfig): Promise<NativeLive>
+
+export interface ProhibitResult {
+  number: number
+  /** Sequence (decimal) of the group that withdrew the present rows, or null. */
+  sequence?: string
+  /** Present rows withdrawn. */
+  rows: number
+  /** Sessions ended with reset-required. */
+  sessions: number
+}
 
 export interface ReadSession {
   session: string

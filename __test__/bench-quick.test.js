@@ -7,7 +7,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { spawnSync } = require('node:child_process')
 
-const SECTIONS = ['catalogue', 'commits', 'waiters', 'http', 'disk', 'caps', 'auth', 'submit', 'gasp']
+const SECTIONS = ['catalogue', 'commits', 'waiters', 'http', 'disk', 'caps', 'auth', 'submit', 'gasp', 'access']
 
 test('npm run bench -- --quick runs every section and writes RESULTS.md, results.json and the plots', () => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-quick-'))
@@ -64,6 +64,11 @@ test('npm run bench -- --quick runs every section and writes RESULTS.md, results
     expect(results.sections.submit.widths.map(w => w.wrappedOverPlain.n)).toEqual(results.plans.submit.widths.map(() => results.plans.submit.rounds))
     // GASP: one lag per run for every sync interval.
     expect(results.sections.gasp.intervals.map(i => [i.intervalMs, i.lagMs.n])).toEqual(results.plans.gasp.intervals.map(ms => [ms, results.plans.gasp.runs]))
+    // Access partitions: both callers in every round, polls and memory with and without partitions.
+    const access = results.sections.access
+    expect(access.firstBatch.onePercentOverEverything.n).toBe(results.plans.access.runs)
+    expect(access.polls.map(p => [p.partitions, p.pollers])).toEqual([[0, results.plans.access.pollers], [results.plans.access.partitions, results.plans.access.pollers]])
+    expect(access.memory.map(m => m.partitions)).toEqual([0, results.plans.access.partitions])
     expect(results.sections.commits.eightOverOne.n).toBe(results.plans.commits.runs)
     expect(results.sections.disk.afterCompactionBytesPerRow.n).toBe(results.plans.disk.runs)
 
@@ -78,7 +83,7 @@ test('npm run bench -- --quick runs every section and writes RESULTS.md, results
     for (const c of refused.filter(c => c.status !== 431)) expect(typeof c.code).toBe('string')
 
     const md = fs.readFileSync(path.join(out, 'RESULTS.md'), 'utf8')
-    for (const heading of ['## Machine', '## 1. Catalogue size', '## 2. Snapshot drain', '## 3. Durable commit', '## 4. Commit-to-delivery', '## 5. Memory', '## 6. Bytes on disk', '## 7. Behaviour past each cap', '## 8. Native benchmarks', '## 9. HTTP transport', '### 9a.', '### 9b.', '### 9c.', '## 10. BRC-103', '## 11. The live layer']) {
+    for (const heading of ['## Machine', '## 1. Catalogue size', '## 2. Snapshot drain', '## 3. Durable commit', '## 4. Commit-to-delivery', '## 5. Memory', '## 6. Bytes on disk', '## 7. Behaviour past each cap', '## 8. Native benchmarks', '## 9. HTTP transport', '### 9a.', '### 9b.', '### 9c.', '## 10. BRC-103', '## 11. The live layer', '## 13. Access-controlled']) {
       expect(md).toContain(heading)
     }
     expect(md).toContain('npm run bench -- --quick --out ' + out)

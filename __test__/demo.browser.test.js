@@ -5,7 +5,8 @@
 // Covered: progressive snapshot, a publish showing on the other page without reload, an offline
 // page catching up from its stored cursor, a withdraw (a real spend), a server restart with the
 // pages resuming their sessions, a reload resuming from localStorage without a new open, and a
-// lost live store (new epoch) answered by reset-required and a new generation on each page.
+// lost live store (new epoch) answered by reset-required and a new generation on each page;
+// then notes addressed to a recipient: two identities see different catalogues from one node.
 // A screenshot is kept under __test__/artifacts/ (git-ignored).
 const fs = require('node:fs')
 const os = require('node:os')
@@ -68,8 +69,9 @@ maybe('the demo page in chromium', () => {
   const state = (page) => page.evaluate(() => window.demoState())
   const noteItem = (page, text) => page.locator('#notes li:not(.stale)', { hasText: text })
 
-  async function publishFrom (page, text) {
+  async function publishFrom (page, text, to = '') {
     await page.fill('#note-text', text)
+    await page.fill('#note-to', to)
     await page.click('#publish-button')
     await page.waitForFunction(() => /^submitted /.test(document.getElementById('publish-status').textContent), null, WAIT)
   }
@@ -170,5 +172,36 @@ maybe('the demo page in chromium', () => {
     await a.page.screenshot({ path: path.join(ARTIFACTS, 'demo-page-a.png'), fullPage: true })
     expect(a.problems).toEqual([])
     expect(b.problems).toEqual([])
+  })
+
+  test('notes addressed to a recipient: author and recipient see them, another identity does not', async () => {
+    const cliKey = PrivateKey.fromRandom()
+    const cliIdentity = cliKey.toPublicKey().toString()
+    const x = await openPage()
+    const y = await openPage()
+    await liveAndShowing(x.page, [])
+    await liveAndShowing(y.page, [])
+    const ix = (await state(x.page)).identity
+    const iy = (await state(y.page)).identity
+    // From the command line to X only; from X's form to Y; from Y's form to the CLI key.
+    await publishNote(demo.url, cliKey, 'for X only', { to: ix })
+    await publishFrom(x.page, 'from X to Y', iy)
+    await publishFrom(y.page, 'from Y to the CLI', cliIdentity)
+    await publishNote(demo.url, cliKey, 'for everyone, late')
+    await liveAndShowing(x.page, ['for X only', 'from X to Y', 'for everyone, late'])
+    await liveAndShowing(y.page, ['from X to Y', 'from Y to the CLI', 'for everyone, late'])
+    const sx = await state(x.page)
+    const sy = await state(y.page)
+    expect(sx.notes).not.toContain('from Y to the CLI')
+    expect(sy.notes).not.toContain('for X only')
+    // One node, two catalogues: the public notes are common, the addressed ones are not.
+    const common = sx.notes.filter(t => sy.notes.includes(t))
+    expect(common).toEqual(expect.arrayContaining(['from X to Y', 'for everyone, late']))
+    expect(sx.notes.length - common.length).toBe(1)
+    expect(sy.notes.length - common.length).toBe(1)
+    expect(await x.page.locator('#notes li.addressed', { hasText: 'from X to Y' }).count()).toBe(1)
+    await x.page.screenshot({ path: path.join(ARTIFACTS, 'demo-page-addressed.png'), fullPage: true })
+    expect(x.problems).toEqual([])
+    expect(y.problems).toEqual([])
   })
 })

@@ -65,6 +65,16 @@ describe('demo host', () => {
     await expect(withdrawNote(demo.url, key, `${published.txid}.0`)).rejects.toThrow(/no live note/)
   })
 
+  test('an addressed note stays out of the unauthenticated /lookup list; its author still finds and withdraws it by outpoint', async () => {
+    const key = bsv.PrivateKey.fromRandom()
+    const to = bsv.PrivateKey.fromRandom().toPublicKey().toString()
+    const published = await publishNote(demo.url, key, 'for one reader', { to })
+    expect(published.steak.tm_notes.outputsToAdmit).toEqual([0])
+    expect(await lookupAll(demo.url)).not.toContain(`${published.txid}.0`)
+    const withdrawn = await withdrawNote(demo.url, key, `${published.txid}.0`)
+    expect(withdrawn.steak.tm_notes.coinsRemoved).toEqual([0])
+  })
+
   test('a note can be withdrawn only by its author', async () => {
     const author = bsv.PrivateKey.fromRandom()
     const other = bsv.PrivateKey.fromRandom()

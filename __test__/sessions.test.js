@@ -374,36 +374,35 @@ test('tampered cursors give reset-required; unknown services not-found; rejected
   expect(json(wrong).error.code).toBe('conflict')
 })
 
-test('a changed access scope ends the session with unauthorized', async () => {
-  let access = 'group-a'
-  await setup({ authorize: () => ({ access }) })
-  const first = await openOk()
-  expect(first.scope.access).toBe('group-a')
-  access = 'group-b'
-  const res = await live.read(readBody(first.session, first.cursor), ALICE)
-  expect(res.status).toBe(401)
-  access = 'group-a'
-  const after = await live.read(readBody(first.session, first.cursor), ALICE)
-  expect(after.status).toBe(401)
-})
-
 test.each([
-  ['synchronous', (v) => v],
-  ['asynchronous', (v) => Promise.resolve(v)]
-])('a scope that changes between request and serialize ends the session (%s hook)', async (_, wrap) => {
-  // The recheck right before a batch is handed out (BRC-193 §5) sees 'group-b' once the
-  // batch is built, though the request itself was authorized as 'group-a'.
-  let serializeAs = 'group-a'
-  await setup({ authorize: ({ stage }) => wrap({ access: stage === 'serialize' ? serializeAs : 'group-a' }) })
+  ['at the request', 'request', (v) => v],
+  ['right before serializing (synchronous hook)', 'serialize', (v) => v],
+  ['right before serializing (asynchronous hook)', 'serialize', (v) => Promise.resolve(v)]
+])('another partition %s ends the session with reset-required, a denial with unauthorized', async (_, when, wrap) => {
+  // With 'serialize', only the recheck right before a batch is handed out (BRC-193 §5) sees
+  // the change: the request itself is still authorized as 'group-a'.
+  let partition = 'group-a'
+  await setup({ authorize: ({ stage }) => wrap(when === 'request' || stage === 'serialize' ? (partition && { partition }) : { partition: 'group-a' }) })
   const first = await openOk()
-  const ok = await live.read(readBody(first.session, first.cursor), ALICE)
-  expect(ok.status).toBe(200)
-  serializeAs = 'group-b'
+  // A digest of the policy and the partition, never the label itself.
+  expect(first.scope.access).toMatch(/^[0-9a-f]{64}$/)
+  expect(first.scope.access).toBe(live.accessOf('group-a'))
+  expect(first.scope.access).not.toBe(live.accessOf('group-b'))
+  expect((await live.read(readBody(first.session, first.cursor), ALICE)).status).toBe(200)
+  partition = 'group-b'
   const res = await live.read(readBody(first.session, first.cursor), ALICE)
-  expect(res.status).toBe(401)
-  expect(json(res).error.code).toBe('unauthorized')
-  serializeAs = 'group-a'
-  expect((await live.read(readBody(first.session, first.cursor), ALICE)).status).toBe(401)
+  expect(res.status).toBe(409)
+  expect(json(res).error.code).toBe('reset-required')
+  partition = 'group-a'
+  // The session stays ended: the client opens a new snapshot under its partition.
+  expect(json(await live.read(readBody(first.session, first.cursor), ALICE)).error.code).toBe('reset-required')
+  const second = await openOk()
+  partition = null
+  const denied = await live.read(readBody(second.session, second.cursor), ALICE)
+  expect(denied.status).toBe(401)
+  expect(json(denied).error.code).toBe('unauthorized')
+  partition = 'group-a'
+  expect((await live.read(readBody(second.session, second.cursor), ALICE)).status).toBe(401)
 })
 
 test('a caught-up read that does not wait is answered without the tokio pool; any other read takes it', async () => {

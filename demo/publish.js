@@ -1,7 +1,9 @@
 'use strict'
 // Command-line publisher for the demo host: `npm run demo:publish -- "text"` builds a real note
 // transaction (funded by the host's development faucet) and submits it through /submit;
-// `npm run demo:publish -- --withdraw <txid>.<outputIndex>` spends one of this publisher's notes.
+// `npm run demo:publish -- --to <identity key> "text"` addresses the note to one recipient (only
+// author and recipient see it live); `npm run demo:publish -- --withdraw <txid>.<outputIndex>`
+// spends one of this publisher's notes.
 // Same PORT / HOST / DEMO_DATA_DIR as the server; the publisher's key is kept in the data
 // directory (publisher-key.hex), so repeated runs are one principal that can withdraw its notes.
 const fs = require('node:fs')
@@ -37,13 +39,13 @@ async function submit (url, info, built) {
   })
 }
 
-/** Publishes one note as `key`; resolves with {txid, steak}. */
-async function publishNote (url, key, text) {
+/** Publishes one note as `key`, addressed to the identity key `options.to` if given; resolves with {txid, steak}. */
+async function publishNote (url, key, text, options = {}) {
   const info = await request(`${url}/demo/info`)
   const funding = await request(`${url}/demo/fund`, {
     method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ address: key.toAddress() })
   })
-  const built = await createNotesTx(bsv, info).buildPublish(key, funding, text)
+  const built = await createNotesTx(bsv, info).buildPublish(key, funding, text, options.to)
   return { txid: built.txid, steak: await submit(url, info, built) }
 }
 
@@ -71,9 +73,10 @@ async function main (argv) {
     console.log(`withdrew ${argv[1]} in ${out.txid}: ${JSON.stringify(out.steak)}`)
     return
   }
-  const text = argv.join(' ').trim()
-  if (!text) throw new Error('usage: npm run demo:publish -- "note text"   |   npm run demo:publish -- --withdraw <txid>.<outputIndex>')
-  const out = await publishNote(url, key, text)
+  const to = argv[0] === '--to' ? argv[1] : undefined
+  const text = argv.slice(to === undefined ? 0 : 2).join(' ').trim()
+  if (!text) throw new Error('usage: npm run demo:publish -- [--to <identity key>] "note text"   |   npm run demo:publish -- --withdraw <txid>.<outputIndex>')
+  const out = await publishNote(url, key, text, { to })
   console.log(`published ${out.txid}.0: ${JSON.stringify(out.steak)}`)
 }
 

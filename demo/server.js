@@ -77,7 +77,11 @@ async function openLiveStore (dataDir, provider) {
     provider,
     sessionSeconds: 3600,
     replaySeconds: 3600,
-    maxWaitMs: 25000
+    maxWaitMs: 25000,
+    // Each BRC-103 identity is its own access partition: the notes companion shows it the
+    // public notes and the notes addressed by it or to it (docs/companions.md "Visibility").
+    accessPolicy: 'urn:overlay-lookup-live:demo:notes-readers:1',
+    authorize: ({ principal }) => principal ? { partition: principal } : null
   })
 }
 
@@ -92,7 +96,7 @@ async function openEngine (dataDir, live, chainTracker) {
   const inner = new NotesLookupService(knex)
   await inner.init()
   const managers = { [notes.NOTES_TOPIC]: new NotesTopicManager() }
-  const lookupServices = { [SERVICE]: live.wrap(SERVICE, inner, createNotesCompanion()) }
+  const lookupServices = { [SERVICE]: live.wrap(SERVICE, inner, createNotesCompanion({ addressed: true })) }
   // Constructor order of @bsv/overlay 0.4.6 (see DESIGN.md): managers, lookupServices, storage,
   // chainTracker, hostingURL, shipTrackers, slapTrackers, broadcaster, advertiser, syncConfiguration,
   // logTime, logPrefix, throwOnBroadcastFailure, overlayBroadcastFacilitator, logger.

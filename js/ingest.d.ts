@@ -90,6 +90,12 @@ export interface LiveCompanion {
   index(output: AdmittedOutput): IndexResult | null | undefined | Promise<IndexResult | null | undefined>
   /** Compiles a client query into a declarative selection; throw to reject the query. */
   select?(query: unknown): unknown
+  /**
+   * What a caller of access partition `partition` may see: a filter in the selection
+   * language (`{all: true}` for everything), ANDed with the query's. A function of the
+   * partition (and query) only; null, undefined or throwing denies the open.
+   */
+  visibility?(scope: { partition: string, service: string, query: unknown }): unknown
 }
 
 export interface AdmitChange {

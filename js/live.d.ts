@@ -19,6 +19,19 @@ export interface AuthorizeRequest {
   query: unknown
 }
 
+export type AuthorizeResult = { partition: string } | { access: string } | null | undefined | false
+
+/** What `live.prohibit` did. */
+export interface ProhibitResult {
+  number: number
+  /** Sequence of the group that withdrew the rows still present, or null. */
+  sequence: string | null
+  /** Present rows withdrawn. */
+  rows: number
+  /** Sessions ended with reset-required. */
+  sessions: number
+}
+
 export interface LiveLookupOptions {
   dataDir: string
   /** Create the store when missing. Without it a missing store is an error. */
@@ -37,8 +50,16 @@ export interface LiveLookupOptions {
   maxWaiters?: number
   maxWaitersPerPrincipal?: number
   maxConcurrentWork?: number
-  /** Default: every caller gets access 'public'. Return a falsy value to deny. */
-  authorize?: (request: AuthorizeRequest) => { access: string } | null | undefined | Promise<{ access: string } | null | undefined>
+  /**
+   * The access policy: places the caller in an access partition (an opaque label, 1-1024
+   * bytes, never a credential), or denies with a falsy value. Called on every request and
+   * again right before a batch is handed out; a denial then ends the session with
+   * unauthorized, another partition with reset-required. `access` is accepted as the older
+   * name of `partition`. Default: every caller in partition 'public'.
+   */
+  authorize?: (request: AuthorizeRequest) => AuthorizeResult | Promise<AuthorizeResult>
+  /** Names the access policy; part of every derived `scope.access`. Default 'default'. */
+  accessPolicy?: string
   /** Background compaction period; 0 disables it. Default 60000. */
   compactionIntervalMs?: number
   /**
@@ -144,6 +165,20 @@ export declare class LiveLookup {
   close (body: Buffer | string, caller: Caller): Promise<LiveResponse>
   router (options: RouterOptions): LiveRouter
   revoke (principal: string): Promise<number>
+  /**
+   * Prohibits serving rows of `service` from now on: those at `outpoints` ('txid.index' or
+   * {txid, outputIndex}) and/or those matching `where` (a filter of the selection language).
+   * Durable; in force when it resolves (docs/operators.md "Access control").
+   */
+  prohibit (p: { service: string, outpoints?: Array<string | { txid: string, outputIndex: number }>, where?: unknown, reason?: string }): Promise<ProhibitResult>
+  /**
+   * A policy change: the sessions of `partitions` (their visibility changed), of `principals`
+   * (their partition may change), or with neither every session, end with reset-required.
+   * Resolves with the sessions ended.
+   */
+  changePolicy (change?: { partitions?: string[], principals?: string[] }): Promise<number>
+  /** The `scope.access` sessions of `partition` get now. */
+  accessOf (partition: string): string
   /**
    * A new epoch that starts from the collection as it is: read from the attached Engine, or
    * `changes` (the starting admissions) when no Engine is attached. Resolves with the epoch.

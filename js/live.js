@@ -1,7 +1,7 @@
 'use strict'
 // LiveLookup: the operator-facing object. It owns the native provider (store,
 // sessions, cursors, long polls) and runs the host callbacks that must stay in JS:
-// the companion's `select(query)` and the host's `authorize(...)`.
+// the companion's `select(query)` and `visibility(scope)`, and the host's `authorize(...)`.
 
 const native = require('./native')
 const wire = require('./wire')
@@ -128,7 +128,8 @@ class LiveLookup {
       maxSessionsPerPrincipal: o.maxSessionsPerPrincipal,
       maxWaiters: o.maxWaiters,
       maxWaitersPerPrincipal: o.maxWaitersPerPrincipal,
-      maxConcurrentWork: o.maxConcurrentWork
+      maxConcurrentWork: o.maxConcurrentWork,
+      accessPolicy: o.accessPolicy
     }))
     // The restore anchor (js/anchor.js): `null` turns restore detection off.
     const anchorPath = o.anchorPath === undefined ? anchor.defaultAnchorPath(o.dataDir) : o.anchorPath
@@ -233,6 +234,9 @@ class LiveLookup {
     }
     if (!companion.rules || typeof companion.rules !== 'object') {
       throw new TypeError('a live companion needs rules: { id, parameters }')
+    }
+    if (companion.visibility !== undefined && typeof companion.visibility !== 'function') {
+      throw new TypeError('a live companion\'s visibility must be a function ({partition, service, query}) => filter')
     }
     const rulesDigest = this.core.registerService(name, companion.rules)
     const wrapped = ingest.wrapLookupService(name, lookupService, companion, this.sink)
@@ -422,12 +426,27 @@ class LiveLookup {
   }
 
   /**
-   * The access scope the host's hook grants, or null; synchronous when the hook is
-   * (a woken poll's recheck then adds no promise hops), a promise when it is not.
+   * The access partition the host's hook places the caller in, or null (denied);
+   * synchronous when the hook is (a woken poll's recheck then adds no promise hops), a
+   * promise when it is not.
    */
   authorizeNow (operation, stage, caller, service, query) {
     const result = this.authorizeHook({ operation, stage, principal: caller.principal || null, service, query })
-    return result && typeof result.then === 'function' ? result.then(accessOf) : accessOf(result)
+    return result && typeof result.then === 'function' ? result.then(partitionOf) : partitionOf(result)
+  }
+
+  /**
+   * The selection a session of `partition` gets: the query's, narrowed by the companion's
+   * visibility for the partition (a filter in the same language, so the snapshot scan uses
+   * the attribute index for it). Resolves null when the companion grants nothing.
+   */
+  async visibleSelection (svc, selection, partition, service, query) {
+    if (typeof svc.companion.visibility !== 'function') return selection
+    const visible = await svc.companion.visibility({ partition, service, query })
+    if (visible === null || visible === undefined || typeof visible !== 'object') return null
+    if (visible.all === true && Object.keys(visible).length === 1) return selection
+    if (selection === null || typeof selection !== 'object') return selection // the core reports it
+    return { ...selection, where: { and: [selection.where, visible] } }
   }
 
   /**
@@ -454,11 +473,17 @@ class LiveLookup {
     } catch (e) {
       return errorResponse('invalid', 'the service rejected the query: ' + String(e && e.message))
     }
-    const access = await this.authorizeNow('open', 'request', caller, req.service, req.query)
-    if (!access) return errorResponse('unauthorized', 'not authorized for this lookup')
+    const partition = await this.authorizeNow('open', 'request', caller, req.service, req.query)
+    if (!partition) return errorResponse('unauthorized', 'not authorized for this lookup')
+    try {
+      selection = await this.visibleSelection(svc, selection, partition, req.service, req.query)
+    } catch (e) {
+      return errorResponse('unauthorized', 'the service declares no visibility for this caller: ' + String(e && e.message))
+    }
+    if (selection === null) return errorResponse('unauthorized', 'the service declares no visibility for this caller')
     const { cancel, done } = nativeCancel(signal)
-    const start = (ticket) => this.core.openTicketed(Buffer.from(body), caller, access, selection, cancel, ticket)
-    return this.ticketed(start, (res) => this.recheck(res, 'open', caller, req.service, req.query, access), done)
+    const start = (ticket) => this.core.openTicketed(Buffer.from(body), caller, partition, selection, cancel, ticket)
+    return this.ticketed(start, (res) => this.recheck(res, 'open', caller, req.service, req.query, partition), done)
   }
 
   /**
@@ -478,28 +503,28 @@ class LiveLookup {
     try {
       // Unknown or another principal's session: the provider answers reset-required.
       if (!info) return this.nativeRead(bytes, caller, '', signal, null)
-      const start = (access) => {
-        if (!access) {
-          return this.core.revokeSession(info.session).then(() => errorResponse('unauthorized', 'access to this session was revoked'))
+      const start = (partition) => {
+        if (!partition) {
+          return this.core.revokeSession(info.session, false).then(() => errorResponse('unauthorized', 'access to this session was revoked'))
         }
-        const recheck = (res) => this.recheck(res, 'read', caller, info.service, info.query, access, info.session)
+        const recheck = (res) => this.recheck(res, 'read', caller, info.service, info.query, partition, info.session)
         // A caught-up read that neither waits nor writes is answered here, without a
         // trip through the tokio pool (src/session/mod.rs read_now); null otherwise.
-        const now = this.core.readNow(bytes, caller, access)
+        const now = this.core.readNow(bytes, caller, partition)
         if (now !== null) return Promise.resolve(recheck(now))
-        return this.nativeRead(bytes, caller, access, signal, recheck)
+        return this.nativeRead(bytes, caller, partition, signal, recheck)
       }
-      const access = this.authorizeNow('read', 'request', caller, info.service, info.query)
-      return access && typeof access.then === 'function' ? access.then(start) : start(access)
+      const partition = this.authorizeNow('read', 'request', caller, info.service, info.query)
+      return partition && typeof partition.then === 'function' ? partition.then(start) : start(partition)
     } catch (e) {
       return Promise.reject(e)
     }
   }
 
   /** The native read under a ticket (see `ticketed`); `signal` cancels a waiting poll. */
-  nativeRead (body, caller, access, signal, then) {
+  nativeRead (body, caller, partition, signal, then) {
     const { cancel, done } = nativeCancel(signal)
-    return this.ticketed((ticket) => this.core.readTicketed(body, caller, access, cancel, ticket), then, done)
+    return this.ticketed((ticket) => this.core.readTicketed(body, caller, partition, cancel, ticket), then, done)
   }
 
   /**
@@ -570,23 +595,26 @@ class LiveLookup {
   }
 
   /**
-   * Authorization again right before a batch is handed out (BRC-193 §5): a
-   * changed or withdrawn access scope ends the session with unauthorized.
+   * Authorization again right before a batch is handed out (BRC-193 §5): a withdrawn
+   * authorization ends the session with unauthorized, another partition with
+   * reset-required (what the caller may see changed: a new snapshot, never silently
+   * different rows).
    */
-  recheck (res, operation, caller, service, query, access, sessionId) {
+  recheck (res, operation, caller, service, query, partition, sessionId) {
     if (res.status !== 200) return res
     const again = this.authorizeNow(operation, 'serialize', caller, service, query)
     if (again && typeof again.then === 'function') {
-      return again.then((a) => this.afterRecheck(res, a, access, sessionId))
+      return again.then((a) => this.afterRecheck(res, a, partition, sessionId))
     }
-    return this.afterRecheck(res, again, access, sessionId)
+    return this.afterRecheck(res, again, partition, sessionId)
   }
 
-  /** The batch when the access scope is unchanged; otherwise the session ends. */
-  afterRecheck (res, again, access, sessionId) {
-    if (again === access) return res
+  /** The batch when the partition is unchanged; otherwise the session ends. */
+  afterRecheck (res, again, partition, sessionId) {
+    if (again === partition) return res
     const id = sessionId || JSON.parse(res.body.toString('utf8')).session
-    return this.core.revokeSession(id).then(() => errorResponse('unauthorized', 'access changed; the session has ended'))
+    if (!again) return this.core.revokeSession(id, false).then(() => errorResponse('unauthorized', 'access was withdrawn; the session has ended'))
+    return this.core.revokeSession(id, true).then(() => errorResponse('reset-required', 'the access partition changed; open a new session'))
   }
 
   /**
@@ -600,6 +628,46 @@ class LiveLookup {
   /** Ends every session of a principal with unauthorized, waiting polls included. */
   async revoke (principal) {
     return this.core.revoke(principal)
+  }
+
+  /**
+   * Prohibits serving rows of `service` to anyone, from now on (BRC-193 §8): those at
+   * `outpoints` and/or those whose attributes match `where` (a filter of the selection
+   * language). Durable; in force when it resolves: every session whose snapshot or retained
+   * log holds such a row has ended with reset-required (waiting polls included), present
+   * rows are withdrawn (reason `evicted`) in one group, and no snapshot, live group or
+   * replay serializes them again. Resolves `{number, sequence, rows, sessions}`.
+   * @param {{service: string, outpoints?: Array<string|{txid: string, outputIndex: number}>, where?: object, reason?: string}} p
+   */
+  async prohibit ({ service, outpoints = [], where, reason = 'operator prohibition' } = {}) {
+    if (typeof service !== 'string') throw new TypeError('prohibit needs a service')
+    if (!Array.isArray(outpoints)) throw new TypeError('outpoints must be an array')
+    const named = outpoints.map(o => typeof o === 'string' ? o : `${o && o.txid}.${o && o.outputIndex}`)
+    return call(this.core.prohibit(service, named, where === undefined ? null : where, String(reason)))
+  }
+
+  /**
+   * A change of the access policy that widens or narrows what callers see (BRC-193 §5): the
+   * sessions it affects end with reset-required (waiting polls included) and their clients
+   * open new snapshots under the new policy. `partitions`: what those partitions may see
+   * changed (each gets a new generation, so a new `scope.access`); `principals`: the host
+   * now places them elsewhere (their sessions end; their next open asks `authorize`);
+   * neither: the whole policy changed (a new version). Durable. Resolves with the sessions
+   * ended.
+   * @param {{partitions?: string[], principals?: string[]}} [change]
+   */
+  async changePolicy ({ partitions, principals } = {}) {
+    for (const list of [partitions, principals]) {
+      if (list !== undefined && (!Array.isArray(list) || !list.every(x => typeof x === 'string'))) {
+        throw new TypeError('partitions and principals must be arrays of strings')
+      }
+    }
+    return call(this.core.changePolicy(partitions ?? null, principals ?? null))
+  }
+
+  /** The `scope.access` that sessions of `partition` get now (a digest, never a credential). */
+  accessOf (partition) {
+    return this.core.accessOf(String(partition))
   }
 
   /**
@@ -760,15 +828,18 @@ function sameEvidence (a, b) {
   }
 }
 
-function accessOf (result) {
-  if (!result || typeof result.access !== 'string' || result.access.length === 0) return null
-  return result.access
+/** The partition of a hook's answer (`access` is its older name), or null when denied. */
+function partitionOf (result) {
+  if (!result) return null
+  const p = result.partition !== undefined ? result.partition : result.access
+  if (typeof p !== 'string' || p.length === 0) return null
+  return p
 }
 
 function defaultAuthorize ({ principal }) {
-  // Without a host policy every caller sees the same public collection; the
-  // access identifier names that policy, never a credential.
-  return { access: 'public' }
+  // Without a host policy every caller is in one partition and sees the same public
+  // collection; scope.access is derived from it, never from a credential.
+  return { partition: 'public' }
 }
 
 function topicsServedBy (engine, serviceName) {

@@ -73,9 +73,9 @@ async fn failures_and_writes_are_left_to_the_async_path() {
         assert!(w.provider.read_now(&bad, who, "public").is_none(), "{what}");
         assert_ne!(read_async(&w, who, &bad, "public").await.status, 200, "{what}: the async read refuses it");
     }
-    // A changed access scope ends the session, which is a write: not taken here.
+    // Another access partition ends the session (reset-required), which is a write: not taken here.
     assert!(w.provider.read_now(&b, &caller, "gold").is_none());
-    assert_eq!(error_code(&read_async(&w, &caller, &b, "gold").await), "unauthorized");
+    assert_eq!(error_code(&read_async(&w, &caller, &b, "gold").await), "reset-required");
     assert!(w.provider.read_now(&b, &caller, "public").is_none(), "the session has ended");
 }
 

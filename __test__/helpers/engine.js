@@ -103,22 +103,24 @@ class NoteFactory {
     return mintFunding(this.chainTracker, this.fundingKey.toAddress(), satoshis)
   }
 
-  async noteScript (text) {
+  /** A note's locking script; `to` (an identity key) addresses it to one recipient. */
+  async noteScript (text, to = null) {
     // forSelf: the lock is the author's own child key toward "anyone", whose signature anyone can check.
-    return this.pushDrop.lock(noteFields(text, await this.authorIdentityKey()), NOTES_PROTOCOL, NOTES_KEY_ID, 'anyone', true)
+    return this.pushDrop.lock(noteFields(text, await this.authorIdentityKey(), to), NOTES_PROTOCOL, NOTES_KEY_ID, 'anyone', true)
   }
 
   /**
    * Builds and signs a transaction.
-   * @param {{spend?: Array<Note>, notes?: string[], plainOutputs?: number, fundingAt?: number}} spec
-   *   spend: notes to spend; notes: texts of new notes (outputs 0..n-1); plainOutputs: extra
+   * @param {{spend?: Array<Note>, notes?: Array<string|{text: string, to: string}>, plainOutputs?: number, fundingAt?: number}} spec
+   *   spend: notes to spend; notes: texts of new notes (outputs 0..n-1), or {text, to} for a note
+   *   addressed to the identity key `to`; plainOutputs: extra
    *   P2PKH outputs after the notes; fundingAt: input index of a fresh funding input (default:
    *   first input, so spent notes follow it; pass spend.length to put it last, or -1 for none).
    * @returns {Promise<{tx: Transaction, txid: string, beef: number[], notes: Note[], spent: Note[]}>}
    */
   async build (spec) {
     const spend = spec.spend ?? []
-    const texts = spec.notes ?? []
+    const texts = (spec.notes ?? []).map(n => typeof n === 'string' ? { text: n, to: null } : n)
     const fundingAt = spec.fundingAt ?? 0
     const noteInputs = spend.map(note => ({
       sourceTransaction: note.tx,
@@ -140,14 +142,14 @@ class NoteFactory {
     if (inputs.length === 0) throw new Error('a transaction needs at least one input')
     const tx = new Transaction()
     for (const input of inputs) tx.addInput(input)
-    for (const text of texts) tx.addOutput({ lockingScript: await this.noteScript(text), satoshis: 1000 })
+    for (const { text, to } of texts) tx.addOutput({ lockingScript: await this.noteScript(text, to), satoshis: 1000 })
     const plain = spec.plainOutputs ?? (texts.length === 0 ? 1 : 0) // a transaction needs an output
     for (let i = 0; i < plain; i++) {
       tx.addOutput({ lockingScript: new P2PKH().lock(this.fundingKey.toAddress()), satoshis: 500 })
     }
     await tx.sign()
     const txid = tx.id('hex')
-    const notes = texts.map((text, outputIndex) => ({ txid, outputIndex, text, satoshis: 1000, tx }))
+    const notes = texts.map(({ text, to }, outputIndex) => ({ txid, outputIndex, text, to, satoshis: 1000, tx }))
     return { tx, txid, beef: tx.toBEEF(), notes, spent: spend }
   }
 

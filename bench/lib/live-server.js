@@ -19,6 +19,7 @@ const { createNotesCompanion } = require('../../demo/notes/notesCompanion')
 const { plainService } = require('../../__test__/helpers/live')
 const { ORIGIN, startServer } = require('./http')
 const rows = require('./rows')
+const { accessOptions, accessCompanion } = require('./access')
 
 const wallClock = () => performance.timeOrigin + performance.now()
 
@@ -39,9 +40,11 @@ async function main () {
     // Public mode has one (empty) principal: the per-principal caps are the store's caps there.
     maxSessionsPerPrincipal: big,
     maxWaiters: big,
-    maxWaitersPerPrincipal: big
+    maxWaitersPerPrincipal: big,
+    // bench/access.js: principals in access partitions (lib/access.js); none by default.
+    ...accessOptions(cfg.access)
   })
-  live.wrap(rows.SERVICE, plainService(), createNotesCompanion())
+  live.wrap(rows.SERVICE, plainService(), cfg.access ? accessCompanion(cfg.access) : createNotesCompanion())
   const templates = await rows.standaloneTemplates()
   await rows.loadLive(live, templates, 0, 10, 10)
   let next = 10

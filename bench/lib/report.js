@@ -511,6 +511,40 @@ ${table(['sync interval', 'lag, ms', 'lag / interval', 'submit on A, ms'], s.int
 `
 }
 
+function accessSection (a) {
+  const f = a.firstBatch
+  const polls = a.polls.map(p => [p.partitions ? `${p.partitions} partitions` : 'none', p.pollers.toLocaleString('en-US'), cell(p.p50Ms), cell(p.p99Ms), cell(p.maxMs), cell(p.serverCpuMsPerAnswer)])
+  const mem = a.memory.map(m => [m.partitions ? `${m.partitions} partitions` : 'none', m.sessions.toLocaleString('en-US'), cell(m.waitingSessionRssBytes, bytes), cell(m.waitingSessionNativeEstimateBytes, bytes), cell(m.waitingSessionHeapUsedBytes, bytes), cell(m.deliveryFromPublicationP99Ms)])
+  return `## 13. Access-controlled catalogues
+
+**First batch when the caller may see 1%** (\`bench/sections/access.js\`): ${f.rows.toLocaleString('en-US')} rows in one store, each
+with an \`owner\` attribute of ${Math.round(f.rows / f.visibleRows)} values; the companion's visibility gives a partition
+\`{eq: ['owner', partition]}\` (so ${f.visibleRows.toLocaleString('en-US')} rows) and the partition \`everyone\` \`{all: true}\`.
+In each round both open query \`{}\` with the profile's maximum page (${f.pageObservations} observations, 4 MiB), in
+alternating order, each run another owner's 1%; the time runs from \`live.open\` to its first batch parsed.
+*Entries examined* is the store's count of index entries and row versions the scan read.
+
+${table(['caller sees', 'first batch, ms', 'entries examined'], [
+    ['everything', cell(f.everythingMs), cell(f.everythingExamined)],
+    ['1%', cell(f.onePercentMs), cell(f.onePercentExamined)]
+  ])}
+1% over everything (per round): **${cell(f.onePercentOverEverything)}** (goal: at most 2).
+
+**One commit waking authenticated long polls of as many principals**: as section 10's polls, with one
+session per client identity, so every poll is another principal; with partitions the server's \`authorize\`
+places each principal in one of them (by a digest of its identity) and the companion gives each partition
+a visibility filter of its own that every row meets (\`bench/lib/access.js\`): every partition is a view
+of its own, whose live group is projected and rendered once. The goal is a p99 under 1 s.
+
+${table(['partitions', 'authenticated polls (principals)', 'p50, ms', 'p99, ms', 'max, ms', 'server CPU per signed answer, ms'], polls)}
+
+**Memory per waiting session**, by section 5's procedure (RSS after a full GC, from before the sessions
+were opened to all polls parked, over N), the same principals with and without partitions:
+
+${table(['partitions', 'waiting sessions', 'RSS per waiting session', 'native per waiting session', 'JS heap per waiting session', 'p99 wake from publication, ms'], mem)}
+`
+}
+
 function caveats (r) {
   const c = r.sections.catalogue
   const items = [
@@ -568,6 +602,7 @@ flushes.
   if (s.auth) parts.push(authSection(s.auth))
   if (s.submit) parts.push(submitSection(s.submit))
   if (s.gasp) parts.push(gaspSection(s.gasp))
+  if (s.access) parts.push(accessSection(s.access))
   parts.push(caveats(r))
   return parts.join('\n') + '\n'
 }

@@ -20,7 +20,7 @@ const { summary, percentile, progress } = require('../lib/common')
 const { start } = require('../lib/child-process')
 
 async function startServer (cfg, authentication) {
-  const server = await start('live-server.js', { authentication, dir: cfg.dir })
+  const server = await start('live-server.js', { authentication, dir: cfg.dir, access: cfg.access })
   // The BRC-103 clients' transport (bench/lib/live-client.js; default NativeAuthFetch).
   if (cfg.transport) server.ready = { ...server.ready, transport: cfg.transport }
   return server
@@ -68,9 +68,12 @@ async function readFigure (server, authentication, clientCount, hosts, runs, ms,
   }
 }
 
-/** Commit-to-delivery for n authenticated long polls spread over `processes` client processes. */
-async function pollFigure (server, n, processes, runs) {
-  const clients = await startClients(server, 'brc103', processes, Math.ceil(n / processes))
+/**
+ * Commit-to-delivery for n authenticated long polls spread over `processes` client processes,
+ * `sessionsPerIdentity` sessions per client identity.
+ */
+async function pollFigure (server, n, processes, runs, sessionsPerIdentity = 16) {
+  const clients = await startClients(server, 'brc103', processes, Math.ceil(n / processes), sessionsPerIdentity)
   const total = Math.ceil(n / processes) * processes
   const p50 = []; const p99 = []; const max = []; const cpuPerAnswer = []; const written = []
   try {
@@ -148,4 +151,4 @@ async function run (cfg) {
   return out
 }
 
-module.exports = { run }
+module.exports = { run, startServer, pollFigure }

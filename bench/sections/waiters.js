@@ -19,6 +19,7 @@ const { createNotesCompanion } = require('../../demo/notes/notesCompanion')
 const { plainService } = require('../../__test__/helpers/live')
 const { deliverySummary, publishedAt, now, summary, percentile, memory, until, progress, rssBytes, sleep } = require('../lib/common')
 const rows = require('../lib/rows')
+const { accessOptions, accessCompanion } = require('../lib/access')
 const client = require('../lib/client')
 
 const CHAIN = { network: 'test', genesisHash: '00'.repeat(32) }
@@ -98,9 +99,11 @@ async function measureN (cfg, templates, n) {
     compactionIntervalMs: 0,
     maxWaiters: n + 16,
     maxWaitersPerPrincipal: 4,
-    maxSessionsPerPrincipal: 4
+    maxSessionsPerPrincipal: 4,
+    // bench/access.js: principals in access partitions (lib/access.js); none by default.
+    ...accessOptions(cfg.access)
   })
-  live.wrap(rows.SERVICE, plainService(), createNotesCompanion())
+  live.wrap(rows.SERVICE, plainService(), cfg.access ? accessCompanion(cfg.access) : createNotesCompanion())
   let next = 0
   await rows.loadLive(live, templates, 0, SEED_ROWS, SEED_ROWS)
   next = SEED_ROWS

@@ -22,15 +22,22 @@ class NotesLookupService {
     if (!SPEND_MODES.includes(this.spendNotificationMode)) throw new Error(`unknown spendNotificationMode ${this.spendNotificationMode}`)
   }
 
-  /** Creates the table if needed; call once before registering the service. */
+  /** Creates the table if needed (or adds the recipient column); call once before registering the service. */
   async init () {
-    if (await this.knex.schema.hasTable(this.table)) return
+    if (await this.knex.schema.hasTable(this.table)) {
+      if (!(await this.knex.schema.hasColumn(this.table, 'recipient'))) {
+        await this.knex.schema.alterTable(this.table, t => { t.string('recipient', 66).nullable() })
+      }
+      return
+    }
     await this.knex.schema.createTable(this.table, t => {
       t.string('txid', 64).notNullable()
       t.integer('outputIndex').notNullable()
       t.string('author', 66).notNullable()
       t.text('text').notNullable()
       t.bigInteger('admittedAt').notNullable()
+      // An addressed note's recipient; null for a public note.
+      t.string('recipient', 66).nullable()
       t.primary(['txid', 'outputIndex'])
       t.index(['author'])
     })
@@ -50,7 +57,7 @@ class NotesLookupService {
     const note = decodeNote(script)
     if (note === null) return
     await this.knex(this.table)
-      .insert({ txid, outputIndex: payload.outputIndex, author: note.author, text: note.text, admittedAt: Date.now() })
+      .insert({ txid, outputIndex: payload.outputIndex, author: note.author, text: note.text, admittedAt: Date.now(), recipient: note.recipient })
       .onConflict(['txid', 'outputIndex']).ignore()
   }
 
@@ -73,7 +80,10 @@ class NotesLookupService {
   }
 
   /**
-   * Query: {} for all notes, {author} for one author's notes, {txid, outputIndex} for one note.
+   * Query: {} for all public notes, {author} for one author's public notes, {txid, outputIndex}
+   * for one note (the outpoint names it: how a publisher finds its own note to spend it).
+   * Addressed notes are for author and recipient only, and this unauthenticated finite
+   * lookup cannot tell who asks, so it never lists them.
    * Answers a LookupFormula (outpoints); the Engine hydrates them with BEEF.
    */
   async lookup (question) {
@@ -82,6 +92,7 @@ class NotesLookupService {
     const q = this.knex(this.table).select('txid', 'outputIndex').orderBy([{ column: 'admittedAt' }, { column: 'txid' }, { column: 'outputIndex' }])
     if (typeof query.author === 'string') q.where({ author: query.author })
     if (typeof query.txid === 'string') q.where({ txid: query.txid, outputIndex: Number(query.outputIndex ?? 0) })
+    else q.whereNull('recipient')
     const rows = await q
     return rows.map(r => ({ txid: r.txid, outputIndex: Number(r.outputIndex) }))
   }

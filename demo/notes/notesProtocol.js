@@ -4,7 +4,11 @@
 //   [0] the marker "notes-v1" (UTF-8)
 //   [1] the note text (UTF-8, 1..NOTE_TEXT_MAX bytes)
 //   [2] the author's identity key (33-byte compressed secp256k1 point)
-//   [3] the author's signature over fields 0..2 (added by PushDrop.lock)
+//   [3] only in a note addressed to someone: the recipient's identity key (33 bytes)
+//   last: the author's signature over the fields before it (added by PushDrop.lock)
+// An addressed note is for its author and recipient only: live catalogues that index it
+// show it to those two alone (notesCompanion.js), and the BRC-24 lookup of the demo's
+// NotesLookupService lists public notes only.
 // The locking key is the author's BRC-42 child for NOTES_PROTOCOL / NOTES_KEY_ID with counterparty
 // "anyone", so anyone can check the signature and only the author can spend the note.
 const { LockingScript, PushDrop, PublicKey, Utils, OP } = require('@bsv/sdk')
@@ -24,7 +28,7 @@ const NOTE_TEXT_MAX = 1000
  * signature with the author key.
  * @param {unknown} script
  * @param {{checkKeys?: boolean}} [options]
- * @returns {{text: string, author: string, signature: number[], fieldsForSignature: number[]} | null}
+ * @returns {{text: string, author: string, recipient: string | null, signature: number[], fieldsForSignature: number[]} | null}
  */
 function decodeNote (script, { checkKeys = true } = {}) {
   let fields
@@ -34,15 +38,16 @@ function decodeNote (script, { checkKeys = true } = {}) {
   } catch (_) {
     return null
   }
-  if (fields.length !== 4) return null
+  if (fields.length !== 4 && fields.length !== 5) return null
   if (Utils.toUTF8(fields[0]) !== NOTES_MARKER) return null
   const textBytes = fields[1]
   if (textBytes.length < 1 || textBytes.length > NOTE_TEXT_MAX) return null
-  if (fields[2].length !== 33) return null
-  const author = Utils.toHex(fields[2])
+  const keys = fields.slice(2, fields.length - 1)
+  if (keys.some(k => k.length !== 33)) return null
+  const [author, recipient = null] = keys.map(k => Utils.toHex(k))
   if (checkKeys) {
     try {
-      PublicKey.fromString(author)
+      for (const k of keys) PublicKey.fromString(Utils.toHex(k))
     } catch (_) {
       return null
     }
@@ -50,8 +55,9 @@ function decodeNote (script, { checkKeys = true } = {}) {
   return {
     text: Utils.toUTF8(textBytes),
     author,
-    signature: fields[3],
-    fieldsForSignature: [...fields[0], ...fields[1], ...fields[2]]
+    recipient,
+    signature: fields[fields.length - 1],
+    fieldsForSignature: fields.slice(0, fields.length - 1).flat()
   }
 }
 
@@ -86,13 +92,18 @@ function scriptToHex (script) {
   throw new TypeError('expected a script as hex, bytes or a Script object')
 }
 
-/** Note fields (before PushDrop appends the signature) for a text and author identity key. */
-function noteFields (text, authorIdentityKey) {
-  return [
+/**
+ * Note fields (before PushDrop appends the signature) for a text, the author identity key and,
+ * for an addressed note, the recipient identity key.
+ */
+function noteFields (text, authorIdentityKey, recipientIdentityKey = null) {
+  const fields = [
     Utils.toArray(NOTES_MARKER, 'utf8'),
     Utils.toArray(text, 'utf8'),
     Utils.toArray(authorIdentityKey, 'hex')
   ]
+  if (recipientIdentityKey !== null) fields.push(Utils.toArray(recipientIdentityKey, 'hex'))
+  return fields
 }
 
 module.exports = {

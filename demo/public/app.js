@@ -268,8 +268,9 @@
       } catch (e) {
         throw new ProtocolError('evidence is not a PushDrop output')
       }
-      if (fields.length !== 4 || Utils.toUTF8(fields[0]) !== src.info.marker) throw new ProtocolError('evidence is not a note')
-      return { text: Utils.toUTF8(fields[1]), author: Utils.toHex(fields[2]) }
+      // An addressed note carries its recipient before the signature (demo/notes/notesProtocol.js).
+      if ((fields.length !== 4 && fields.length !== 5) || Utils.toUTF8(fields[0]) !== src.info.marker) throw new ProtocolError('evidence is not a note')
+      return { text: Utils.toUTF8(fields[1]), author: Utils.toHex(fields[2]), to: fields.length === 5 ? Utils.toHex(fields[3]) : null }
     }
 
     /** The client's checks of the ordering rules (BRC-193 §8); a failure means: do not use this batch. */
@@ -306,6 +307,7 @@
               outputIndex: ev.outputIndex,
               text: decoded.text,
               author: decoded.author,
+              to: decoded.to,
               // Only the author can spend a note, so only our own notes keep their evidence.
               beef: decoded.author === myIdentity ? ev.beef : undefined,
               n: known ? known.n : ++counter
@@ -482,13 +484,13 @@
     })
   }
 
-  async function publish (noteText) {
+  async function publish (noteText, to) {
     const info = primary.info
     if (!info) throw new Error('not connected yet')
     const funding = await plainJSON('/demo/fund', {
       method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ address: key.toAddress() })
     })
-    const built = await notesTx.buildPublish(key, funding, noteText)
+    const built = await notesTx.buildPublish(key, funding, noteText, to)
     const steak = await submitBeef(built.beef)
     const admitted = steak[info.topic] && steak[info.topic].outputsToAdmit
     if (!admitted || admitted.length !== 1) throw new Error('the overlay did not admit the note')
@@ -513,13 +515,16 @@
     ev.preventDefault()
     const input = document.getElementById('note-text')
     const button = document.getElementById('publish-button')
+    const toInput = document.getElementById('note-to')
     const noteText = input.value.trim()
+    const to = toInput.value.trim()
     if (!noteText) return
     button.disabled = true
     text('publish-status', 'building and submitting…')
     try {
-      const txid = await publish(noteText)
+      const txid = await publish(noteText, to || undefined)
       input.value = ''
+      toInput.value = ''
       text('publish-status', 'submitted ' + txid.slice(0, 16) + '…; it shows below once the live session delivers it')
     } catch (e) {
       text('publish-status', 'publish failed: ' + e.message)
@@ -631,7 +636,9 @@
       li.className = [m.author === myIdentity ? 'mine' : '', stale ? 'stale' : '', fresh.has(id) ? 'fresh' : ''].join(' ').trim()
       const t = document.createElement('span'); t.className = 'text'; t.textContent = m.text
       const meta = document.createElement('span'); meta.className = 'meta'
-      meta.textContent = 'by ' + m.author.slice(0, 10) + '… at ' + m.txid.slice(0, 8) + '….' + m.outputIndex
+      meta.textContent = 'by ' + m.author.slice(0, 10) + '…' + (m.to ? ' to ' + (m.to === myIdentity ? 'you' : m.to.slice(0, 10) + '…') : '') +
+        ' at ' + m.txid.slice(0, 8) + '….' + m.outputIndex
+      if (m.to) li.classList.add('addressed')
       li.append(t, meta)
       if (m.beef && !stale) {
         const b = document.createElement('button'); b.type = 'button'; b.dataset.withdraw = id; b.textContent = 'withdraw'

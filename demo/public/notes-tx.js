@@ -15,15 +15,19 @@
   function hexToBytes (hex) { return Utils.toArray(hex, 'hex') }
 
   /**
-   * A note transaction: spends the faucet's funding output (P2PKH to key) and creates one note.
-   * The rest of the funding is left as fee: nothing is broadcast, the Engine only checks SPV.
+   * A note transaction: spends the faucet's funding output (P2PKH to key) and creates one note,
+   * addressed to the identity key `to` when given (then only its author and that recipient see
+   * it in the live catalogue). The rest of the funding is left as fee: nothing is broadcast,
+   * the Engine only checks SPV.
    */
-  async function buildPublish (key, funding, text) {
+  async function buildPublish (key, funding, text, to) {
     if (typeof text !== 'string' || text.length === 0) throw new Error('a note needs some text')
     if (Utils.toArray(text, 'utf8').length > info.maxTextBytes) throw new Error(`a note holds at most ${info.maxTextBytes} bytes`)
+    if (to !== undefined && to !== null && to !== '' && !/^0[23][0-9a-f]{64}$/.test(to)) throw new Error('the recipient must be an identity key (66 hex digits)')
     const wallet = new ProtoWallet(key)
     const { publicKey } = await wallet.getPublicKey({ identityKey: true })
     const fields = [Utils.toArray(info.marker, 'utf8'), Utils.toArray(text, 'utf8'), hexToBytes(publicKey)]
+    if (to) fields.push(hexToBytes(to))
     // forSelf: locked to the author's own child key toward "anyone", whose signature anyone can check.
     const lockingScript = await new PushDrop(wallet).lock(fields, info.protocolID, info.keyID, 'anyone', true)
     const fundingTx = Transaction.fromBEEF(hexToBytes(funding.beef), funding.txid)

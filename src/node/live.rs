@@ -52,6 +52,8 @@ pub struct LiveConfig {
     pub max_waiters: Option<u32>,
     pub max_waiters_per_principal: Option<u32>,
     pub max_concurrent_work: Option<u32>,
+    /// Names the access policy; part of every derived `scope.access`.
+    pub access_policy: Option<String>,
 }
 
 /// One membership change handed over by the JS ingest layer.
@@ -86,6 +88,17 @@ pub struct MemberRow {
     pub topic: String,
     /// The member's current evidence (BEEF bytes).
     pub beef: Buffer,
+}
+
+#[napi(object)]
+pub struct ProhibitResult {
+    pub number: u32,
+    /// Sequence (decimal) of the group that withdrew the present rows, or null.
+    pub sequence: Option<String>,
+    /// Present rows withdrawn.
+    pub rows: u32,
+    /// Sessions ended with reset-required.
+    pub sessions: u32,
 }
 
 #[napi(object)]
@@ -336,6 +349,7 @@ pub async fn open_live(config: LiveConfig) -> napi::Result<NativeLive> {
             },
         )
         .map_err(js_error)?;
+        provider.set_access_policy(config.access_policy.as_deref().unwrap_or("default"));
         Ok(NativeLive { provider, delivery: Arc::default() })
     })
     .await
@@ -364,7 +378,7 @@ impl NativeLive {
         let changes = changes.into_iter().map(to_change).collect::<Res<Vec<_>>>().map_err(to_async)?;
         let p = self.provider.clone();
         blocking(move || {
-            p.store().commit(changes).map(|s| s.map(|v| v.to_string())).map_err(store_error)
+            p.commit(changes).map(|s| s.map(|v| v.to_string())).map_err(store_error)
         })
         .await
     }
@@ -377,7 +391,7 @@ impl NativeLive {
         let changes = changes.into_iter().map(to_change).collect::<Res<Vec<_>>>().map_err(to_async)?;
         let p = self.provider.clone();
         blocking(move || {
-            p.store().commit_divisible(changes).map(|s| s.map(|v| v.to_string())).map_err(store_error)
+            p.commit_divisible(changes).map(|s| s.map(|v| v.to_string())).map_err(store_error)
         })
         .await
     }
@@ -398,14 +412,14 @@ impl NativeLive {
     /// `read_ticketed`): no threadsafe function is created for the call. A panic answers
     /// `unavailable` (the ticket's `Owed` is dropped unanswered).
     #[napi]
-    pub fn open_ticketed(&self, body: Buffer, who: CallerInfo, access: String, selection: Value, cancel: &NativeCancel, ticket: u32) {
+    pub fn open_ticketed(&self, body: Buffer, who: CallerInfo, partition: String, selection: Value, cancel: &NativeCancel, ticket: u32) {
         let p = self.provider.clone();
         let token = cancel.inner.clone();
         let body = body.to_vec();
         let owed = Owed { ticket, delivery: self.delivery.clone(), answered: false };
         napi::bindgen_prelude::spawn_blocking(move || {
             // Tripping `cancel` (the client went away) ends the snapshot scan and stores nothing.
-            let r = p.open_until(&body, &caller(who), &access, &selection, Some(&token));
+            let r = p.open_until(&body, &caller(who), &partition, &selection, Some(&token));
             owed.answer(r.status as u32, r.body);
         });
     }
@@ -426,8 +440,8 @@ impl NativeLive {
     /// `readTicketed` (see `Provider::read_now` for which reads qualify: none that
     /// waits, writes or scans).
     #[napi]
-    pub fn read_now(&self, body: &[u8], who: CallerInfo, access: String) -> Option<NativeResponse> {
-        self.provider.read_now(body, &caller(who), &access).map(respond)
+    pub fn read_now(&self, body: &[u8], who: CallerInfo, partition: String) -> Option<NativeResponse> {
+        self.provider.read_now(body, &caller(who), &partition).map(respond)
     }
 
     /// A read; long-polls when the live log has nothing eligible. Tripping `cancel`
@@ -435,7 +449,7 @@ impl NativeLive {
     /// delivery function under `ticket`, not to a promise of its own (see
     /// src/node/delivery.rs for why).
     #[napi]
-    pub fn read_ticketed(&self, body: Buffer, who: CallerInfo, access: String, cancel: &NativeCancel, ticket: u32) {
+    pub fn read_ticketed(&self, body: Buffer, who: CallerInfo, partition: String, cancel: &NativeCancel, ticket: u32) {
         let p = self.provider.clone();
         let token = cancel.inner.clone();
         let body = body.to_vec();
@@ -443,7 +457,7 @@ impl NativeLive {
         napi::bindgen_prelude::spawn(async move {
             // A waiting poll parks: this task ends, and the answer comes from whoever
             // answers the poll (src/session/park.rs).
-            p.read_into(body, caller(who), access, token, Box::new(owed)).await;
+            p.read_into(body, caller(who), partition, token, Box::new(owed)).await;
         });
     }
 
@@ -472,10 +486,37 @@ impl NativeLive {
         blocking(move || p.revoke(&principal).map(|n| n as u32).map_err(js_error)).await
     }
 
+    /// Ends one session: `unauthorized`, or with `reset` true `reset-required`.
     #[napi]
-    pub async fn revoke_session(&self, session: String) -> napi::Result<bool> {
+    pub async fn revoke_session(&self, session: String, reset: Option<bool>) -> napi::Result<bool> {
         let p = self.provider.clone();
-        blocking(move || p.revoke_session(&session).map_err(js_error)).await
+        blocking(move || if reset.unwrap_or(false) { p.reset_session(&session) } else { p.revoke_session(&session) }.map_err(js_error)).await
+    }
+
+    /// Prohibits serving rows of `service` (src/session/prohibit.rs): `outpoints` as
+    /// `txid.outputIndex`, and/or those matching `filter` (a selection's `where`). Durable and
+    /// in force when it resolves.
+    #[napi]
+    pub async fn prohibit(&self, service: String, outpoints: Vec<String>, filter: Option<Value>, reason: String) -> napi::Result<ProhibitResult> {
+        let p = self.provider.clone();
+        blocking(move || {
+            let o = p.prohibit(&service, outpoints, filter, &reason).map_err(js_error)?;
+            Ok(ProhibitResult { number: o.number as u32, sequence: o.sequence.map(|s| s.to_string()), rows: o.rows as u32, sessions: o.sessions as u32 })
+        })
+        .await
+    }
+
+    /// A policy change (`Provider::change_policy`); resolves with the sessions ended.
+    #[napi]
+    pub async fn change_policy(&self, partitions: Option<Vec<String>>, principals: Option<Vec<String>>) -> napi::Result<u32> {
+        let p = self.provider.clone();
+        blocking(move || p.change_policy(partitions, principals).map(|n| n as u32).map_err(js_error)).await
+    }
+
+    /// The `scope.access` a session of `partition` gets now.
+    #[napi]
+    pub fn access_of(&self, partition: String) -> String {
+        self.provider.access_of(&partition)
     }
 
     /// One bounded compaction pass; resolves true when more work remains.
@@ -506,8 +547,7 @@ impl NativeLive {
         let changes = changes.into_iter().map(to_change).collect::<Res<Vec<_>>>().map_err(to_async)?;
         let p = self.provider.clone();
         blocking(move || {
-            p.store()
-                .reset_epoch_with(changes)
+            p.reset_epoch_with(changes)
                 .map(|(epoch, seq)| EpochReset { epoch, sequence: seq.map(|v| v.to_string()) })
                 .map_err(store_error)
         })

@@ -9,15 +9,19 @@
 //! publication channel *before* building its batch and parks in the table of
 //! [`park`], so a commit between the build and the park is never lost.
 //!
-//! Host callbacks (the companion's `select` and the host's `authorize`) run in JS
-//! before a call reaches this module; their results arrive as the compiled
-//! selection and the `access` string.
+//! Host callbacks (the companion's `select` and `visibility`, the host's `authorize`) run
+//! in JS before a call reaches this module; their results arrive as the selection (the
+//! query's filter narrowed by the partition's visibility) and the access partition, from
+//! which [`access`] derives `scope.access`. Prohibited rows ([`prohibit`]) are checked
+//! wherever a row is serialized.
 
+pub mod access;
 pub mod batch;
 mod budget;
 pub mod cursor;
 pub mod handover;
 mod park;
+mod prohibit;
 pub mod record;
 mod table;
 pub mod wait;
@@ -40,6 +44,7 @@ pub use batch::Ready;
 use cursor::{Cursor, CursorKey, Position};
 use record::{FenceRecord, FirstBatch, SessionRecord};
 pub use park::{Answer, Reply};
+pub use prohibit::ProhibitOutcome;
 pub use wait::{CancelToken, Caps, WaitGuard, Waiters, WorkSlots};
 
 /// Schema of a legacy BRC-24 context carried as JSON bytes (BRC-192 §2).
@@ -148,10 +153,9 @@ impl LiveSession {
         self.rec.lock().unwrap().clone()
     }
 
-    /// Closed or revoked: a waiting poll of it ends (through the gate).
+    /// Closed, revoked or reset: a waiting poll of it ends (through the gate).
     fn has_ended(&self) -> bool {
-        let r = self.rec.lock().unwrap();
-        r.closed || r.revoked
+        self.rec.lock().unwrap().ended()
     }
 }
 
@@ -212,6 +216,14 @@ impl GroupCache {
         self.entries.read().unwrap().0.get(&(*view, seq)).cloned()
     }
 
+    /// Drops every rendering (a prohibition: groups rendered before it may hold a row that
+    /// may no longer be disclosed).
+    fn clear(&self) {
+        let mut m = self.entries.write().unwrap();
+        m.0.clear();
+        m.1 = 0;
+    }
+
     fn put(&self, view: [u8; 32], seq: u64, group: CachedGroup) {
         let size = group.as_ref().map_or(0, |g| g.bytes.len());
         let mut m = self.entries.write().unwrap();
@@ -253,6 +265,23 @@ pub struct Provider {
     pub hooks: TestHooks,
     /// Keyed by the store secret, which a reset keeps.
     cursor_key: CursorKey,
+    /// The access policy's identity, version and partition generations.
+    policy: access::AccessTable,
+    prohibited: prohibit::Prohibitions,
+    /// Commits and opens hold it shared; a prohibition or a policy change holds it
+    /// exclusively, so no watermark is captured and no group committed in the middle of one.
+    admission: RwLock<()>,
+}
+
+/// How a session ended.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum End {
+    /// `close`: later reads are `expired`.
+    Closed,
+    /// Revocation: later reads are `unauthorized`.
+    Revoked,
+    /// A policy change or a prohibition: later reads are `reset-required`.
+    Reset,
 }
 
 /// Appends lowercase hex.
@@ -298,6 +327,19 @@ fn stop_check(cancel: &Arc<CancelToken>) -> StopCheck {
     Arc::new(move || token.is_cancelled())
 }
 
+/// The answer to a read of an ended session.
+fn ended_error(r: &SessionRecord) -> Option<WireError> {
+    if r.closed {
+        Some(err(ErrorCode::Expired, "the session was closed"))
+    } else if r.revoked {
+        Some(err(ErrorCode::Unauthorized, "access to this session was revoked"))
+    } else if r.reset {
+        Some(err(ErrorCode::ResetRequired, "the access policy changed or a row may no longer be disclosed; open a new session"))
+    } else {
+        None
+    }
+}
+
 fn random_16() -> [u8; 16] {
     let mut b = [0u8; 16];
     secp256k1::rand::fill(&mut b);
@@ -334,7 +376,11 @@ impl Provider {
             open_locks: (0..64).map(|_| Mutex::new(())).collect(),
             clock_offset_ms: AtomicI64::new(0),
             hooks: TestHooks::default(),
+            policy: access::AccessTable::default(),
+            prohibited: prohibit::Prohibitions::default(),
+            admission: RwLock::new(()),
         });
+        p.load_policy()?;
         // Sessions retained from before a restart count against the per-principal cap
         // and hold the compaction horizon from the start.
         p.load_all_sessions()?;
@@ -342,6 +388,7 @@ impl Provider {
         p.store.set_group_budget(Some(Arc::new(budget::ProviderBudget::new(&p.cfg))));
         let clock = Arc::downgrade(&p);
         p.store.set_clock(Some(Arc::new(move || clock.upgrade().map(|p| p.now_ms()))));
+        p.load_prohibitions()?;
         Ok(p)
     }
 
@@ -367,6 +414,26 @@ impl Provider {
     pub fn advance_clock_ms(&self, ms: i64) {
         self.clock_offset_ms.fetch_add(ms, Ordering::Relaxed);
         self.store.kick_timer();
+    }
+
+    /// Commits one indivisible group ([`Store::commit`]); admissions of prohibited rows are
+    /// removals by then ([`prohibit`]).
+    pub fn commit(&self, changes: Vec<crate::store::Change>) -> Result<Option<u64>, crate::store::StoreError> {
+        let _admission = self.admission.read().unwrap();
+        self.store.commit(self.prohibited.filter_changes(changes))
+    }
+
+    /// [`Store::commit_divisible`], with prohibited admissions turned into removals.
+    pub fn commit_divisible(&self, changes: Vec<crate::store::Change>) -> Result<Option<u64>, crate::store::StoreError> {
+        let _admission = self.admission.read().unwrap();
+        self.store.commit_divisible(self.prohibited.filter_changes(changes))
+    }
+
+    /// [`Store::reset_epoch_with`], with prohibited admissions turned into removals: a new
+    /// epoch re-seeded from the Engine does not bring a prohibited row back.
+    pub fn reset_epoch_with(&self, first: Vec<crate::store::Change>) -> Result<(String, Option<u64>), crate::store::StoreError> {
+        let _admission = self.admission.read().unwrap();
+        self.store.reset_epoch_with(self.prohibited.filter_changes(first))
     }
 
     /// Registers (or re-registers with new rules) a wrapped service and returns its
@@ -484,21 +551,22 @@ impl Provider {
     // ---------------------------------------------------------------- open
 
     /// Handles `POST .../lookup/open`. `selection` is what the companion's
-    /// `select(query)` returned and `access` what the host's `authorize` returned.
-    pub fn open(&self, body: &[u8], caller: &Caller, access: &str, selection: &Value) -> Response {
-        self.open_until(body, caller, access, selection, None)
+    /// `select(query)` returned (narrowed by its visibility for the partition) and
+    /// `partition` the access partition the host's `authorize` placed the caller in.
+    pub fn open(&self, body: &[u8], caller: &Caller, partition: &str, selection: &Value) -> Response {
+        self.open_until(body, caller, partition, selection, None)
     }
 
     /// [`Provider::open`] that stops its snapshot scan, and stores nothing, once `cancel`
     /// is tripped (the client went away: BRC-193 §5, cancellation reaches the scan).
-    pub fn open_until(&self, body: &[u8], caller: &Caller, access: &str, selection: &Value, cancel: Option<&Arc<CancelToken>>) -> Response {
-        match self.open_inner(body, caller, access, selection, cancel.map(stop_check)) {
+    pub fn open_until(&self, body: &[u8], caller: &Caller, partition: &str, selection: &Value, cancel: Option<&Arc<CancelToken>>) -> Response {
+        match self.open_inner(body, caller, partition, selection, cancel.map(stop_check)) {
             Ok(bytes) => Response::ok(bytes),
             Err(e) => Response::error(&e),
         }
     }
 
-    fn open_inner(&self, body: &[u8], caller: &Caller, access: &str, selection_json: &Value, stop: Option<StopCheck>) -> Result<Vec<u8>, WireError> {
+    fn open_inner(&self, body: &[u8], caller: &Caller, partition: &str, selection_json: &Value, stop: Option<StopCheck>) -> Result<Vec<u8>, WireError> {
         self.refuse_if_closing()?;
         let _slot = self.work.enter()?;
         let open = wire::parse_open(body)?;
@@ -512,9 +580,13 @@ impl Provider {
         }
         let selection = Selection::from_json(selection_json)
             .map_err(|e| err(ErrorCode::Invalid, format!("the service rejected the query: {e}")))?;
-        if access.is_empty() || access.len() > 1024 {
-            return Err(err(ErrorCode::Unauthorized, "the host returned no usable access scope"));
+        if !access::valid_partition(partition) {
+            return Err(err(ErrorCode::Unauthorized, "the host returned no usable access partition"));
         }
+        // No prohibition or policy change falls between deriving the access, capturing W
+        // and storing the session (prohibit.rs).
+        let _admission = self.admission.read().unwrap();
+        let access = self.policy.access_of(partition);
         let limits = Limits::effective(open.limits, self.cfg.limits);
         // The retry identity is the normalized Open (limits already clamped to the
         // profile, DESIGN "Decisions") together with the evaluated access scope.
@@ -552,7 +624,8 @@ impl Provider {
             service: open.service.clone(),
             principal: caller.principal.clone(),
             authenticated: caller.authenticated,
-            access: access.to_string(),
+            access: access.clone(),
+            partition: partition.to_string(),
             query: open.query.clone(),
             selection: Arc::new(selection_json.clone()),
             query_digest: open.query_digest().to_hex(),
@@ -565,6 +638,7 @@ impl Provider {
             limits,
             closed: false,
             revoked: false,
+            reset: false,
             first: None,
         };
         let first_high_water = self.store.high_water();
@@ -594,7 +668,7 @@ impl Provider {
         let id = parse_session_id(&fence.session).ok_or_else(expired)?;
         let Some(session) = self.session(&id)? else { return Err(expired()) };
         let rec = session.record();
-        if rec.closed || rec.revoked || self.now() >= rec.expires_at || rec.epoch != self.store.epoch() {
+        if rec.ended() || self.now() >= rec.expires_at || rec.epoch != self.store.epoch() {
             return Err(expired());
         }
         let Some(first) = &rec.first else {
@@ -706,6 +780,9 @@ impl Provider {
         let complete = loop {
             let Some(row) = next.take() else { break true };
             let row = row.map_err(store_err)?;
+            if self.prohibited.is_prohibited(&rec.service, &row.outpoint) {
+                return Err(self.prohibited_row(id));
+            }
             let cursor_len = cursor::snapshot_cursor_len(row.key.len());
             if cursor_len > cursor::MAX_CURSOR_BYTES {
                 return Err(err(ErrorCode::Unavailable, "a snapshot row key is too long for a cursor"));
@@ -732,6 +809,16 @@ impl Provider {
         let tail = Tail { phase: Phase::Snapshot, cursor: &cursor, snapshot_complete: complete, through: rec.w, high_water };
         let body = packer.finish(&frame, &tail)?;
         Ok(SnapshotPage { body, rows_digest: taken.finalize().into() })
+    }
+
+    /// Whether an observation would disclose a prohibited row (its output or its spend
+    /// evidence; a withdraw discloses nothing new).
+    fn discloses_prohibited(&self, service: &str, p: &Projected) -> bool {
+        match p {
+            Projected::Output { outpoint, .. } => self.prohibited.is_prohibited(service, outpoint),
+            Projected::Spend { previous, .. } => self.prohibited.is_prohibited(service, previous),
+            _ => false,
+        }
     }
 
     fn live_group(&self, scope: &[u8], seq: u64, projected: &[Projected]) -> Result<batch::RenderedGroup, WireError> {
@@ -841,6 +928,9 @@ impl Provider {
                     Some(hit) => hit,
                     None => {
                         let projected = self.store.project(&group, &rec.service, sel);
+                        if projected.iter().any(|p| self.discloses_prohibited(&rec.service, p)) {
+                            return Err(self.prohibited_row(id));
+                        }
                         let r = if projected.is_empty() {
                             None
                         } else {
@@ -875,14 +965,22 @@ impl Provider {
     }
 
     /// Checks everything a read needs before touching the log.
-    fn read_context(&self, read: &wire::Read, caller: &Caller, access: &str) -> Result<(Arc<LiveSession>, Arc<SessionRecord>, Cursor, Arc<SessionView>), WireError> {
+    fn read_context(&self, read: &wire::Read, caller: &Caller, partition: &str) -> Result<(Arc<LiveSession>, Arc<SessionRecord>, Cursor, Arc<SessionView>), WireError> {
         let (session, rec, cursor) = self.read_target(read, caller)?;
-        if access != rec.access {
-            self.end_session(&session, true);
-            return Err(err(ErrorCode::Unauthorized, "the access scope changed; the session has ended"));
+        if !self.access_unchanged(&rec, partition) {
+            // Widened or narrowed access changes what the session may see: a new snapshot
+            // under the current policy, never silently different rows (BRC-193 §5).
+            let _ = self.end_sessions(&[session], End::Reset, Vec::new());
+            return Err(err(ErrorCode::ResetRequired, "the access partition or its policy changed; open a new session"));
         }
         let view = self.session_view(&session, &rec);
         Ok((session, rec, cursor, view))
+    }
+
+    /// Whether a session opened with `rec` may still be served to a caller the host now
+    /// places in `partition`: same partition, and the access derived for it unchanged.
+    fn access_unchanged(&self, rec: &SessionRecord, partition: &str) -> bool {
+        rec.partition == partition && self.policy.access_of(partition) == rec.access
     }
 
     /// The session and cursor a read names, with every check of [`Provider::read_context`]
@@ -900,11 +998,8 @@ impl Provider {
         if rec.principal != caller.principal || rec.authenticated != caller.authenticated {
             return Err(reset());
         }
-        if rec.closed {
-            return Err(err(ErrorCode::Expired, "the session was closed"));
-        }
-        if rec.revoked {
-            return Err(err(ErrorCode::Unauthorized, "access to this session was revoked"));
+        if let Some(e) = ended_error(&rec) {
+            return Err(e);
         }
         if cursor.epoch != self.epoch_bytes() || rec.epoch != self.store.epoch() {
             return Err(err(ErrorCode::ResetRequired, "the provider started a new epoch"));
@@ -940,11 +1035,8 @@ impl Provider {
     /// expired in the meantime does not get a successful batch (BRC-193 §8).
     fn gate(&self, session: &LiveSession) -> Result<(), WireError> {
         let r = session.rec.lock().unwrap();
-        if r.closed {
-            return Err(err(ErrorCode::Expired, "the session was closed"));
-        }
-        if r.revoked {
-            return Err(err(ErrorCode::Unauthorized, "access to this session was revoked"));
+        if let Some(e) = ended_error(&r) {
+            return Err(e);
         }
         if self.now() >= r.expires_at {
             return Err(err(ErrorCode::ResetRequired, "the session expired"));
@@ -954,9 +1046,9 @@ impl Provider {
 
     /// Handles `POST .../lookup/read`, long-polling when the live log has nothing
     /// eligible (see `read_into`).
-    pub async fn read(self: &Arc<Self>, body: Vec<u8>, caller: Caller, access: String, cancel: Arc<CancelToken>) -> Response {
+    pub async fn read(self: &Arc<Self>, body: Vec<u8>, caller: Caller, partition: String, cancel: Arc<CancelToken>) -> Response {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.read_into(body, caller, access, cancel, Box::new(move |r| {
+        self.read_into(body, caller, partition, cancel, Box::new(move |r| {
             let _ = tx.send(r);
         }))
         .await;
@@ -972,7 +1064,7 @@ impl Provider {
     /// so this path never blocks its caller on storage or a long build. It exists for
     /// the Node binding: a read that takes it is answered without two thread hops and
     /// a delivery callback, which is most of a caught-up read's latency.
-    pub fn read_now(&self, body: &[u8], caller: &Caller, access: &str) -> Option<Response> {
+    pub fn read_now(&self, body: &[u8], caller: &Caller, partition: &str) -> Option<Response> {
         if self.refuse_if_closing().is_err() || self.store.expiry_due(self.now()) {
             return None;
         }
@@ -982,7 +1074,7 @@ impl Provider {
             return None;
         }
         let (session, rec, cursor) = self.read_target(&read, caller).ok()?;
-        if rec.access != access || !matches!(cursor.position, Position::Live { through } if through == self.store.high_water()) {
+        if !self.access_unchanged(&rec, partition) || !matches!(cursor.position, Position::Live { through } if through == self.store.high_water()) {
             return None;
         }
         let _slot = self.work.enter().ok()?;
@@ -997,7 +1089,7 @@ impl Provider {
     /// A read whose response goes to `answer`. Returns once the read is answered or
     /// parked: a waiting poll is an entry in the parked table (src/session/park.rs),
     /// not a task. Store work runs on blocking threads.
-    pub async fn read_into(self: &Arc<Self>, body: Vec<u8>, caller: Caller, access: String, cancel: Arc<CancelToken>, answer: Answer) {
+    pub async fn read_into(self: &Arc<Self>, body: Vec<u8>, caller: Caller, partition: String, cancel: Arc<CancelToken>, answer: Answer) {
         let arrival = self.now_ms();
         if let Err(e) = self.refuse_if_closing() {
             return answer.reply(Response::error(&e));
@@ -1015,7 +1107,7 @@ impl Provider {
         let first = tokio::task::spawn_blocking(move || -> Result<_, WireError> {
             let _slot = slot;
             let read = wire::parse_read(&body)?;
-            let (session, rec, cursor, view) = this.read_context(&read, &caller, &access)?;
+            let (session, rec, cursor, view) = this.read_context(&read, &caller, &partition)?;
             let limits = Limits::effective(read.limits, this.cfg.limits);
             let (bytes, empty) = this.build_until(&rec, &view, &cursor, limits, Some(stop))?;
             Ok((session, rec, view, cursor, limits, bytes, empty, caller))
@@ -1105,7 +1197,7 @@ impl Provider {
             if let Ok(Some(s)) = self.session(&id) {
                 let r = s.record();
                 if r.principal == caller.principal && r.authenticated == caller.authenticated && !r.closed {
-                    if let Err(e) = self.persist_end(&s, false) {
+                    if let Err(e) = self.end_sessions(&[s], End::Closed, Vec::new()) {
                         return Response::error(&e);
                     }
                 }
@@ -1114,28 +1206,30 @@ impl Provider {
         Response::ok(br#"{"version":1,"closed":true}"#.to_vec())
     }
 
-    fn persist_end(&self, s: &LiveSession, revoked: bool) -> Result<(), WireError> {
-        let rec = {
-            let mut r = s.rec.lock().unwrap();
-            let changed = Arc::make_mut(&mut r);
-            if revoked {
-                changed.revoked = true;
-            } else {
-                changed.closed = true;
-            }
-            r.clone()
-        };
-        self.sessions.lock().unwrap().deactivate(&rec.principal, rec.authenticated, rec.expires_at, &s.id);
-        let res = self
-            .store
-            .aux_write(vec![(record::session_key(&s.id), Some(serde_json::to_vec(&*rec).expect("serializes")))])
-            .map_err(store_err);
-        self.end_parked(&s.id);
+    /// Ends `sessions` as `how` says, in one flushed write together with `extra` records:
+    /// marked in memory first (the gate refuses them from then on), then written, then
+    /// their waiting polls answered.
+    fn end_sessions(&self, sessions: &[Arc<LiveSession>], how: End, extra: Vec<(Vec<u8>, Option<Vec<u8>>)>) -> Result<(), WireError> {
+        let mut writes = extra;
+        for s in sessions {
+            let rec = {
+                let mut r = s.rec.lock().unwrap();
+                let changed = Arc::make_mut(&mut r);
+                match how {
+                    End::Closed => changed.closed = true,
+                    End::Revoked => changed.revoked = true,
+                    End::Reset => changed.reset = true,
+                }
+                r.clone()
+            };
+            self.sessions.lock().unwrap().deactivate(&rec.principal, rec.authenticated, rec.expires_at, &s.id);
+            writes.push((record::session_key(&s.id), Some(serde_json::to_vec(&*rec).expect("serializes"))));
+        }
+        let res = if writes.is_empty() { Ok(()) } else { self.store.aux_write(writes).map_err(store_err) };
+        for s in sessions {
+            self.end_parked(&s.id);
+        }
         res
-    }
-
-    fn end_session(&self, s: &LiveSession, revoked: bool) {
-        let _ = self.persist_end(s, revoked);
     }
 
     /// Ends every session of `principal` with `unauthorized`, including polls that
@@ -1144,23 +1238,87 @@ impl Provider {
         self.load_all_sessions()?;
         let mine = self.sessions.lock().unwrap().of_principal(principal);
         let targets: Vec<_> = mine.into_iter().filter(|s| !s.rec.lock().unwrap().revoked).collect();
-        for s in &targets {
-            self.persist_end(s, true)?;
-        }
+        self.end_sessions(&targets, End::Revoked, Vec::new())?;
         Ok(targets.len())
     }
 
     /// Ends one session with `unauthorized` (the host's second authorization, right
-    /// before serialization, changed its answer).
+    /// before serialization, denied it).
     pub fn revoke_session(&self, session: &str) -> Result<bool, WireError> {
+        self.end_one(session, End::Revoked)
+    }
+
+    /// Ends one session with `reset-required` (the host's second authorization placed the
+    /// caller in another partition).
+    pub fn reset_session(&self, session: &str) -> Result<bool, WireError> {
+        self.end_one(session, End::Reset)
+    }
+
+    fn end_one(&self, session: &str, how: End) -> Result<bool, WireError> {
         let Some(id) = parse_session_id(session) else { return Ok(false) };
         match self.session(&id)? {
             Some(s) => {
-                self.persist_end(&s, true)?;
+                self.end_sessions(&[s], how, Vec::new())?;
                 Ok(true)
             }
             None => Ok(false),
         }
+    }
+
+    /// A change of the access policy (BRC-193 §5: widening or narrowing that changes results
+    /// needs a new snapshot). With `partitions`, those partitions get a new generation; with
+    /// `principals`, those principals' sessions end (the host may place them elsewhere now);
+    /// with neither, the whole policy gets a new version. Every session whose access is no
+    /// longer current ends with `reset-required` (waiting polls included), in the same
+    /// flushed write as the new version or generations. Returns the sessions ended.
+    pub fn change_policy(&self, partitions: Option<Vec<String>>, principals: Option<Vec<String>>) -> Result<usize, WireError> {
+        for p in partitions.iter().flatten() {
+            if !access::valid_partition(p) {
+                return Err(err(ErrorCode::Invalid, "a partition is 1..=1024 bytes"));
+            }
+        }
+        let _admission = self.admission.write().unwrap();
+        self.load_all_sessions()?;
+        let change = match (&partitions, &principals) {
+            (None, Some(_)) => None,
+            (p, _) => Some(self.policy.change(p.as_deref())),
+        };
+        let whole = partitions.is_none() && principals.is_none();
+        let named = |r: &SessionRecord| {
+            whole
+                || partitions.as_ref().is_some_and(|ps| ps.contains(&r.partition))
+                || principals.as_ref().is_some_and(|ps| ps.contains(&r.principal))
+        };
+        let targets: Vec<Arc<LiveSession>> = self.sessions_where(|r| !r.ended() && named(r), |found| found.cloned().collect());
+        // One flushed write: the new version or generations and the ended sessions. The
+        // sessions are refused from before it (end_sessions marks them first); opens wait
+        // for the admission lock, so none derives the old access meanwhile.
+        let writes = change.as_ref().map(|c| c.writes.clone()).unwrap_or_default();
+        self.end_sessions(&targets, End::Reset, writes)?;
+        if let Some(c) = change {
+            self.policy.apply(c);
+        }
+        Ok(targets.len())
+    }
+
+    /// Names the access policy (part of every derived `scope.access`).
+    pub fn set_access_policy(&self, policy: &str) {
+        self.policy.set_policy(policy);
+    }
+
+    /// The `scope.access` a session of `partition` gets now.
+    pub fn access_of(&self, partition: &str) -> String {
+        self.policy.access_of(partition)
+    }
+
+    fn load_policy(&self) -> Result<(), WireError> {
+        let mut records = Vec::new();
+        for item in self.store.aux_scan_prefix(record::POLICY_PREFIX) {
+            let (k, v) = item.map_err(store_err)?;
+            records.push((k, v.to_vec()));
+        }
+        self.policy.load(records.into_iter());
+        Ok(())
     }
 
     fn load_all_sessions(&self) -> Result<(), WireError> {
@@ -1185,7 +1343,7 @@ impl Provider {
             .all()
             .filter_map(|s| {
                 let r = s.rec.lock().unwrap();
-                (!r.closed && !r.revoked && now < r.replay_until && r.epoch == self.store.epoch()).then_some(r.w)
+                (!r.ended() && now < r.replay_until && r.epoch == self.store.epoch()).then_some(r.w)
             })
             .min()
             .unwrap_or(hw)
@@ -1239,6 +1397,6 @@ impl Provider {
 
     pub fn session_count(&self) -> usize {
         let now = self.now();
-        self.sessions_where(|r| !r.closed && !r.revoked && now < r.expires_at, |found| found.count())
+        self.sessions_where(|r| !r.ended() && now < r.expires_at, |found| found.count())
     }
 }

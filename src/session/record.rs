@@ -17,6 +17,10 @@ pub const FENCE_PREFIX: &[u8] = b"fence/";
 /// Stores written before [`FirstBatch`] existed kept the first batch's bytes here;
 /// they are still answered from it and deleted with their session.
 pub const FIRST_BATCH_PREFIX: &[u8] = b"first/";
+/// Prohibitions (`prohibit.rs`), by number; never deleted.
+pub const PROHIBIT_PREFIX: &[u8] = b"prohibit/";
+/// The access policy's version and the partitions' generations (`access.rs`).
+pub const POLICY_PREFIX: &[u8] = b"policy/";
 
 pub fn session_key(id: &[u8; 16]) -> Vec<u8> {
     [SESSION_PREFIX, &id[..]].concat()
@@ -37,7 +41,13 @@ pub struct SessionRecord {
     pub service: String,
     pub principal: String,
     pub authenticated: bool,
+    /// `scope.access`: derived from the policy and the partition, never a credential
+    /// (see `access.rs`).
     pub access: String,
+    /// The access partition the host's policy placed the principal in at open (empty in
+    /// records of older stores, whose `access` then never matches a derived one).
+    #[serde(default)]
+    pub partition: String,
     pub query: Value,
     /// Shared with the session's view and with every session of that view (see
     /// `Provider::new_view`).
@@ -56,9 +66,20 @@ pub struct SessionRecord {
     pub closed: bool,
     /// Set by revocation or a changed access scope; a read after it is `unauthorized`.
     pub revoked: bool,
+    /// Set when a policy change or a prohibition ended the session; a read after it is
+    /// `reset-required` (the client opens a new snapshot under the current policy).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reset: bool,
     /// The first batch as answered (absent in records of older stores).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first: Option<FirstBatch>,
+}
+
+impl SessionRecord {
+    /// Closed, revoked or reset: no read of it is answered with a batch again.
+    pub fn ended(&self) -> bool {
+        self.closed || self.revoked || self.reset
+    }
 }
 
 /// What pins the first batch so that an identical retry gets it byte for byte

@@ -39,7 +39,7 @@ impl SessionTable {
         }
         let active = {
             let r = s.rec.lock().unwrap();
-            (!r.closed && !r.revoked).then(|| ((r.principal.clone(), r.authenticated), r.expires_at))
+            (!r.ended()).then(|| ((r.principal.clone(), r.authenticated), r.expires_at))
         };
         if let Some((owner, expires_at)) = active {
             self.active.entry(owner).or_insert_with(|| Vec::with_capacity(1)).push((expires_at, s.id));

@@ -31,11 +31,13 @@ mod keys;
 mod project;
 mod scan;
 mod timer;
+mod versions;
 
 pub use codec::{Invalidation, LogChange, LogGroup, NewVersion, OldVersion};
 pub use keys::VERSION_KEY_LEN;
 pub use project::Projected;
 pub use scan::{LogIter, SnapshotIter, SnapshotRow, StopCheck};
+pub use versions::PresentVersion;
 
 use commit::{Req, Stats};
 
