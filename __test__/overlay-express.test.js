@@ -161,7 +161,7 @@ async function asRouter (companion, op, payload, who, signal) {
 async function slotNode (options = {}) {
   const n = await startNode({
     authentication: 'brc103',
-    live: { authorize: ({ principal }) => ({ access: principal ? 'member:' + principal.slice(0, 16) : 'public' }) },
+    live: { authorize: ({ principal }) => ({ partition: principal ? 'member:' + principal.slice(0, 16) : 'public' }) },
     ...options
   })
   closers.push(() => n.close())
@@ -200,7 +200,8 @@ describe('Overlay Express 2.8: the output-lookup companion', () => {
     expect(first.status).toBe(200)
     expect(first.headers).toEqual({ 'x-bsv-overlay-capability': alice.capabilityDigest, 'x-bsv-overlay-profile': PROFILE })
     expect(first.body).toMatchObject({ phase: 'snapshot', snapshotComplete: false })
-    expect(first.body.scope.access).toBe('member:' + alice.principal.slice(0, 16))
+    // scope.access is derived from the caller's partition (never the credential itself).
+    expect(first.body.scope.access).toBe(n.live.accessOf('member:' + alice.principal.slice(0, 16)))
     const second = await asRouter(slot.companion, 'read', readReq(first.body, { maxObservations: 1 }), alice)
     expect(second.body.snapshotComplete).toBe(true)
     const live = await asRouter(slot.companion, 'read', readReq(second.body), alice)
@@ -217,7 +218,7 @@ describe('Overlay Express 2.8: the output-lookup companion', () => {
   })
 
   test("the verified principal scopes sessions and open retries; no principal is unauthorized", async () => {
-    const { slot, caller } = await slotNode()
+    const { n, slot, caller } = await slotNode()
     const alice = caller(PrivateKey.fromRandom())
     const bob = caller(PrivateKey.fromRandom())
     const open = openReq()
@@ -229,7 +230,7 @@ describe('Overlay Express 2.8: the output-lookup companion', () => {
     const b = await asRouter(slot.companion, 'open', open, bob)
     expect(b.status).toBe(200)
     expect(b.body.session).not.toBe(a.body.session)
-    expect(b.body.scope.access).toBe('member:' + bob.principal.slice(0, 16))
+    expect(b.body.scope.access).toBe(n.live.accessOf('member:' + bob.principal.slice(0, 16)))
     const nobody = await asRouter(slot.companion, 'open', openReq(), { principal: null, capabilityDigest: alice.capabilityDigest })
     expect(nobody).toMatchObject({ status: 401, error: { code: 'unauthorized' } })
   })
