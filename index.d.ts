@@ -204,13 +204,14 @@ export declare class NativeLive {
 export declare class NativeWalletCore {
   static fromPrivateKey(hexKey: string): NativeWalletCore
   identityKey(): string
-  derivePublicKey(level: number, protocol: string, keyId: string, counterparty: string, forSelf: boolean): string
-  createSignature(level: number, protocol: string, keyId: string, counterparty: string, data?: Buffer | undefined | null, hash?: Buffer | undefined | null): Buffer
-  verifySignature(level: number, protocol: string, keyId: string, counterparty: string, forSelf: boolean, compact: Buffer, data?: Buffer | undefined | null, hash?: Buffer | undefined | null): boolean
+  derivePublicKey(key: KeyArgs): string
+  createSignature(key: KeyArgs, data?: Buffer | undefined | null, hash?: Buffer | undefined | null): Buffer
+  /** Verifies a compact `r || s` signature. */
+  verifySignature(key: KeyArgs, compact: Buffer, data?: Buffer | undefined | null, hash?: Buffer | undefined | null): boolean
   /** Like `verify_signature`, with the signature in DER as the SDK reads it. */
-  verifySignatureDer(level: number, protocol: string, keyId: string, counterparty: string, forSelf: boolean, signature: Buffer, data?: Buffer | undefined | null, hash?: Buffer | undefined | null): boolean
-  createHmac(level: number, protocol: string, keyId: string, counterparty: string, data: Buffer): Buffer
-  verifyHmac(level: number, protocol: string, keyId: string, counterparty: string, data: Buffer, hmac: Buffer): boolean
+  verifySignatureDer(key: KeyArgs, signature: Buffer, data?: Buffer | undefined | null, hash?: Buffer | undefined | null): boolean
+  createHmac(key: KeyArgs, data: Buffer): Buffer
+  verifyHmac(key: KeyArgs, data: Buffer, hmac: Buffer): boolean
 }
 
 /**
@@ -304,6 +305,19 @@ export interface JsVerificationResult {
   reason: string
   /** For `limited`: an identifier of the verification budget it was measured against. */
   policy?: string
+}
+
+/**
+ * Which key a call uses: the BRC-43 invoice parts and the BRC-42 counterparty
+ * (`self`, `anyone` or a public key in hex); `forSelf` derives the caller's own child
+ * key towards the counterparty instead of the counterparty's.
+ */
+export interface KeyArgs {
+  level: number
+  protocol: string
+  keyId: string
+  counterparty: string
+  forSelf?: boolean
 }
 
 export interface LiveConfig {

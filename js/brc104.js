@@ -127,14 +127,16 @@ function verificationFailure (e) {
  */
 function nativeSigner (core) {
   const identityKey = core.identityKey()
-  const [level, name] = SIGNATURE_PROTOCOL
-  const [nonceLevel, nonceName] = NONCE_PROTOCOL
+  const [level, protocol] = SIGNATURE_PROTOCOL
+  const [nonceLevel, nonceProtocol] = NONCE_PROTOCOL
+  const nonceKey = keyId => ({ level: nonceLevel, protocol: nonceProtocol, keyId, counterparty: 'self' })
+  const signatureKey = (keyId, counterparty) => ({ level, protocol, keyId, counterparty })
   return {
     identityKey: () => identityKey,
-    hmac: (keyID, data) => core.createHmac(nonceLevel, nonceName, keyID, 'self', data),
-    verifyHmac: (keyID, data, mac) => core.verifyHmac(nonceLevel, nonceName, keyID, 'self', data, mac),
-    sign: (keyID, counterparty, parts) => core.createSignature(level, name, keyID, counterparty, null, sha256(parts)),
-    verify: (keyID, counterparty, parts, der) => core.verifySignatureDer(level, name, keyID, counterparty, false, der, null, sha256(parts))
+    hmac: (keyID, data) => core.createHmac(nonceKey(keyID), data),
+    verifyHmac: (keyID, data, mac) => core.verifyHmac(nonceKey(keyID), data, mac),
+    sign: (keyID, counterparty, parts) => core.createSignature(signatureKey(keyID, counterparty), null, sha256(parts)),
+    verify: (keyID, counterparty, parts, der) => core.verifySignatureDer(signatureKey(keyID, counterparty), der, null, sha256(parts))
   }
 }
 

@@ -53,11 +53,12 @@ function counterpartyOf (counterparty) {
 }
 
 /**
- * `[level, name, keyID, counterparty]` for the core. The SDK reads `protocolID[1]`
- * with `.toLowerCase()` and template-formats a non-string key ID; the core checks
- * everything else (BRC-43 rules, in the SDK's order and with its messages).
+ * The core's `KeyArgs` `{level, protocol, keyId, counterparty, forSelf}` for a BRC-100
+ * call. The SDK reads `protocolID[1]` with `.toLowerCase()` and template-formats a
+ * non-string key ID; the core checks everything else (BRC-43 rules, in the SDK's
+ * order and with its messages).
  */
-function keyArgs (protocolID, keyID, counterparty) {
+function keyArgs (protocolID, keyID, counterparty, forSelf = false) {
   const cp = counterpartyOf(counterparty)
   const level = protocolID[0]
   const name = protocolID[1]
@@ -73,7 +74,7 @@ function keyArgs (protocolID, keyID, counterparty) {
     if (length < 1) throw new Error('Key IDs must be 1 character or more')
     key = `${key}`
   }
-  return [typeof level === 'number' ? level : NaN, name, key, cp]
+  return { level: typeof level === 'number' ? level : NaN, protocol: name, keyId: key, counterparty: cp, forSelf }
 }
 
 /** Runs a core call; its errors become plain Errors with ProtoWallet's messages. */
@@ -124,8 +125,8 @@ class NativeWallet {
     if (args.protocolID == null || args.keyID == null || args.keyID === '') {
       throw new Error('protocolID and keyID are required if identityKey is false or undefined.')
     }
-    const [level, name, keyID, cp] = keyArgs(args.protocolID, args.keyID, args.counterparty ?? 'self')
-    return { publicKey: call(() => this.#core.derivePublicKey(level, name, keyID, cp, !!args.forSelf)) }
+    const key = keyArgs(args.protocolID, args.keyID, args.counterparty ?? 'self', !!args.forSelf)
+    return { publicKey: call(() => this.#core.derivePublicKey(key)) }
   }
 
   async createSignature (args) {
@@ -138,8 +139,8 @@ class NativeWallet {
       if (hash === null) throw new Error('ECDSA message is too large: expected <= 256 bits. Callers must hash messages before signing.')
     }
     const data = hash === null ? bytesOf(args.data) : null
-    const [level, name, keyID, cp] = keyArgs(args.protocolID, args.keyID, args.counterparty ?? 'anyone')
-    const der = call(() => this.#core.createSignature(level, name, keyID, cp, data, hash))
+    const key = keyArgs(args.protocolID, args.keyID, args.counterparty ?? 'anyone')
+    const der = call(() => this.#core.createSignature(key, data, hash))
     return { signature: Array.from(der) }
   }
 
@@ -156,13 +157,12 @@ class NativeWallet {
       if (tooLarge) hash = Buffer.alloc(32)
     }
     const data = args.hashToDirectlyVerify == null ? bytesOf(args.data) : null
-    const [level, name, keyID, cp] = keyArgs(args.protocolID, args.keyID, args.counterparty ?? 'self')
-    const forSelf = !!args.forSelf
+    const key = keyArgs(args.protocolID, args.keyID, args.counterparty ?? 'self', !!args.forSelf)
     let valid = false
     const der = byteArray(args.signature)
     if (der !== null) {
       // The usual case: bytes, parsed in the core exactly like Signature.fromDER.
-      valid = call(() => this.#core.verifySignatureDer(level, name, keyID, cp, forSelf, der, data, hash)) && !tooLarge
+      valid = call(() => this.#core.verifySignatureDer(key, der, data, hash)) && !tooLarge
     } else {
       // Anything else (strings, arrays holding non-bytes) goes through the SDK's parser.
       let sig
@@ -171,14 +171,14 @@ class NativeWallet {
       } catch (e) {
         // The SDK derives the key before it parses the signature: a bad key
         // argument is the error to report.
-        call(() => this.#core.derivePublicKey(level, name, keyID, cp, forSelf))
+        call(() => this.#core.derivePublicKey(key))
         throw e
       }
       if (sig.r.byteLength() <= 32 && sig.s.byteLength() <= 32) {
         const compact = Buffer.concat([Buffer.from(sig.r.toArray('be', 32)), Buffer.from(sig.s.toArray('be', 32))])
-        valid = call(() => this.#core.verifySignature(level, name, keyID, cp, forSelf, compact, data, hash)) && !tooLarge
+        valid = call(() => this.#core.verifySignature(key, compact, data, hash)) && !tooLarge
       } else {
-        call(() => this.#core.derivePublicKey(level, name, keyID, cp, forSelf))
+        call(() => this.#core.derivePublicKey(key))
       }
     }
     if (!valid) throw invalid('Signature is not valid', 'ERR_INVALID_SIGNATURE')
@@ -186,13 +186,13 @@ class NativeWallet {
   }
 
   async createHmac (args) {
-    const [level, name, keyID, cp] = keyArgs(args.protocolID, args.keyID, args.counterparty ?? 'self')
-    const hmac = call(() => this.#core.createHmac(level, name, keyID, cp, bytesOf(args.data)))
+    const key = keyArgs(args.protocolID, args.keyID, args.counterparty ?? 'self')
+    const hmac = call(() => this.#core.createHmac(key, bytesOf(args.data)))
     return { hmac: Array.from(hmac) }
   }
 
   async verifyHmac (args) {
-    const [level, name, keyID, cp] = keyArgs(args.protocolID, args.keyID, args.counterparty ?? 'self')
+    const key = keyArgs(args.protocolID, args.keyID, args.counterparty ?? 'self')
     const data = bytesOf(args.data)
     // The SDK compares `a[i] ^ b[i]` over `toArray(hmac)`: an element matches
     // only if its Int32 value is that byte.
@@ -206,7 +206,7 @@ class NativeWallet {
         bytes[i] = v
       }
     }
-    const valid = call(() => this.#core.verifyHmac(level, name, keyID, cp, data, bytes))
+    const valid = call(() => this.#core.verifyHmac(key, data, bytes))
     if (!valid) throw invalid('HMAC is not valid', 'ERR_INVALID_HMAC')
     return { valid }
   }

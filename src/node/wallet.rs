@@ -24,6 +24,27 @@ fn digest(data: Option<BufferSlice<'_>>, hash: Option<BufferSlice<'_>>) -> Resul
     }
 }
 
+/// Which key a call uses: the BRC-43 invoice parts and the BRC-42 counterparty
+/// (`self`, `anyone` or a public key in hex); `forSelf` derives the caller's own child
+/// key towards the counterparty instead of the counterparty's.
+#[napi(object)]
+pub struct KeyArgs {
+    pub level: f64,
+    pub protocol: String,
+    pub key_id: String,
+    pub counterparty: String,
+    pub for_self: Option<bool>,
+}
+
+impl KeyArgs {
+    fn key(&self) -> KeyRef<'_> {
+        KeyRef { level: self.level, protocol: &self.protocol, key_id: &self.key_id, counterparty: &self.counterparty }
+    }
+    fn for_self(&self) -> bool {
+        self.for_self.unwrap_or(false)
+    }
+}
+
 #[napi]
 pub struct NativeWalletCore {
     wallet: Wallet,
@@ -42,97 +63,52 @@ impl NativeWalletCore {
     }
 
     #[napi]
-    pub fn derive_public_key(
-        &self,
-        level: f64,
-        protocol: String,
-        key_id: String,
-        counterparty: String,
-        for_self: bool,
-    ) -> Result<String> {
-        let key = KeyRef { level, protocol: &protocol, key_id: &key_id, counterparty: &counterparty };
-        let public = self.wallet.derive_public_key(&key, for_self).map_err(js)?;
+    pub fn derive_public_key(&self, key: KeyArgs) -> Result<String> {
+        let public = self.wallet.derive_public_key(&key.key(), key.for_self()).map_err(js)?;
         Ok(hex::encode(public.serialize()))
     }
 
     #[napi]
-    pub fn create_signature(
-        &self,
-        level: f64,
-        protocol: String,
-        key_id: String,
-        counterparty: String,
-        data: Option<BufferSlice<'_>>,
-        hash: Option<BufferSlice<'_>>,
-    ) -> Result<Buffer> {
-        let key = KeyRef { level, protocol: &protocol, key_id: &key_id, counterparty: &counterparty };
+    pub fn create_signature(&self, key: KeyArgs, data: Option<BufferSlice<'_>>, hash: Option<BufferSlice<'_>>) -> Result<Buffer> {
         let hash = digest(data, hash)?;
-        Ok(self.wallet.create_signature(&key, &hash).map_err(js)?.into())
+        Ok(self.wallet.create_signature(&key.key(), &hash).map_err(js)?.into())
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Verifies a compact `r || s` signature.
     #[napi]
     pub fn verify_signature(
         &self,
-        level: f64,
-        protocol: String,
-        key_id: String,
-        counterparty: String,
-        for_self: bool,
+        key: KeyArgs,
         compact: BufferSlice<'_>,
         data: Option<BufferSlice<'_>>,
         hash: Option<BufferSlice<'_>>,
     ) -> Result<bool> {
-        let key = KeyRef { level, protocol: &protocol, key_id: &key_id, counterparty: &counterparty };
         let hash = digest(data, hash)?;
         let compact: &[u8; 64] =
             (&compact[..]).try_into().map_err(|_| Error::new(Status::InvalidArg, "signature must be r || s"))?;
-        self.wallet.verify_signature(&key, for_self, &hash, compact).map_err(js)
+        self.wallet.verify_signature(&key.key(), key.for_self(), &hash, compact).map_err(js)
     }
 
     /// Like `verify_signature`, with the signature in DER as the SDK reads it.
-    #[allow(clippy::too_many_arguments)]
     #[napi]
     pub fn verify_signature_der(
         &self,
-        level: f64,
-        protocol: String,
-        key_id: String,
-        counterparty: String,
-        for_self: bool,
+        key: KeyArgs,
         signature: BufferSlice<'_>,
         data: Option<BufferSlice<'_>>,
         hash: Option<BufferSlice<'_>>,
     ) -> Result<bool> {
-        let key = KeyRef { level, protocol: &protocol, key_id: &key_id, counterparty: &counterparty };
         let hash = digest(data, hash)?;
-        self.wallet.verify_signature_der(&key, for_self, &hash, &signature).map_err(js)
+        self.wallet.verify_signature_der(&key.key(), key.for_self(), &hash, &signature).map_err(js)
     }
 
     #[napi]
-    pub fn create_hmac(
-        &self,
-        level: f64,
-        protocol: String,
-        key_id: String,
-        counterparty: String,
-        data: BufferSlice<'_>,
-    ) -> Result<Buffer> {
-        let key = KeyRef { level, protocol: &protocol, key_id: &key_id, counterparty: &counterparty };
-        Ok(self.wallet.create_hmac(&key, &data).map_err(js)?.to_vec().into())
+    pub fn create_hmac(&self, key: KeyArgs, data: BufferSlice<'_>) -> Result<Buffer> {
+        Ok(self.wallet.create_hmac(&key.key(), &data).map_err(js)?.to_vec().into())
     }
 
     #[napi]
-    pub fn verify_hmac(
-        &self,
-        level: f64,
-        protocol: String,
-        key_id: String,
-        counterparty: String,
-        data: BufferSlice<'_>,
-        hmac: BufferSlice<'_>,
-    ) -> Result<bool> {
-        let key = KeyRef { level, protocol: &protocol, key_id: &key_id, counterparty: &counterparty };
-        self.wallet.verify_hmac(&key, &data, &hmac).map_err(js)
+    pub fn verify_hmac(&self, key: KeyArgs, data: BufferSlice<'_>, hmac: BufferSlice<'_>) -> Result<bool> {
+        self.wallet.verify_hmac(&key.key(), &data, &hmac).map_err(js)
     }
 }
