@@ -521,3 +521,10 @@ export declare function wireParseOpen(body: string | Buffer): any
 
 /** Parses and validates a Read body. */
 export declare function wireParseRead(body: string | Buffer): any
+
+/**
+ * The profile's constants, defined once in `wire::limits` (BRC-193 §1, §2, §8):
+ * `{profile, maxRequestBytes, maxResponseBytes, minResponseBytes, maxObservations,
+ * maxWaitMs, maxErrorBodyBytes, maxHeaderBytes}`.
+ */
+export declare function wireProfile(): any

@@ -858,3 +858,4 @@ module.exports.wireErrorStatuses = nativeBinding.wireErrorStatuses
 module.exports.wireParseClose = nativeBinding.wireParseClose
 module.exports.wireParseOpen = nativeBinding.wireParseOpen
 module.exports.wireParseRead = nativeBinding.wireParseRead
+module.exports.wireProfile = nativeBinding.wireProfile

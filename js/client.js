@@ -7,13 +7,13 @@
 // BRC-193 §9 / BRC-192 §10.5.
 
 const crypto = require('node:crypto')
-const native = require('../index.js')
+const native = require('./native')
 const { NativeAuthFetch } = require('./authfetch')
 
-const PROFILE = 'https://bsv.brc.dev/overlays/0193#lookup-live-v1'
-const PROFILE_MAX_BYTES = 4 * 1024 * 1024 // BRC-193 §2
-const PROFILE_MAX_OBSERVATIONS = 1024
-const PROFILE_MAX_WAIT_MS = 25000
+const { PROFILE, PROFILE_LIMITS, canonicalize: canonicalJson, digest } = require('./wire')
+const PROFILE_MAX_BYTES = PROFILE_LIMITS.maxResponseBytes // BRC-193 §2
+const PROFILE_MAX_OBSERVATIONS = PROFILE_LIMITS.maxObservations
+const PROFILE_MAX_WAIT_MS = PROFILE_LIMITS.maxWaitMs
 // Error bodies: a `limited` body is at most 4096 bytes (BRC-193 §8); other errors are
 // small JSON objects too, so a generous but fixed bound keeps reads bounded.
 const ERROR_BODY_MAX = 64 * 1024
@@ -21,7 +21,7 @@ const MANIFEST_MAX = 256 * 1024 // the manifest bound of BRC-194 (src/manifest/a
 const OPEN_ATTEMPTS = 3
 const U32_MAX = 0xffffffff
 // Response headers (names + values) are bounded before anything reads them.
-const HEADER_MAX = 16 * 1024
+const HEADER_MAX = PROFILE_LIMITS.maxHeaderBytes
 const MANIFEST_FUTURE_SKEW = 300
 const SELECTION_ECHO = ['x-bsv-overlay-profile', 'x-bsv-overlay-capability']
 
@@ -86,9 +86,7 @@ class CheckpointStore {
   revisionSnapshot (sourceKey) { return nativeCall(() => this._inner.revisionSnapshot(sourceKey)) }
 }
 
-// --- digests (BRC-192 §1) ----------------------------------------------------
-// The package's one implementation of RFC 8785 and digest(T, B) (Rust wire module).
-const { canonicalize: canonicalJson, digest } = require('./wire')
+// Digests (BRC-192 §1): the package's one RFC 8785 and digest(T, B) (Rust wire module), above.
 
 // When received groups enter source membership (docs/client.md "Membership"): 'claims'
 // (on receipt: what the source lists, whatever its evidence), 'verified' (once the group's

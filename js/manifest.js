@@ -8,8 +8,7 @@ const { PrivateKey } = require('@bsv/sdk')
 const native = require('./native')
 const wire = require('./wire')
 
-const PROFILE = 'https://bsv.brc.dev/overlays/0193#lookup-live-v1'
-const MAX_REQUEST_BYTES = 1024 * 1024
+const { PROFILE, PROFILE_LIMITS } = wire
 const KEEP_DIGESTS = 32
 const META = 'capability-manifest'
 
@@ -46,12 +45,12 @@ class CapabilityManifest {
       rulesDigest: svc.rulesDigest,
       profile: {
         authentication: this.options.authentication,
-        maxRequestBytes: MAX_REQUEST_BYTES,
-        maxResponseBytes: o.maxBytes || 4 * 1024 * 1024,
+        maxRequestBytes: PROFILE_LIMITS.maxRequestBytes,
+        maxResponseBytes: o.maxBytes || PROFILE_LIMITS.maxResponseBytes,
         sessionSeconds: o.sessionSeconds,
         replaySeconds: o.replaySeconds,
-        maxObservations: o.maxObservations || 1024,
-        maxWaitMs: o.maxWaitMs === undefined ? 25000 : o.maxWaitMs
+        maxObservations: o.maxObservations || PROFILE_LIMITS.maxObservations,
+        maxWaitMs: o.maxWaitMs === undefined ? PROFILE_LIMITS.maxWaitMs : o.maxWaitMs
       }
     }))
   }

@@ -12,8 +12,8 @@ const { CapabilityManifest, PROFILE } = require('./manifest')
 const { NativeWallet } = require('./wallet')
 const { AuthServer } = require('./authserver')
 
-const MAX_BODY = 1024 * 1024
-const MAX_HEADER_BYTES = 16 * 1024
+const MAX_BODY = wire.PROFILE_LIMITS.maxRequestBytes
+const MAX_HEADER_BYTES = wire.PROFILE_LIMITS.maxHeaderBytes
 /** Bound of a handshake body (an initialRequest is a few hundred bytes). */
 const MAX_HANDSHAKE = 64 * 1024
 const VARY = 'Authorization, x-bsv-auth-identity-key, x-bsv-overlay-capability, x-bsv-overlay-profile'

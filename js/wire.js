@@ -3,10 +3,18 @@
 // JSON and BRC-192 digests. Every failure is an Error with `.code` (the wire
 // error code, e.g. 'invalid') and `.status` (its HTTP status, BRC-193 §6).
 
-const native = require('../index.js')
+const native = require('./native')
 
 /** Error code -> HTTP status, taken from the Rust table so it exists once. */
 const STATUS = Object.freeze(native.wireErrorStatuses())
+
+/**
+ * The profile identifier and its hard limits (BRC-193 §1, §2, §8), taken from Rust
+ * (`wire::limits`) so they exist once: `{profile, maxRequestBytes, maxResponseBytes,
+ * minResponseBytes, maxObservations, maxWaitMs, maxErrorBodyBytes, maxHeaderBytes}`.
+ */
+const PROFILE_LIMITS = Object.freeze(native.wireProfile())
+const PROFILE = PROFILE_LIMITS.profile
 
 function statusOf (code) {
   return Object.prototype.hasOwnProperty.call(STATUS, code) ? STATUS[code] : undefined
@@ -109,6 +117,8 @@ function errorBody (code, message, options) {
 }
 
 module.exports = {
+  PROFILE,
+  PROFILE_LIMITS,
   STATUS,
   statusOf,
   wireError,

@@ -12,11 +12,11 @@ const { CheckTransport } = require('./transport')
 const { ruleOf } = require('./rules')
 const { U32_MAX, u64, isU32, snippet, errorOf, describe, batchProblem, firstDifference, replayDifference, forge, tokens, envelopeProblem } = require('./judge')
 
-const PROFILE = 'https://bsv.brc.dev/overlays/0193#lookup-live-v1'
+const { PROFILE, PROFILE_LIMITS } = wire
 /** Profile maxima (BRC-193 §2). */
-const MAX = { maxBytes: 4 * 1024 * 1024, maxObservations: 1024, waitMs: 25000 }
+const MAX = { maxBytes: PROFILE_LIMITS.maxResponseBytes, maxObservations: PROFILE_LIMITS.maxObservations, waitMs: PROFILE_LIMITS.maxWaitMs }
 const MANIFEST_MAX = 256 * 1024
-const LIMITED_MAX = 4096
+const LIMITED_MAX = PROFILE_LIMITS.maxErrorBodyBytes
 const LIMIT_KINDS = new Set(['envelope', 'group', 'permanent-group'])
 /** An origin no provider can have configured: granting it credentials grants everyone. */
 const PROBE_ORIGIN = 'https://overlay-lookup-live-check.invalid'

@@ -35,13 +35,12 @@ pub const MAX_SERVICES: usize = 256;
 /// BRC-192 §1: unconstrained strings are at most 1024 UTF-8 bytes.
 const MAX_STRING_BYTES: usize = 1024;
 
-/// BRC-193 §2/§8 hard maxima of the lookup-live-v1 profile.
-pub const PROFILE_MAX_REQUEST_BYTES: u32 = 1024 * 1024;
-pub const PROFILE_MAX_RESPONSE_BYTES: u32 = 4 * 1024 * 1024;
-/// BRC-193 §2: a provider must allow at least this response size.
-pub const PROFILE_MIN_RESPONSE_BYTES: u32 = 64 * 1024;
-pub const PROFILE_MAX_OBSERVATIONS: u32 = 1024;
-pub const PROFILE_MAX_WAIT_MS: u32 = 25_000;
+/// BRC-193 §2/§8 hard maxima of the lookup-live-v1 profile (defined once, in `wire`).
+pub const PROFILE_MAX_REQUEST_BYTES: u32 = crate::wire::limits::MAX_REQUEST_BYTES as u32;
+pub use crate::wire::limits::{
+    PROFILE_MAX_BYTES as PROFILE_MAX_RESPONSE_BYTES, PROFILE_MAX_OBSERVATIONS, PROFILE_MAX_WAIT_MS,
+    PROVIDER_MIN_BYTES as PROFILE_MIN_RESPONSE_BYTES,
+};
 
 /// BRC-192 §6 error codes this module can produce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

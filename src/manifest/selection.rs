@@ -8,7 +8,7 @@ use super::{is_hex32, ErrorCode, ManifestError};
 pub const CAPABILITY_HEADER: &str = "x-bsv-overlay-capability";
 pub const PROFILE_HEADER: &str = "x-bsv-overlay-profile";
 /// BRC-193 §1 profile IRI.
-pub const LOOKUP_LIVE_PROFILE: &str = "https://bsv.brc.dev/overlays/0193#lookup-live-v1";
+pub use crate::wire::limits::PROFILE as LOOKUP_LIVE_PROFILE;
 
 /// Checks the two selection header values of one request.
 ///

@@ -58,6 +58,24 @@ pub fn wire_digest_json(packet_type: String, json: String) -> napi::Result<Strin
     guard(|| wire::try_digest(&packet_type, &generic(&json)?))
 }
 
+/// The profile's constants, defined once in `wire::limits` (BRC-193 §1, §2, §8):
+/// `{profile, maxRequestBytes, maxResponseBytes, minResponseBytes, maxObservations,
+/// maxWaitMs, maxErrorBodyBytes, maxHeaderBytes}`.
+#[napi(js_name = "wireProfile")]
+pub fn wire_profile() -> Value {
+    use crate::wire::limits::*;
+    serde_json::json!({
+        "profile": PROFILE,
+        "maxRequestBytes": MAX_REQUEST_BYTES,
+        "maxResponseBytes": PROFILE_MAX_BYTES,
+        "minResponseBytes": PROVIDER_MIN_BYTES,
+        "maxObservations": PROFILE_MAX_OBSERVATIONS,
+        "maxWaitMs": PROFILE_MAX_WAIT_MS,
+        "maxErrorBodyBytes": crate::wire::MAX_ERROR_BODY_BYTES,
+        "maxHeaderBytes": MAX_HEADER_BYTES,
+    })
+}
+
 /// HTTP status of every error code, `{ invalid: 400, ... }`.
 #[napi(js_name = "wireErrorStatuses")]
 pub fn wire_error_statuses() -> Value {

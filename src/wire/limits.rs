@@ -16,6 +16,11 @@ pub const MAX_REQUEST_BYTES: usize = 1024 * 1024;
 /// Maximum encoded bytes of a string without a narrower constraint (BRC-192 §1).
 pub const MAX_TEXT_BYTES: usize = 1024;
 
+/// The lookup-live profile identifier (BRC-193 §1).
+pub const PROFILE: &str = "https://bsv.brc.dev/overlays/0193#lookup-live-v1";
+/// Total HTTP header field bytes of a request or response (BRC-193 §8).
+pub const MAX_HEADER_BYTES: usize = 16 * 1024;
+
 /// Profile maximum of a complete response body: 4 MiB (BRC-193 §2).
 pub const PROFILE_MAX_BYTES: u32 = 4 * 1024 * 1024;
 /// Profile maximum observations per batch (BRC-193 §2).
