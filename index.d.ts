@@ -108,6 +108,17 @@ export declare class NativeLive {
    */
   commitDivisible(changes: Array<NativeChange>): Promise<string | null>
   /**
+   * Commits one indivisible group that already happened in the attached Engine (which has
+   * no rollback): never refused for the provider's limits or the store's caps
+   * (`Store::commit_recorded`). Resolves once it is flushed and published.
+   */
+  commitRecorded(changes: Array<NativeChange>): Promise<RecordedCommit>
+  /**
+   * `commit_divisible` of changes that already happened in the attached Engine
+   * (`Store::commit_divisible_recorded`).
+   */
+  commitDivisibleRecorded(changes: Array<NativeChange>): Promise<RecordedCommit>
+  /**
    * Applies expiry timers due now (the store's timer does so on its own, and opens and
    * reads before they capture a watermark).
    */
@@ -173,11 +184,12 @@ export declare class NativeLive {
   highWater(): string
   stats(): LiveStats
   /**
-   * One page of the current members of `service` with their evidence, in admission
-   * order, read at one immutable snapshot: `at` (null on the first page = highWater now).
-   * Used to find members whose proofs a reorganization may have orphaned.
+   * One page of the current members of `service`, with their evidence unless `evidence`
+   * is false, in admission order, read at one immutable snapshot: `at` (null on the first
+   * page = highWater now). Used to find members whose proofs a reorganization may have
+   * orphaned, and to compare the store with Engine storage at attach.
    */
-  scanMembers(service: string, at: string | undefined | null, afterKey: Buffer | undefined | null, limit: number): Promise<MemberPage>
+  scanMembers(service: string, at: string | undefined | null, afterKey: Buffer | undefined | null, limit: number, evidence?: boolean | undefined | null): Promise<MemberPage>
   /**
    * Small JS-layer records kept in the store (e.g. the issued capability
    * manifest, so a restart keeps its digest valid for open sessions).
@@ -185,6 +197,8 @@ export declare class NativeLive {
   metaGet(name: string): string | null
   /** Stores a JS-layer record; written and flushed before it returns. */
   metaPut(name: string, value: string): void
+  /** The provider's clock in milliseconds (the one expiry timers follow). */
+  nowMs(): number
   /** Test support: moves this provider's clock forward (expiry tests). */
   advanceClockMs(ms: number): void
   /**
@@ -368,6 +382,15 @@ export interface LiveStats {
    * a count of work. A cancelled open or read stops adding to it.
    */
   scanExamined: number
+  /**
+   * Since this process opened the store: log groups and bytes reclaimed beyond the
+   * sessions' horizon to honour `maxRetainedBytes` (sessions that needed them get
+   * reset-required), and groups an attached Engine applied that no session can be served
+   * (`permanent-group`).
+   */
+  reclaimedGroups: number
+  reclaimedBytes: number
+  unservableGroups: number
 }
 
 export interface MemberPage {
@@ -378,13 +401,16 @@ export interface MemberPage {
   at: string
 }
 
-/** One current member of a service, as a reorganization check needs it. */
+/**
+ * One current member of a service, as a reorganization check or the reconciliation at
+ * attach needs it.
+ */
 export interface MemberRow {
   txid: string
   outputIndex: number
   topic: string
-  /** The member's current evidence (BEEF bytes). */
-  beef: Buffer
+  /** The member's current evidence (BEEF bytes); absent when the scan was asked without. */
+  beef?: Buffer
 }
 
 /** One membership change handed over by the JS ingest layer. */
@@ -434,6 +460,18 @@ export interface ReadSession {
   session: string
   service: string
   query: any
+}
+
+/** What a recorded commit did (`Store::commit_recorded`). */
+export interface RecordedCommit {
+  /** The (last) sequence (decimal), or null when nothing changed. */
+  sequence?: string
+  /** Groups committed although no session can ever be served them (`permanent-group`). */
+  unservable: number
+  /** Log groups reclaimed beyond the sessions' horizon to stay under `maxRetainedBytes`. */
+  reclaimedGroups: number
+  /** The store stays above `maxRows` or `maxRetainedBytes` even so. */
+  overCap: boolean
 }
 
 /** Checks the selection headers; `null` when the selection is acceptable. */

@@ -50,7 +50,11 @@ async function setup (options = {}) {
   if (options.engineReorg) t.engine.handleReorg = options.engineReorg(t)
   await live.attach(t.engine)
   const factory = new NoteFactory(t.chainTracker)
-  const submit = (built) => t.engine.submit({ beef: built.beef, topics: [NOTES_TOPIC] })
+  const submit = async (built) => {
+    const steak = await t.engine.submit({ beef: built.beef, topics: [NOTES_TOPIC] })
+    await live.published() // the submit resolves before its group is published
+    return steak
+  }
   return { live, t, factory, submit, logged, dir }
 }
 

@@ -205,7 +205,10 @@ test('through a real Engine: a verified replacement makes the new note current a
   try {
     await live.attach(t.engine)
     routerRef = createRouter(live, { authentication: 'none', baseURL: origin, allowLocalHttp: true, privateKey: PrivateKey.fromRandom().toHex() })
-    const submit = built => t.engine.submit({ beef: built.beef, topics: [NOTES_TOPIC] })
+    const submit = async built => {
+      await t.engine.submit({ beef: built.beef, topics: [NOTES_TOPIC] })
+      await live.published() // the submit resolves before its group is published
+    }
     const first = await factory.createNotes(['v1'])
     await submit(first)
     const second = await factory.replaceNote(first.notes[0], 'v2')

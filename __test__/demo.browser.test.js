@@ -128,6 +128,24 @@ maybe('the demo page in chromium', () => {
     // Restart the host on the same port and data directory; both pages resume their sessions.
     const port = demo.port
     await demo.close()
+    // While the host is down the panel says reconnecting and stale throughout: a retry must not
+    // show "live" / "no" for the time its doomed request takes. Every value the panel's
+    // connection, stale and detail fields take is recorded over two retries (about +1 s, +3 s).
+    await a.page.waitForFunction(() => window.demoState().connection === 'reconnecting', null, WAIT)
+    await a.page.evaluate(() => {
+      window.panelSeen = []
+      for (const id of ['state-connection', 'state-stale', 'state-detail']) {
+        new MutationObserver((records) => {
+          for (const r of records) for (const n of r.addedNodes) window.panelSeen.push([id, n.textContent])
+        }).observe(document.getElementById(id), { childList: true })
+      }
+    })
+    await a.page.waitForTimeout(4500)
+    const seen = await a.page.evaluate(() => window.panelSeen)
+    const values = (id) => seen.filter(([field]) => field === id).map(([, v]) => v)
+    expect(new Set(values('state-connection'))).toEqual(new Set(['reconnecting']))
+    expect(values('state-stale').every(v => v.startsWith('yes'))).toBe(true)
+    expect(new Set(values('state-detail').filter(v => /retrying in/.test(v))).size).toBeGreaterThanOrEqual(2)
     demo = await startDemo({ port, dataDir, log: (e) => log.push(e) })
     await publishNote(demo.url, cliKey, 'after the restart')
     await liveAndShowing(a.page, ['after the restart'])

@@ -35,7 +35,11 @@ async function setup (options = {}) {
   cleanup.push(() => t.close())
   await live.attach(t.engine)
   const factory = new NoteFactory(t.chainTracker)
-  const submit = (built) => t.engine.submit({ beef: built.beef, topics: [NOTES_TOPIC] })
+  const submit = async (built) => {
+    const steak = await t.engine.submit({ beef: built.beef, topics: [NOTES_TOPIC] })
+    await live.published() // the submit resolves before its group is published
+    return steak
+  }
   return { live, t, inner, factory, submit, dir }
 }
 
@@ -120,9 +124,8 @@ test('an expiry commits an ordered withdraw with reason expired', async () => {
   expect(summary(b)).toEqual([[`withdraw ${created.txid}.1 expired`, `withdraw ${created.txid}.0 expired`]])
 })
 
-test('a selective query only sees its own author, and existing outputs are backfilled on attach', async () => {
-  const dir = h.tempDir()
-  // First run: an Engine with data but no live plugin installed.
+/** A real Engine with the notes service unwrapped: what a node runs before installing live. */
+async function plainEngine () {
   const t = await createTestEngine({
     managers: { [NOTES_TOPIC]: new NotesTopicManager() },
     lookupServices: async (knex) => {
@@ -132,6 +135,13 @@ test('a selective query only sees its own author, and existing outputs are backf
     }
   })
   cleanup.push(() => t.close())
+  return t
+}
+
+test('a selective query only sees its own author, and existing outputs are backfilled on attach', async () => {
+  const dir = h.tempDir()
+  // First run: an Engine with data but no live plugin installed.
+  const t = await plainEngine()
   const alice = new NoteFactory(t.chainTracker)
   const bob = new NoteFactory(t.chainTracker)
   const a1 = await alice.createNotes(['alice before install'])
@@ -143,9 +153,32 @@ test('a selective query only sees its own author, and existing outputs are backf
   await live.attach(t.engine)
   const b1 = await bob.createNotes(['bob after install'])
   await t.engine.submit({ beef: b1.beef, topics: [NOTES_TOPIC] })
+  await live.published()
   const aliceKey = await alice.authorIdentityKey()
   const res = await live.open(openBody({ query: { author: aliceKey } }), ALICE)
   const first = json(res)
   expect(first.snapshotComplete).toBe(true)
   expect(summary(first)).toEqual([[`output ${a1.txid}.0`]])
+})
+
+test('attach commits what differs from Engine storage even when the store refuses one row: the rest reaches the feed, the refusal is logged', async () => {
+  const t = await plainEngine()
+  const factory = new NoteFactory(t.chainTracker)
+  const built = []
+  for (const text of ['good 1', 'bad', 'good 2']) {
+    const b = await factory.createNotes([text])
+    await t.engine.submit({ beef: b.beef, topics: [NOTES_TOPIC] })
+    built.push(b)
+  }
+  const logged = []
+  const live = await h.openLive(h.tempDir(), { log: (e) => logged.push(e) })
+  cleanup.push(() => live.close())
+  const base = createNotesCompanion()
+  // For one note the companion returns an attribute the store refuses (a nested list).
+  const companion = { ...base, index (output) { const r = base.index(output); return r && r.context.text === 'bad' ? { ...r, attributes: { ...r.attributes, tags: [['nested']] } } : r } }
+  t.engine.lookupServices.ls_notes = live.wrap('ls_notes', t.engine.lookupServices.ls_notes, companion)
+  await live.attach(t.engine)
+  const first = json(await live.open(openBody({ query: {} }), ALICE))
+  expect(summary(first).flat().sort()).toEqual([`output ${built[0].txid}.0`, `output ${built[2].txid}.0`].sort())
+  expect(logged).toContainEqual(expect.objectContaining({ op: 'reconcile', action: 'refused', outpoint: `${built[1].txid}.0` }))
 })

@@ -9,7 +9,7 @@ const { NotesLookupService } = require('../demo/notes/NotesLookupService')
 const { NotesTopicManager } = require('../demo/notes/NotesTopicManager')
 const { createNotesCompanion } = require('../demo/notes/notesCompanion')
 const { NOTES_TOPIC } = require('../demo/notes/notesProtocol')
-const { wrapLookupService, attachEngine, backfill, LEGACY_CONTEXT_SCHEMA } = require('../js/ingest')
+const { wrapLookupService, attachEngine, backfill, whenPublished, LEGACY_CONTEXT_SCHEMA } = require('../js/ingest')
 
 const TOPICS = [NOTES_TOPIC]
 const open = []
@@ -34,7 +34,12 @@ async function setup (options = {}) {
   open.push(t)
   attachEngine(t.engine, sink)
   const factory = new NoteFactory(t.chainTracker)
-  const submit = (built) => t.engine.submit({ beef: built.beef, topics: TOPICS })
+  // A bracketed submit resolves before its group is committed; tests read the group after.
+  const submit = async (built) => {
+    const steak = await t.engine.submit({ beef: built.beef, topics: TOPICS })
+    await whenPublished(t.engine)
+    return steak
+  }
   return { ...t, sink, inner, factory, submit, author: await factory.authorIdentityKey() }
 }
 
@@ -344,6 +349,7 @@ test('backfill commits the outputs already in Engine storage as one starting-sta
   // Live ingest continues after the backfill.
   const third = await factory.spendNotes([second.notes[0]])
   await t.engine.submit({ beef: third.beef, topics: TOPICS })
+  await whenPublished(t.engine)
   expect(sink.groups).toHaveLength(2)
   expect(sink.groups[1].map(c => `${c.op}:${c.txid}.${c.outputIndex}:${c.reason}`)).toEqual([`remove:${second.txid}.0:spent`])
 })
@@ -423,6 +429,7 @@ test('with companion.topics, activity in other topics stages nothing; without it
   await t.engine.submit({ beef: created.beef, topics: [OTHER] })
   const spent = await factory.spendNotes([created.notes[0]])
   await t.engine.submit({ beef: spent.beef, topics: [OTHER] })
+  await whenPublished(t.engine)
 
   expect(withTopics.groups).toHaveLength(0)
   // The notes companion indexes only tm_notes outputs, but a spend in tm_other still reaches it.

@@ -8,6 +8,7 @@ const { NotesLookupService } = require('../demo/notes/NotesLookupService')
 const { NotesTopicManager } = require('../demo/notes/NotesTopicManager')
 const { createNotesCompanion } = require('../demo/notes/notesCompanion')
 const { NOTES_TOPIC } = require('../demo/notes/notesProtocol')
+const { startEngineNode } = require('./helpers/node')
 const { ALICE, admit, openBody, readBody, json, drainSnapshot } = h
 
 const cleanup = []
@@ -21,6 +22,14 @@ async function setup (opts = {}, dir = h.tempDir()) {
   live.wrap('ls_notes', h.plainService(), h.notesCompanion())
   cleanup.push(() => live.close())
   return { live, logged, dir }
+}
+
+/** A live store (LiveLookup.open options `opts`) on a real Engine, attached; `logged` its log. */
+async function engineNode (opts) {
+  const logged = []
+  const n = await startEngineNode({ live: { ...opts, log: (e) => logged.push(e) } })
+  cleanup.push(() => n.close())
+  return { ...n, logged }
 }
 
 /** A session drained to its live phase; returns the last snapshot batch. */
@@ -106,28 +115,71 @@ describe('groups the provider makes itself fit its limits (item 3)', () => {
     expect(b.groups[0].observations).toHaveLength(2)
   })
 
-  test('one Engine.submit whose group exceeds the provider limits rejects with limited', async () => {
-    const live = await h.openLive(h.tempDir(), { maxObservations: 5 })
-    cleanup.push(() => live.close())
-    const t = await createTestEngine({
-      managers: { [NOTES_TOPIC]: new NotesTopicManager() },
-      lookupServices: async (knex) => {
-        const inner = new NotesLookupService(knex)
-        await inner.init()
-        return { ls_notes: live.wrap('ls_notes', inner, createNotesCompanion()) }
-      }
-    })
-    cleanup.push(() => t.close())
-    await live.attach(t.engine)
-    const factory = new NoteFactory(t.chainTracker)
-    const hw = live.highWater
-    const six = await factory.createNotes(['a', 'b', 'c', 'd', 'e', 'f'])
-    await expect(t.engine.submit({ beef: six.beef, topics: [NOTES_TOPIC] })).rejects.toMatchObject({ code: 'limited', limit: { kind: 'permanent-group' } })
-    expect(live.highWater).toBe(hw)
-    const five = await factory.createNotes(['a', 'b', 'c', 'd', 'e'])
-    await t.engine.submit({ beef: five.beef, topics: [NOTES_TOPIC] })
-    expect(BigInt(live.highWater)).toBe(BigInt(hw) + 1n)
+  // The Engine has no rollback: by the time the group is measured, Engine storage and the inner
+  // service hold the transaction. Refusing it would leave Engine.lookup and the feed apart.
+  test.each([
+    ['maxObservations 5, six outputs', { maxObservations: 5 }, 6],
+    ['maxBytes 65536, forty outputs', { maxBytes: 65536 }, 40]
+  ])('an Engine.submit whose group exceeds the provider limits (%s) is recorded: the Engine and the feed agree', async (_, limits, outputs) => {
+    const { live, t, factory, logged } = await engineNode(limits)
+    const before = await liveSession(live)
+    const big = await factory.createNotes(Array.from({ length: outputs }, (_, i) => `note ${i}`))
+    await t.engine.submit({ beef: big.beef, topics: [NOTES_TOPIC] })
+    await live.published()
+
+    const listed = (await t.engine.lookup({ service: 'ls_notes', query: {} })).outputs.map(o => o.outputIndex).sort((a, b) => a - b)
+    expect(listed).toEqual(Array.from({ length: outputs }, (_, i) => i))
+    // A new session holds exactly what the Engine lists.
+    const snap = await drainSnapshot(live, json(await live.open(openBody(), ALICE)), ALICE)
+    const members = snap.flatMap(b => b.groups.flatMap(g => g.observations)).map(o => `${o.payload.evidence.txid}.${o.payload.evidence.outputIndex}`)
+    expect(members.sort()).toEqual(listed.map(i => `${big.txid}.${i}`).sort())
+    // A session that reaches the group is told plainly it can never be served, whatever it asks.
+    for (const maxObservations of [5, 1024]) {
+      const res = await live.read(readBody(before.session, before.cursor, { maxObservations, maxBytes: 4 * 1024 * 1024 }), ALICE)
+      expect(res.status).toBe(413)
+      expect(json(res).error).toMatchObject({ code: 'limited', limit: { kind: 'permanent-group' } })
+    }
+    expect(logged).toContainEqual(expect.objectContaining({ op: 'commit', action: 'unservable', groups: 1 }))
+    expect(live.stats().unservableGroups).toBe(1)
+    // The next transaction that fits is an ordinary group.
+    const small = await factory.createNotes(['small'])
+    await t.engine.submit({ beef: small.beef, topics: [NOTES_TOPIC] })
+    await live.published()
+    expect(live.stats().unservableGroups).toBe(1)
   })
+})
+
+test('a full retention budget never fails Engine.submit: the oldest history is reclaimed, the session that needed it is reset-required', async () => {
+  const { live, t, factory, logged } = await engineNode({ maxRetainedBytes: 65536, compactionIntervalMs: 0 })
+  const session = await liveSession(live) // opened on the empty collection: it holds all history back
+  let built = await factory.createNotes(['v0'])
+  await t.engine.submit({ beef: built.beef, topics: [NOTES_TOPIC] })
+  // Each replacement spends the last note; its evidence carries the whole unconfirmed chain,
+  // so the retained log grows until the budget is full.
+  for (let i = 1; i <= 40 && live.stats().reclaimedGroups === 0; i++) {
+    built = await factory.replaceNote(built.notes[0], `v${i}`)
+    await t.engine.submit({ beef: built.beef, topics: [NOTES_TOPIC] })
+    await live.published()
+  }
+  expect(live.stats().reclaimedGroups).toBeGreaterThan(0)
+  expect(logged).toContainEqual(expect.objectContaining({ op: 'retention', action: 'reclaimed' }))
+  // The Engine and a new session tell the same story: only the last note.
+  const listed = await t.engine.lookup({ service: 'ls_notes', query: {} })
+  expect(listed.outputs).toHaveLength(1)
+  const snap = await drainSnapshot(live, json(await live.open(openBody(), ALICE)), ALICE)
+  expect(snap.flatMap(b => b.groups.flatMap(g => g.observations)).map(o => o.payload.evidence.txid)).toEqual([built.txid])
+  // The session that needed the reclaimed history is told to start over, not served a gap.
+  const res = await live.read(readBody(session.session, session.cursor), ALICE)
+  expect(res.status).toBe(409)
+  expect(json(res).error.code).toBe('reset-required')
+  // History is still retained and served within the budget once reclaimed.
+  const fresh = snap[snap.length - 1]
+  const next = await factory.replaceNote(built.notes[0], 'after the reclaim')
+  await t.engine.submit({ beef: next.beef, topics: [NOTES_TOPIC] })
+  await live.published()
+  const [b] = await drainLive(live, fresh, {})
+  expect(b.groups).toHaveLength(1)
+  expect(b.groups[0].observations.map(o => o.kind)).toEqual(['withdraw', 'spend', 'output'])
 })
 
 test('a backfill larger than maxObservations reaches a session already open as groups that fit', async () => {

@@ -37,7 +37,11 @@ async function setup (options = {}) {
   cleanup.push(() => t.close())
   await live.attach(t.engine)
   const factory = new NoteFactory(t.chainTracker)
-  const submit = (built) => t.engine.submit({ beef: built.beef, topics: [NOTES_TOPIC] })
+  const submit = async (built) => {
+    const steak = await t.engine.submit({ beef: built.beef, topics: [NOTES_TOPIC] })
+    await live.published() // the submit resolves before its group is published
+    return steak
+  }
   return { live, t, inner, factory, submit, dir, markClosed: () => { closed = true } }
 }
 
@@ -139,6 +143,27 @@ describe('eviction', () => {
     const b = json(await live.read(readBody(last.session, last.cursor), ALICE))
     expect(b.groups.map(g => g.observations.map(o => `${o.kind} ${o.payload.outpoint.txid}.${o.payload.outpoint.outputIndex} ${o.payload.reason}`)))
       .toEqual([[`withdraw ${a.txid}.0 evicted`]])
+  })
+
+  test('an evicted output stays out after a restart and a reset, although Engine storage keeps it', async () => {
+    const dir = h.tempDir('evict-')
+    const engineDir = h.tempDir('evict-engine-')
+    let n = await setup({ dir, engineDir })
+    const a = await n.factory.createNotes(['evicted', 'kept'])
+    await n.submit(a)
+    await n.t.engine.lookupServices.ls_notes.outputEvicted(a.txid, 0)
+    expect((await n.t.engine.storage.findUTXOsForTopic(NOTES_TOPIC)).map(o => `${o.txid}.${o.outputIndex}`)).toContain(`${a.txid}.0`)
+    const hw = n.live.highWater
+    n.markClosed()
+    await n.live.close()
+    await n.t.close()
+    // The restart reconciles with Engine storage, which still holds the evicted output.
+    n = await setup({ dir, engineDir, live: { create: false } })
+    expect(n.live.highWater).toBe(hw)
+    expect((await snapshotOf(n.live)).outputs).toEqual([`${a.txid}.1`])
+    expect(await engineLists(n.t)).toEqual([`${a.txid}.1`])
+    await n.live.resetEpoch()
+    expect((await snapshotOf(n.live)).outputs).toEqual([`${a.txid}.1`])
   })
 })
 
@@ -322,6 +347,28 @@ describe('restore', () => {
     // Five other groups now are new sequences of the new epoch, read by new sessions only.
     for (let i = 0; i < 5; i++) await n.submit(await n.factory.createNotes([`after the restore ${i}`]))
     expect((await liveBatch(n.live, snap.last)).groups.length).toBe(5)
+  })
+
+  test('a clean close records what was published, even after anchor passes that had nothing to write', async () => {
+    const root = h.tempDir('anchor-close-')
+    const dataDir = path.join(root, 'live')
+    const copy = path.join(root, 'copy')
+    let live = await h.openLive(dataDir, { anchorIntervalMs: 100 })
+    await live.close()
+    fs.cpSync(dataDir, copy, { recursive: true })
+    live = await h.openLive(dataDir, { create: false, anchorIntervalMs: 100 })
+    // Several timer passes find nothing new to record before the commits come.
+    await new Promise(resolve => setTimeout(resolve, 350))
+    for (let i = 0; i < 5; i++) await live.commit([h.admit(i)])
+    await live.close()
+
+    fs.rmSync(dataDir, { recursive: true })
+    fs.cpSync(copy, dataDir, { recursive: true })
+    const events = []
+    live = await h.openLive(dataDir, { create: false, log: (e) => events.push(e) })
+    cleanup.push(() => live.close())
+    expect(events).toContainEqual(expect.objectContaining({ op: 'restore', action: 'serving-paused' }))
+    expect((await live.open(openBody({ query: {} }), ALICE)).status).toBe(503)
   })
 
   test('an operator can declare a restore: the next attach starts a new epoch re-seeded from the Engine', async () => {

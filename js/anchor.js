@@ -113,22 +113,25 @@ class AnchorKeeper {
       this.again = true
       return this.writing
     }
-    this.writing = (async () => {
-      try {
-        do {
-          this.again = false
-          const now = this.current()
-          if (now === null) continue
-          const key = now.epoch + '/' + now.highWater
-          if (key === this.written) continue
-          await writeAnchor(this.file, now.epoch, now.highWater)
-          this.written = key
-        } while (this.again)
-      } finally {
-        this.writing = null
-      }
-    })()
-    return this.writing
+    const run = async () => {
+      do {
+        this.again = false
+        const now = this.current()
+        if (now === null) continue
+        const key = now.epoch + '/' + now.highWater
+        if (key === this.written) continue
+        await writeAnchor(this.file, now.epoch, now.highWater)
+        this.written = key
+      } while (this.again)
+    }
+    // Cleared in a later microtask, never inside `run`: a pass with nothing to write finishes
+    // synchronously, before `this.writing` is assigned, and clearing it there would leave the
+    // settled promise in place, so every later update() would return it and write nothing.
+    const writing = run().finally(() => {
+      if (this.writing === writing) this.writing = null
+    })
+    this.writing = writing
+    return writing
   }
 
   async stop () {

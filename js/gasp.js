@@ -8,6 +8,7 @@
 
 const express = require('express')
 const { Transaction } = require('@bsv/sdk')
+const { whenPublished } = require('./ingest')
 
 const MAX_BODY = '64kb'
 const MAX_TOPIC_BYTES = 256
@@ -112,8 +113,9 @@ function gaspRouter (engine, options = {}) {
  * Runs `engine.startGASPSync()` every `intervalMs` against `peers` (base URLs of other nodes
  * serving gaspRouter), for every topic in `topics` (default: all the Engine manages). Runs
  * never overlap; the timer does not keep Node alive; failures are logged and the next run
- * tries again. `syncNow()` runs one sync at once (or joins the running one); `stop()` ends
- * the schedule and waits for a running sync.
+ * tries again. `syncNow()` runs one sync at once (or joins the running one) and resolves once
+ * the groups of what it submitted are published; `stop()` ends the schedule and waits for a
+ * running sync.
  * @param {object} engine an @bsv/overlay Engine
  * @param {{ peers: string[], intervalMs?: number, topics?: string[], log?: (entry: object) => void }} options
  */
@@ -138,7 +140,10 @@ function scheduleGASPSync (engine, options) {
   const syncNow = () => {
     if (running) return running
     const started = Date.now()
+    // A run ends once what it learned is in the live feed: a live-attached Engine's submits
+    // resolve before their groups are published.
     running = engine.startGASPSync()
+      .then(() => whenPublished(engine))
       .then(() => log({ op: 'gasp-sync', peers: list.length, ms: Date.now() - started }))
       .catch((e) => log({ op: 'gasp-sync', error: String(e && e.message) }))
       .finally(() => { running = null })

@@ -79,8 +79,12 @@ export interface IndexResult {
 
 /** The live companion a LookupService author writes next to the service. */
 export interface LiveCompanion {
-  /** Hashed into the service's rulesDigest by the live layer. */
-  rules?: { id: string, parameters: unknown }
+  /**
+   * Hashed into the service's rulesDigest by the live layer, with `parameters.codeDigest` (a
+   * digest of this object's functions and the provider's authorize hook) added unless
+   * `parameters.version` names the code (docs/companions.md "The rules digest").
+   */
+  rules?: { id: string, parameters: { version?: string | number, [k: string]: unknown } }
   /**
    * Topics the collection draws from. When given, outputs of other topics are not indexed and
    * their spends/non-retention produce no removal (they still reach the inner service).
@@ -164,8 +168,17 @@ export interface ChangeSink {
    * Without it they go to `commit` as one group.
    */
   commitDivisible?(changes: Change[]): Promise<unknown>
-  /** Optional: told when a proof update refreshes nothing because its proof or a BEEF is bad. */
-  log?(entry: { op: string, action: string, txid: string, reason: string }): void
+  /**
+   * Optional: told of an eviction the inner service accepted, before its removal is committed
+   * (Engine storage keeps the output; a reconciliation must not bring it back).
+   */
+  evicted?(service: string, txid: string, outputIndex: number): void | Promise<void>
+  /**
+   * Optional operational events: a proof update that refreshes nothing because its proof or a
+   * BEEF is bad (`op: 'merkle-proof'`), a submit's group that failed to commit after the submit
+   * resolved (`op: 'commit', action: 'failed'`), a row a reconciliation's store refused.
+   */
+  log?(entry: { op: string, action?: string, [k: string]: unknown }): void
 }
 
 /**
@@ -197,7 +210,9 @@ export interface EngineLike {
 
 /**
  * Brackets engine.submit: everything one submit causes commits as one group (per sink) after the
- * Engine and every hook it started, awaited or not, are done. A rejected submit commits nothing.
+ * Engine and every hook it started, awaited or not, are done. A successful submit resolves when
+ * the Engine's call does, before that commit (see whenPublished). A rejected submit commits
+ * nothing.
  * Also brackets engine.handleNewMerkleProof: after the Engine rewrote the stored BEEF of the
  * proven transaction and its consumedBy descendants, one group (per sink) refreshes the evidence
  * of every member whose stored BEEF changed, through `sink.commitDivisible` when the sink has it
@@ -214,8 +229,30 @@ export declare function attachEngine(engine: EngineLike, sink?: ChangeSink): Att
  */
 export declare function backfill(engine: EngineLike, name: string, topics: string[], companion: LiveCompanion, sink: ChangeSink): Promise<{ examined: number, admitted: number }>
 
-/** The changes `backfill` would commit for one service, without committing (submits must be paused). */
-export declare function collectBackfill(engine: EngineLike, name: string, topics: string[], companion: LiveCompanion): Promise<{ examined: number, changes: AdmitChange[] }>
+/**
+ * The changes `backfill` would commit for one service, without committing (submits must be
+ * paused): outputs named by `skip` ('txid.outputIndex') and outputs expired at `nowSeconds` are
+ * left out.
+ */
+export declare function collectBackfill(engine: EngineLike, name: string, topics: string[], companion: LiveCompanion, options?: { skip?: (key: string) => boolean, nowSeconds?: number | null }): Promise<{ examined: number, changes: AdmitChange[] }>
+
+/**
+ * Brings one service's live collection in line with Engine storage, committing only what
+ * differs (admissions of unspent outputs `members()` lacks, removals of members the Engine no
+ * longer holds unspent), with submits paused. `skip` and `nowSeconds` as for collectBackfill.
+ * Rows the sink refuses as invalid are left out and logged; `refused` counts them.
+ */
+export declare function reconcile(engine: EngineLike, name: string, topics: string[], companion: LiveCompanion, sink: ChangeSink, options: {
+  members: () => Promise<Array<{ txid: string, outputIndex: number, topic: string }>>
+  skip?: (key: string) => boolean
+  nowSeconds?: number | null
+}): Promise<{ examined: number, admitted: number, removed: number, refused: number }>
+
+/**
+ * Resolves once every submit of `engine` that has started has settled and its group is
+ * committed (or its failure logged).
+ */
+export declare function whenPublished(engine: EngineLike): Promise<void>
 
 /**
  * Runs `fn` while submits of the attached engine wait; proof updates the Engine makes inside

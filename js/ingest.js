@@ -478,6 +478,8 @@ function wrapLookupService (name, inner, companion, sink) {
     outputEvicted (txid, outputIndex) {
       return runHook(async (scope) => {
         if (typeof inner.outputEvicted === 'function') await inner.outputEvicted(txid, outputIndex)
+        // Engine storage keeps an evicted output: a sink that reconciles with it must know.
+        if (typeof sink.evicted === 'function') await sink.evicted(name, txid, outputIndex)
         await stage(scope, sink, removeChange(name, txid, outputIndex, 'evicted', null))
       })
     },
@@ -587,38 +589,81 @@ function attachEngine (engine, sink) {
   return state.handle
 }
 
+/**
+ * One bracketed submit. It resolves as soon as the Engine's own call does: the group is
+ * published after its own flush, off the submit's promise (`publish`), so the store's write
+ * and fsync overlap the host's next work instead of adding to every submit. A crash between
+ * the two leaves Engine storage ahead of the live store; `reconcile` at the next attach
+ * commits exactly the difference, so nothing is lost and nothing is served twice.
+ * A rejected submit still settles first (its removals wait for a retry, see carryRemovals).
+ */
 async function runSubmit (state, taggedBEEF, call) {
   while (state.barrier !== null) await state.barrier // a backfill is reading Engine storage
   const scope = new SubmitScope()
   state.active.add(scope)
   openScopes.add(scope)
+  let result
   try {
-    return await currentSubmit.run(scope, async () => {
-      let result
-      let failure
-      let failed = false
-      try { result = await call() } catch (e) { failure = e; failed = true }
+    result = await currentSubmit.run(scope, call)
+  } catch (failure) {
+    try {
       await scope.settle()
       scope.closed = true // from here on a stray hook commits its own group
-      // Only parsed when needed: on failure, or when a failed submit's removals are waiting.
-      const txid = failed || state.carried.size > 0 ? submittedTxid(taggedBEEF) : null
-      if (failed) {
-        carryRemovals(state, txid, scope)
-        throw failure
-      }
-      const carried = txid === null ? undefined : state.carried.get(txid)
-      if (carried !== undefined) {
-        scope.entries.unshift(...carried)
-        state.carried.delete(txid)
-      }
-      await scope.commit()
-      return result
-    })
-  } finally {
-    openScopes.delete(scope)
-    state.active.delete(scope)
-    scope.finish()
+      carryRemovals(state, submittedTxid(taggedBEEF), scope)
+    } finally {
+      finishScope(state, scope)
+    }
+    throw failure
   }
+  publish(state, scope, taggedBEEF)
+  return result
+}
+
+/**
+ * Commits a successful submit's group once nothing of the submit is in flight any more, and
+ * only then ends its scope (submits spending its outputs, pauses and `whenPublished` wait for
+ * that). A failure cannot reach the submit, which has resolved: it is logged, and the next
+ * attach reconciles the live store with Engine storage.
+ */
+function publish (state, scope, taggedBEEF) {
+  const run = async () => {
+    await scope.settle()
+    scope.closed = true // from here on a stray hook commits its own group
+    // Parsed only when a failed submit's removals are waiting.
+    const txid = state.carried.size > 0 ? submittedTxid(taggedBEEF) : null
+    const carried = txid === null ? undefined : state.carried.get(txid)
+    if (carried !== undefined) {
+      scope.entries.unshift(...carried)
+      state.carried.delete(txid)
+    }
+    await scope.commit()
+  }
+  run().catch((err) => {
+    for (const sink of new Set(scope.entries.map(e => e.sink))) {
+      try {
+        if (typeof sink.log === 'function') sink.log({ op: 'commit', action: 'failed', error: String(err && err.message) })
+      } catch (_) {
+        // A throwing log hook must not turn a logged failure into an unhandled rejection.
+      }
+    }
+  }).finally(() => finishScope(state, scope))
+}
+
+function finishScope (state, scope) {
+  openScopes.delete(scope)
+  state.active.delete(scope)
+  scope.finish()
+}
+
+/**
+ * Resolves once every submit of `engine` that has started has settled and its group is
+ * published (or its failure logged). `LiveLookup.close` waits for it; tests that read right
+ * after a submit use it too (`live.published()`).
+ */
+async function whenPublished (engine) {
+  const state = engineStates.get(engine)
+  if (state === undefined) return
+  while (state.active.size > 0) await Promise.all([...state.active].map(scope => scope.done))
 }
 
 function submittedTxid (taggedBEEF) {
@@ -658,12 +703,7 @@ function carryRemovals (state, txid, scope) {
  * @returns {Promise<{examined: number, admitted: number}>}
  */
 async function backfill (engine, name, topics, companion, sink) {
-  if (typeof name !== 'string' || name === '') throw new TypeError('name must be a non-empty string')
-  if (!Array.isArray(topics)) throw new TypeError('topics must be an array of topic names')
-  if (companion === null || typeof companion !== 'object' || typeof companion.index !== 'function') {
-    throw new TypeError('companion must have index(output)')
-  }
-  checkSink(sink)
+  checkReconcileArgs(name, topics, companion, sink)
   const release = await pauseSubmits(engineStates.get(engine))
   try {
     const { examined, changes } = await collectBackfill(engine, name, topics, companion)
@@ -672,6 +712,128 @@ async function backfill (engine, name, topics, companion, sink) {
   } finally {
     release()
   }
+}
+
+function checkReconcileArgs (name, topics, companion, sink) {
+  if (typeof name !== 'string' || name === '') throw new TypeError('name must be a non-empty string')
+  if (!Array.isArray(topics)) throw new TypeError('topics must be an array of topic names')
+  if (companion === null || typeof companion !== 'object' || typeof companion.index !== 'function') {
+    throw new TypeError('companion must have index(output)')
+  }
+  checkSink(sink)
+}
+
+/**
+ * Brings a service's live collection in line with Engine storage, committing only what
+ * differs: unspent outputs of `topics` the store lacks are indexed and admitted, members the
+ * Engine no longer holds unspent are removed. This is what makes a crash between a submit's
+ * resolution and its group's publication harmless (docs/engine-notes.md): the transaction is
+ * in Engine storage, so its group is committed here, once; a group that was already durable
+ * leaves nothing to reconcile. Also catches up with anything the Engine did while the live
+ * layer was not attached. Members present on both sides are left as they are.
+ *
+ * `members()` resolves with the store's current members of the service ({txid, outputIndex,
+ * topic}); `skip(key)` leaves out outpoints `txid.outputIndex` the host evicted (the Engine
+ * keeps their outputs, the wrapped service does not); an output whose `expiresAt` is at or
+ * before `nowSeconds` is not admitted (its withdraw already happened, or would at once).
+ * A removed member spent by a transaction admitted here is withdrawn as `spent`, with that
+ * transaction as evidence, in the same group as the admission; one the Engine keeps as spent
+ * is `spent` without evidence; otherwise it is `not-retained`. The changes are committed as
+ * divisible groups (one, unless the provider's limits split them), with submits paused.
+ * @returns {Promise<{examined: number, admitted: number, removed: number, refused: number}>}
+ */
+async function reconcile (engine, name, topics, companion, sink, { members, skip = () => false, nowSeconds = null }) {
+  checkReconcileArgs(name, topics, companion, sink)
+  const release = await pauseSubmits(engineStates.get(engine))
+  try {
+    const held = await members()
+    const r = await collectReconcile(engine, name, topics, companion, { held, skip, nowSeconds })
+    const refused = r.changes.length > 0 ? await commitEachIfRefused(sink, r.changes) : 0
+    return { examined: r.examined, admitted: r.admitted, removed: r.removed, refused }
+  } finally {
+    release()
+  }
+}
+
+/**
+ * Commits `changes` as divisible groups. If the store refuses them as invalid (a companion
+ * result beyond the store's bounds, say), each change is committed on its own instead and the
+ * refused ones are left out and logged: one bad row must neither keep the rest out of the
+ * feed nor stop the host from attaching. Resolves with how many were refused.
+ */
+async function commitEachIfRefused (sink, changes) {
+  try {
+    await commitDivisible(sink, changes)
+    return 0
+  } catch (err) {
+    if (!err || err.code !== 'invalid') throw err
+  }
+  let refused = 0
+  for (const change of changes) {
+    try {
+      await commitDivisible(sink, [change])
+    } catch (err) {
+      if (!err || err.code !== 'invalid') throw err
+      refused++
+      if (typeof sink.log === 'function') {
+        sink.log({ op: 'reconcile', action: 'refused', service: change.service, outpoint: `${change.txid}.${change.outputIndex}`, reason: String(err.message) })
+      }
+    }
+  }
+  return refused
+}
+
+/** Engine storage's unspent outputs of `topics`, in admission (score) order. */
+async function engineOutputs (engine, topics) {
+  const found = []
+  for (const topic of topics) {
+    const outputs = await engine.storage.findUTXOsForTopic(topic, undefined, undefined, true)
+    for (const o of outputs) found.push({ o, topic })
+  }
+  found.sort((a, b) => Number(a.o.score ?? 0) - Number(b.o.score ?? 0))
+  return found
+}
+
+/** See `reconcile`; `held` are the store's current members. Reads Engine storage only. */
+async function collectReconcile (engine, name, topics, companion, { held = [], skip = () => false, nowSeconds = null } = {}) {
+  const found = await engineOutputs(engine, topics)
+  const present = new Map(held.map(m => [outpointKey(m), m]))
+  const unspent = new Set()
+  const admits = []
+  for (const { o, topic } of found) {
+    const key = `${o.txid}.${Number(o.outputIndex)}`
+    if (unspent.has(key)) continue // the same outpoint in another topic: one row per service
+    unspent.add(key)
+    if (present.has(key) || skip(key)) continue
+    const change = await indexOutput(name, companion, await storedOutput(engine, o, topic))
+    if (change === null) continue
+    if (nowSeconds !== null && change.expiresAt !== null && change.expiresAt <= nowSeconds) continue
+    admits.push(change)
+  }
+  const gone = [...present.values()].filter(m => !unspent.has(outpointKey(m)))
+  // Members spent by a transaction admitted here: withdrawn with it, as its submit would have.
+  const spentBy = new Map()
+  if (gone.length > 0) {
+    for (const a of admits) {
+      for (const input of subjectOfAtomicBeef(a.beef).inputs) spentBy.set(`${input.sourceTXID}.${input.sourceOutputIndex}`, a)
+    }
+  }
+  const explained = new Map()
+  const unexplained = []
+  for (const m of gone) {
+    const spender = spentBy.get(outpointKey(m))
+    if (spender !== undefined) {
+      const list = explained.get(spender) ?? []
+      list.push(removeChange(name, m.txid, m.outputIndex, 'spent', { spendingTxid: spender.txid, beef: spender.beef }))
+      explained.set(spender, list)
+      continue
+    }
+    const kept = await engine.storage.findOutput(m.txid, m.outputIndex, m.topic, true, false)
+    unexplained.push(removeChange(name, m.txid, m.outputIndex, kept ? 'spent' : 'not-retained', null))
+  }
+  const changes = [...unexplained]
+  for (const a of admits) changes.push(...(explained.get(a) ?? []), a)
+  return { examined: found.length, changes, admitted: admits.length, removed: gone.length }
 }
 
 async function storedOutput (engine, o, topic) {
@@ -887,23 +1049,14 @@ async function withSubmitsPaused (engine, fn) {
 }
 
 /**
- * The changes a backfill of one service would commit, read from Engine storage. The caller
- * must keep submits paused while reading and committing (see withSubmitsPaused).
+ * The changes a backfill of one service would commit, read from Engine storage: every unspent
+ * output of `topics` the companion indexes, except those `skip` names and those already
+ * expired at `nowSeconds` (see `reconcile`). The caller must keep submits paused while reading
+ * and committing (see withSubmitsPaused).
  */
-async function collectBackfill (engine, name, topics, companion) {
-  const found = []
-  for (const topic of topics) {
-    const outputs = await engine.storage.findUTXOsForTopic(topic, undefined, undefined, true)
-    for (const o of outputs) found.push({ o, topic })
-  }
-  found.sort((a, b) => Number(a.o.score ?? 0) - Number(b.o.score ?? 0))
-  const changes = []
-  for (const { o, topic } of found) {
-    const output = await storedOutput(engine, o, topic)
-    const change = await indexOutput(name, companion, output)
-    if (change !== null) changes.push(change)
-  }
-  return { examined: found.length, changes }
+async function collectBackfill (engine, name, topics, companion, { skip, nowSeconds } = {}) {
+  const { examined, changes } = await collectReconcile(engine, name, topics, companion, { skip, nowSeconds })
+  return { examined, changes }
 }
 
 /** Blocks new submits and waits for running ones; returns the release function. */
@@ -924,8 +1077,10 @@ module.exports = {
   wrapLookupService,
   attachEngine,
   backfill,
+  reconcile,
   collectBackfill,
   withSubmitsPaused,
+  whenPublished,
   atomicFromStored,
   liveServiceInfo,
   normalizeContext

@@ -143,12 +143,22 @@ export declare class LiveLookup {
   readonly highWater: string
   /** Wraps a LookupService; register the result in place of the original. */
   wrap (name: string, lookupService: LookupService, companion: LiveCompanion): LookupService
-  /** Brackets engine.submit (one group per transaction) and backfills new services. */
+  /**
+   * Brackets engine.submit (one group per transaction) and brings every wrapped service in
+   * line with Engine storage (a backfill for a new service, otherwise only what differs); a
+   * service whose rules digest changed gets a new epoch re-seeded from the Engine.
+   */
   attach (engine: unknown): Promise<LiveLookup>
   /**
-   * Commits one indivisible group; resolves with its sequence (decimal) or null. A group no
-   * session could ever be served under the provider's limits rejects with code 'limited' and
-   * `limit: { kind: 'permanent-group' }`; nothing of it is written.
+   * Resolves once the groups of the attached Engine's submits made so far are published (a
+   * bracketed submit resolves before its group's flush).
+   */
+  published (): Promise<void>
+  /**
+   * Commits one indivisible group of the host's own; resolves with its sequence (decimal) or
+   * null. A group no session could ever be served under the provider's limits rejects with code
+   * 'limited' and `limit: { kind: 'permanent-group' }`, one beyond `maxRows` or
+   * `maxRetainedBytes` with code 'limited'; nothing of it is written.
    */
   commit (changes: Change[]): Promise<string | null>
   /**

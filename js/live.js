@@ -7,6 +7,7 @@ const native = require('./native')
 const wire = require('./wire')
 const ingest = require('./ingest')
 const anchor = require('./anchor')
+const { createHash } = require('node:crypto')
 const { Beef, Transaction } = require('@bsv/sdk')
 
 const DEFAULTS = {
@@ -159,9 +160,13 @@ class LiveLookup {
         (e) => this.logEvent({ op: 'anchor', error: String(e && e.message) }))
     this.services = new Map()
     this.authorizeHook = options.authorize || defaultAuthorize
+    // What the ingest layer commits already happened in the Engine, which has no rollback:
+    // it is recorded whatever the limits and caps say (see `recorded`), so the feed and the
+    // Engine never tell two stories.
     this.sink = {
-      commit: (changes) => this.commit(changes),
-      commitDivisible: (changes) => this.commitDivisible(changes),
+      commit: (changes) => this.recorded(changes, false),
+      commitDivisible: (changes) => this.recorded(changes, true),
+      evicted: (service, txid, outputIndex) => this.rememberEviction(service, txid, outputIndex),
       log: (entry) => this.logEvent(entry)
     }
     this.closed = false
@@ -215,6 +220,26 @@ class LiveLookup {
   }
 
   /**
+   * Commits changes the attached Engine has already applied (one indivisible group, or with
+   * `divisible` groups that fit). Never refused for the provider's limits or the store's caps:
+   * a group no session can be served is committed all the same, and sessions that reach it
+   * get `limited` / `permanent-group` (BRC-193 §8); a group beyond `maxRetainedBytes` first
+   * reclaims the oldest retained history, and sessions that needed it get `reset-required`
+   * (§5); `maxRows` is exceeded rather than the Engine contradicted. Each case is logged and
+   * counted in `stats()`. Resolves with the (last) sequence or null.
+   */
+  async recorded (changes, divisible) {
+    if (!changes || changes.length === 0) return null
+    const native = changes.map(toNativeChange)
+    const r = await call(divisible ? this.core.commitDivisibleRecorded(native) : this.core.commitRecorded(native))
+    const sequence = r.sequence ?? null
+    if (r.reclaimedGroups > 0) this.logEvent({ op: 'retention', action: 'reclaimed', groups: r.reclaimedGroups, sequence })
+    if (r.unservable > 0) this.logEvent({ op: 'commit', action: 'unservable', changes: changes.length, groups: r.unservable, sequence })
+    if (r.overCap) this.logEvent({ op: 'commit', action: 'over-cap', changes: changes.length, sequence })
+    return sequence
+  }
+
+  /**
    * Commits changes that promise no atomicity between them (evidence refreshes, a starting
    * state) as consecutive groups that each fit the provider's limits; they are written and
    * published together. Resolves with the last sequence or null.
@@ -238,32 +263,102 @@ class LiveLookup {
     if (companion.visibility !== undefined && typeof companion.visibility !== 'function') {
       throw new TypeError('a live companion\'s visibility must be a function ({partition, service, query}) => filter')
     }
-    const rulesDigest = this.core.registerService(name, companion.rules)
+    const rules = rulesIdentity(companion, this.authorizeHook)
+    const rulesDigest = this.core.registerService(name, rules)
     const wrapped = ingest.wrapLookupService(name, lookupService, companion, this.sink)
-    this.services.set(name, { name, companion, rulesDigest, rules: companion.rules, wrapped })
+    this.services.set(name, { name, companion, rulesDigest, rules, wrapped })
     return wrapped
   }
 
   /**
-   * Brackets engine.submit so each transaction commits one group, and backfills
-   * wrapped services that have no history yet from Engine storage.
+   * Brackets engine.submit so each transaction commits one group, then brings each wrapped
+   * service in line with Engine storage: a service with no history is backfilled; one with
+   * history is reconciled (only what differs is committed: outputs a crash kept from the
+   * store, or that the Engine admitted or dropped while the live layer was not attached). A
+   * service whose rules digest differs from the one its rows were indexed under (changed
+   * companion code or rules), like a restored store, gets a new epoch re-seeded from the
+   * Engine instead.
    */
   async attach (engine) {
     ingest.attachEngine(engine, this.sink)
     this.engine = engine
     this.bracketEngineReorg(engine)
-    if (this.restoredPending) {
-      const reason = this.restoredPending
+    const restored = this.restoredPending
+    const changed = this.changedRules()
+    if (restored || changed.length > 0) {
+      const reason = restored || `the rules of ${changed.join(', ')} changed since their rows were indexed`
       const { epoch } = await this.inChainEventTurn(() => this.reseedEpoch(engine))
-      this.logEvent({ op: 'restore', action: 'reset-epoch', reason, epoch })
+      this.logEvent(restored ? { op: 'restore', action: 'reset-epoch', reason, epoch } : { op: 'reset-epoch', reason, epoch })
+    } else {
+      for (const svc of this.services.values()) await this.reconcileService(engine, svc)
     }
-    for (const svc of this.services.values()) {
-      if (!this.core.serviceHasHistory(svc.name)) {
-        const topics = svc.companion.topics || topicsServedBy(engine, svc.name)
-        await ingest.backfill(engine, svc.name, topics, svc.companion, this.sink)
-      }
-    }
+    this.rememberRules()
     return this
+  }
+
+  /** See `attach`; pauses the Engine's submits while it reads and commits. */
+  async reconcileService (engine, svc) {
+    const topics = svc.companion.topics || topicsServedBy(engine, svc.name)
+    const evicted = this.evictions(svc.name)
+    const r = await ingest.reconcile(engine, svc.name, topics, svc.companion, this.sink, {
+      members: () => this.members(svc.name),
+      skip: (key) => evicted.has(key),
+      nowSeconds: Math.floor(this.core.nowMs() / 1000)
+    })
+    if (r.admitted + r.removed > 0) {
+      this.logEvent({ op: 'reconcile', service: svc.name, admitted: r.admitted, removed: r.removed, ...(r.refused > 0 ? { refused: r.refused } : {}) })
+    }
+    return r
+  }
+
+  /** The current members of a service ({txid, outputIndex, topic}), read at one snapshot. */
+  async members (service) {
+    const out = []
+    let at = null
+    let after = null
+    do {
+      const page = await call(this.core.scanMembers(service, at, after, 1024, false))
+      at = page.at
+      after = page.next
+      for (const row of page.rows) out.push({ txid: row.txid, outputIndex: row.outputIndex, topic: row.topic })
+    } while (after)
+    return out
+  }
+
+  /**
+   * Services whose rules digest differs from the one recorded for this epoch, among those
+   * with rows (their rows were indexed under other rules or code).
+   */
+  changedRules () {
+    const saved = readMeta(this.core, RULES_META)
+    if (!saved || saved.epoch !== this.core.epoch() || typeof saved.digests !== 'object') return []
+    return [...this.services.values()]
+      .filter(svc => typeof saved.digests[svc.name] === 'string' && saved.digests[svc.name] !== svc.rulesDigest && this.core.serviceHasHistory(svc.name))
+      .map(svc => svc.name)
+  }
+
+  /** Records the rules digest each service's rows are now indexed under, for this epoch. */
+  rememberRules () {
+    const saved = readMeta(this.core, RULES_META)
+    const digests = saved && saved.epoch === this.core.epoch() && typeof saved.digests === 'object' ? { ...saved.digests } : {}
+    for (const svc of this.services.values()) digests[svc.name] = svc.rulesDigest
+    this.core.metaPut(RULES_META, JSON.stringify({ epoch: this.core.epoch(), digests }))
+  }
+
+  /** Outpoints (`txid.outputIndex`) of a service the host evicted; Engine storage keeps them. */
+  evictions (service) {
+    const saved = readMeta(this.core, EVICTED_META + service)
+    return new Set(Array.isArray(saved) ? saved : [])
+  }
+
+  /**
+   * Remembers an eviction (durably, before its withdraw is committed), so that neither a
+   * reconciliation nor a re-seeded epoch brings the output back from Engine storage.
+   */
+  rememberEviction (service, txid, outputIndex) {
+    const evicted = this.evictions(service)
+    evicted.add(`${txid}.${outputIndex}`)
+    this.core.metaPut(EVICTED_META + service, JSON.stringify([...evicted]))
   }
 
   /**
@@ -404,15 +499,20 @@ class LiveLookup {
   async reseedEpoch (engine, extra = []) {
     const groups = []
     if (engine) {
+      const nowSeconds = Math.floor(this.core.nowMs() / 1000)
       for (const svc of this.services.values()) {
         const topics = svc.companion.topics || topicsServedBy(engine, svc.name)
-        groups.push((await ingest.collectBackfill(engine, svc.name, topics, svc.companion)).changes)
+        const evicted = this.evictions(svc.name)
+        const skip = (key) => evicted.has(key)
+        groups.push((await ingest.collectBackfill(engine, svc.name, topics, svc.companion, { skip, nowSeconds })).changes)
       }
     }
     const changes = [...groups.flat(), ...extra]
     const { epoch, sequence } = await call(this.core.resetEpochWith(changes.map(toNativeChange)))
     // A new epoch re-seeded from the Engine is what a restored store waits for.
     this.restoredPending = null
+    // Its rows are indexed under the services' current rules.
+    this.rememberRules()
     if (this.anchor) await this.anchor.update()
     return { epoch, sequence: sequence ?? null }
   }
@@ -732,6 +832,8 @@ class LiveLookup {
     if (this.closed) return
     this.closed = true
     if (this.compactionTimer) clearInterval(this.compactionTimer)
+    // Submits that resolved before the close have their groups published before the store goes.
+    await this.published()
     // Every waiting poll is answered now (an empty live batch with current watermarks), so
     // an HTTP server closing after this does not wait out long polls; later opens and reads
     // get 503 unavailable with retryAfterMs.
@@ -748,6 +850,16 @@ class LiveLookup {
     }
   }
 
+  /**
+   * Resolves once the group of every attached `engine.submit` that has started is published.
+   * A bracketed submit resolves when the Engine's call does, before its group is flushed
+   * (docs/engine-notes.md), so a caller that must see its own change in the feed right away
+   * (a test, a script) awaits this after the submit.
+   */
+  async published () {
+    if (this.engine) await ingest.whenPublished(this.engine)
+  }
+
   /** Resolves once every open and read handed to the core has been answered. */
   async settled () {
     while (this.pendingCalls.size > 0) await new Promise(resolve => setTimeout(resolve, 5))
@@ -756,6 +868,51 @@ class LiveLookup {
 
 const LIVE_REORG = Symbol.for('overlay-lookup-live.reorg')
 const CHAIN_META = 'chain-view'
+const RULES_META = 'service-rules'
+const EVICTED_META = 'evicted/'
+
+/** A JS-layer record of the store, parsed; null when absent or unreadable. */
+function readMeta (core, name) {
+  try {
+    return JSON.parse(core.metaGet(name) || 'null')
+  } catch (_) {
+    return null
+  }
+}
+
+/**
+ * The rules a service's rulesDigest covers (BRC-193 §2: the exact selection, ordering and
+ * visibility rules), as the manifest lists them (BRC-194: exactly `{id, parameters}`).
+ * Unless the companion's `rules.parameters` carries an explicit `version`, the parameters
+ * gain `codeDigest`: a SHA-256 over the source text of the code that applies the rules, every
+ * function of the companion (`index`, `select`, any other) and the provider's `authorize`
+ * hook. Deploying code that behaves differently under the same `rules` then changes the
+ * digest (and, at attach, the epoch). With `parameters.version` the operator takes that on:
+ * the code is not hashed, and `version` must change whenever behaviour does (a reformatted or
+ * minified build then keeps its digest). Functions the companion calls from elsewhere
+ * (module-level helpers, libraries) are not covered either way.
+ */
+function rulesIdentity (companion, authorize) {
+  const rules = companion.rules
+  const parameters = rules.parameters ?? {}
+  if (parameters === null || typeof parameters !== 'object' || Array.isArray(parameters)) {
+    throw new TypeError('a live companion needs rules: { id, parameters } with parameters an object')
+  }
+  if (parameters.version !== undefined) return rules
+  if (parameters.codeDigest !== undefined) {
+    throw new TypeError('rules.parameters.codeDigest is computed by the live layer; set parameters.version to name the code yourself')
+  }
+  const names = new Set()
+  for (let o = companion; o !== null && o !== Object.prototype; o = Object.getPrototypeOf(o)) {
+    for (const name of Object.getOwnPropertyNames(o)) if (name !== 'constructor') names.add(name)
+  }
+  const sources = [...names].sort()
+    .filter(name => typeof companion[name] === 'function')
+    .map(name => [name, Function.prototype.toString.call(companion[name])])
+  sources.push(['authorize', Function.prototype.toString.call(authorize)])
+  const codeDigest = createHash('sha256').update(JSON.stringify(sources)).digest('hex')
+  return { ...rules, parameters: { ...parameters, codeDigest } }
+}
 const HEX32 = /^[0-9a-f]{64}$/i
 
 function chainViewId (since) {

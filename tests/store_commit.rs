@@ -248,6 +248,50 @@ fn caps_fail_the_whole_group_with_an_explicit_error() {
 }
 
 #[test]
+fn recorded_groups_go_beyond_caps_and_reclaim_the_oldest_history_first() {
+    // What an Engine already applied is recorded: beyond the row cap it commits (noted), and
+    // beyond the retained-bytes cap the oldest log groups go first, past any reader's horizon.
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = StoreConfig::new(dir.path().join("rows"));
+    cfg.create = true;
+    cfg.max_rows = Some(1);
+    let s = Store::open(cfg).unwrap();
+    let r = s.commit_recorded(vec![admit("ls", 1, json!({})), admit("ls", 2, json!({}))]).unwrap();
+    assert_eq!((r.sequence, r.over_cap, r.reclaimed_groups), (Some(1), true, 0));
+    assert_eq!(s.stats().unwrap().rows, 2);
+    s.close().unwrap();
+
+    let mut cfg = StoreConfig::new(dir.path().join("bytes"));
+    cfg.create = true;
+    cfg.max_retained_bytes = Some(20_000);
+    let s = Store::open(cfg).unwrap();
+    // Five versions of one row: each replacement keeps the old version and its log group.
+    for v in 0..5u8 {
+        let c = admit_full("ls", 1, "tm", json!({ "v": v }), vec![v; 3000], None, None);
+        assert_eq!(s.commit_recorded(vec![c]).unwrap().reclaimed_groups, 0);
+    }
+    let before = s.stats().unwrap();
+    assert_eq!((before.log_groups, before.compacted_through), (5, 0));
+    let c = admit_full("ls", 1, "tm", json!({ "v": 5 }), vec![5; 3000], None, None);
+    let refused = s.commit(vec![c.clone()]).unwrap_err();
+    assert!(matches!(refused, StoreError::Limit { what: "retained bytes", .. }), "{refused}");
+    let r = s.commit_recorded(vec![c]).unwrap();
+    assert_eq!(r.sequence, Some(6));
+    assert!(r.reclaimed_groups > 0 && !r.over_cap, "{r:?}");
+    let after = s.stats().unwrap();
+    assert_eq!(after.compacted_through, r.reclaimed_groups);
+    assert_eq!(after.reclaimed_groups, r.reclaimed_groups);
+    assert!(after.log_bytes + after.row_bytes + after.blob_bytes <= 20_000);
+    // Readers of the reclaimed history are told it is gone, never served a gap.
+    assert!(matches!(s.log_after(0, 6).next(), Some(Err(StoreError::Gone(_)))));
+    assert_eq!(scan_ops(&s, "ls", &Selection::all(), 6), vec![op(1)]);
+    // A row alone beyond the cap is recorded once no history is left to reclaim.
+    let huge = admit_full("ls", 2, "tm", json!({}), vec![9; 30_000], None, None);
+    let r = s.commit_recorded(vec![huge]).unwrap();
+    assert_eq!((r.sequence, r.over_cap), (Some(7), true));
+}
+
+#[test]
 fn expiries_commit_one_group_ordered_by_time_service_outpoint() {
     let dir = tempfile::tempdir().unwrap();
     let s = open(dir.path());

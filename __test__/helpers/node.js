@@ -31,7 +31,10 @@ const { gaspRouter } = require('../../js/gasp')
  * - `companion`: replaces the notes companion;
  * - `dir`, `engineDir`: reuse the live store and the Engine's SQLite folder (a restart);
  *   `port`: listen on that port (a restart keeping the origin);
- * - `chainTracker`: shares one synthetic chain between nodes; `gasp`: mounts the GASP routes.
+ * - `chainTracker`: shares one synthetic chain between nodes; `gasp`: mounts the GASP routes;
+ * - `publicOrigin`: the origin clients reach when a reverse proxy fronts the node (its
+ *   baseURL, and in public mode its provider); `direct` in the answer is the node's own.
+ * - `basePath`: the path of the advertised baseURL (the router serves under it).
  * `capability` in the answer is the digest of the manifest the router serves now, read from
  * the router itself; like the first request, reading it issues the manifest if none is yet.
  */
@@ -43,11 +46,13 @@ async function startNode (options = {}) {
   if (authentication === 'brc103') app.set('etag', false)
   if (options.before) options.before(app)
   const srv = await startServer(app, options.port || 0)
-  const origin = `http://127.0.0.1:${srv.port}`
-  const baseURL = options.baseURL || origin
+  const direct = `http://127.0.0.1:${srv.port}`
+  // The origin clients reach: the node's own, or a reverse proxy's in front of it.
+  const origin = options.publicOrigin || direct
+  const base = options.baseURL || origin + (options.basePath || '')
   const dir = options.dir || h.tempDir()
   const live = await h.openLive(dir, {
-    provider: authentication === 'brc103' ? serverKey.toPublicKey().toString() : new URL(baseURL).origin,
+    provider: authentication === 'brc103' ? serverKey.toPublicKey().toString() : new URL(base).origin,
     maxWaitMs: options.maxWaitMs || 20000,
     ...options.live
   })
@@ -64,7 +69,7 @@ async function startNode (options = {}) {
   })
   await live.attach(t.engine)
   const router = live.router({
-    baseURL,
+    baseURL: base,
     authentication,
     privateKey: serverKey.toHex(),
     wallet: options.wallet,
@@ -78,10 +83,15 @@ async function startNode (options = {}) {
   const factory = new NoteFactory(t.chainTracker)
   let closed = false
   return {
-    live, t, srv, origin, router, factory, dir, serverKey,
+    live, t, srv, origin, direct, base, router, factory, dir, serverKey,
     identity: serverKey.toPublicKey().toString(),
     get capability () { return router.manifest.digest() },
-    submit: (built) => t.engine.submit({ beef: built.beef, topics: [NOTES_TOPIC] }),
+    /** Submits and resolves once the group is published (a submit resolves before that). */
+    async submit (built) {
+      const steak = await t.engine.submit({ beef: built.beef, topics: [NOTES_TOPIC] })
+      await live.published()
+      return steak
+    },
     async close () {
       if (closed) return
       closed = true
@@ -92,20 +102,44 @@ async function startNode (options = {}) {
   }
 }
 
+/**
+ * The same node without HTTP: a live store on `dir` (a new temporary one unless given; options
+ * of LiveLookup.open in `live`), a real Engine on `engineDir` (a new one unless given) with the
+ * notes topic manager and the wrapped notes lookup service, attached. Resolves with
+ * `{ live, t, factory, close() }`.
+ */
+async function startEngineNode (options = {}) {
+  const live = await h.openLive(options.dir || h.tempDir(), options.live)
+  const t = await createTestEngine({
+    dir: options.engineDir,
+    managers: { [NOTES_TOPIC]: new NotesTopicManager() },
+    lookupServices: async (knex) => {
+      const inner = new NotesLookupService(knex)
+      await inner.init()
+      return { ls_notes: live.wrap('ls_notes', inner, options.companion || createNotesCompanion()) }
+    }
+  })
+  await live.attach(t.engine)
+  return { live, t, factory: new NoteFactory(t.chainTracker), async close () { await t.close(); await live.close() } }
+}
+
 /** The capability digest the node's manifest names (BRC-194 selection header). */
 async function capabilityOf (node) {
-  const res = await fetch(`${node.origin}/overlay/v1/capabilities`)
+  const res = await fetch(`${node.base}/overlay/v1/capabilities`)
   if (res.status !== 200) throw new Error('manifest: ' + res.status)
   return wire.digest('capabilities', (await res.json()).body)
 }
 
-/** A BRC-103 client posting lookup requests with `wallet` (ProtoWallet or NativeWallet). */
-function lookupClient (origin, capability, wallet) {
+/**
+ * A BRC-103 client posting lookup requests with `wallet` (ProtoWallet or NativeWallet) to the
+ * routes under `base` (the advertised baseURL).
+ */
+function lookupClient (base, capability, wallet) {
   const af = new AuthFetch(wallet)
   return {
     af,
     async post (op, body, headers = {}) {
-      const res = await af.fetch(`${origin}/overlay/v1/lookup/${op}`, {
+      const res = await af.fetch(`${base}/overlay/v1/lookup/${op}`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'x-bsv-overlay-capability': capability, 'x-bsv-overlay-profile': PROFILE, ...headers },
         body: JSON.stringify(body)
@@ -120,7 +154,7 @@ function lookupClient (origin, capability, wallet) {
  * or else the one the node's manifest names now.
  */
 async function authClient (node, key = PrivateKey.fromRandom(), capability) {
-  const client = lookupClient(node.origin, capability || await capabilityOf(node), new ProtoWallet(key))
+  const client = lookupClient(node.base, capability || await capabilityOf(node), new ProtoWallet(key))
   return { identity: key.toPublicKey().toString(), ...client }
 }
 
@@ -133,7 +167,7 @@ async function publicClient (node, capability) {
   capability = capability || await capabilityOf(node)
   return {
     async post (op, body, init = {}) {
-      const res = await fetch(`${node.origin}/overlay/v1/lookup/${op}`, {
+      const res = await fetch(`${node.base}/overlay/v1/lookup/${op}`, {
         method: 'POST',
         body: typeof body === 'string' ? body : JSON.stringify(body),
         ...init,
@@ -213,6 +247,7 @@ function summary (batch) {
 
 module.exports = {
   startNode,
+  startEngineNode,
   capabilityOf,
   lookupClient,
   authClient,

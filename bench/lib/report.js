@@ -485,11 +485,15 @@ function submitSection (s) {
 Two real \`@bsv/overlay\` Engines (SQLite) in one process: the notes lookup service plain, and the
 same service wrapped (\`live.wrap\`) with the Engine attached (\`live.attach\`). Each round submits
 ${s.batch} fresh signed note transactions (built before timing) to each Engine with W concurrent
-submitters, the order of the two alternating per round; ${s.rounds} rounds after a warm-up round. The
-ratio pairs the two throughputs of one round.
+submitters, the order of the two alternating per round; ${s.rounds} rounds after a warm-up round. A
+wrapped round ends once its last group is published. The ratio pairs the two throughputs of one
+round; CPU is the process's CPU time (every thread) per submit, and its ratio (plain over
+wrapped) is the throughput ratio a CPU-bound machine with nothing else to do would show.
 
-${table(['submitters', 'plain, submits/s', 'wrapped, submits/s', 'wrapped / plain'], s.widths.map(w => [
-    String(w.submitters), cell(w.plainPerSec), cell(w.wrappedPerSec), cell(w.wrappedOverPlain)
+${table(['submitters', 'plain, submits/s', 'wrapped, submits/s', 'wrapped / plain', 'CPU ms per submit, plain', 'wrapped', 'plain CPU / wrapped CPU'], s.widths.map(w => [
+    String(w.submitters), cell(w.plainPerSec), cell(w.wrappedPerSec), cell(w.wrappedOverPlain),
+    w.plainCpuMsPerSubmit ? cell(w.plainCpuMsPerSubmit) : '-', w.wrappedCpuMsPerSubmit ? cell(w.wrappedCpuMsPerSubmit) : '-',
+    w.plainOverWrappedCpu ? cell(w.plainOverWrappedCpu) : '-'
   ]))}
 `
 }

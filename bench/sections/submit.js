@@ -51,9 +51,16 @@ async function engineOf (dir, wrapped, tap = {}) {
   return { t, live, factory: new NoteFactory(t.chainTracker) }
 }
 
-/** Submits `txs` with `width` concurrent submitters; resolves submits per second. */
+/**
+ * Submits `txs` with `width` concurrent submitters; resolves submits per second and the process
+ * CPU time (all threads: JS, SQLite, the store's) per submit, in ms. On the wrapped node the
+ * round ends once every group is published too (a submit resolves before its group's flush),
+ * so both figures count the whole durable work of the round. CPU time is much less sensitive to
+ * other work on a shared machine than throughput is.
+ */
 async function submitAll (e, txs, width) {
   let next = 0
+  const cpu0 = process.cpuUsage()
   const t0 = performance.now()
   await Promise.all(Array.from({ length: width }, async () => {
     while (next < txs.length) {
@@ -61,7 +68,10 @@ async function submitAll (e, txs, width) {
       await e.t.engine.submit({ beef: tx.beef, topics: [NOTES_TOPIC] })
     }
   }))
-  return txs.length / ((performance.now() - t0) / 1000)
+  if (e.live) await e.live.published()
+  const perSec = txs.length / ((performance.now() - t0) / 1000)
+  const cpu = process.cpuUsage(cpu0)
+  return { perSec, cpuMs: (cpu.user + cpu.system) / 1000 / txs.length }
 }
 
 async function run (cfg) {
@@ -79,15 +89,25 @@ async function run (cfg) {
       // Warm-up round (not counted).
       await submitAll(plain, await build(plain), width)
       await submitAll(wrapped, await build(wrapped), width)
-      const p = []; const w = []; const ratio = []
+      const p = []; const w = []; const ratio = []; const pc = []; const wc = []; const cpuRatio = []
       for (let r = 0; r < cfg.rounds; r++) {
         const [a, b] = [await build(plain), await build(wrapped)]
         let pr, wr
         if (r % 2 === 0) { pr = await submitAll(plain, a, width); wr = await submitAll(wrapped, b, width) } else { wr = await submitAll(wrapped, b, width); pr = await submitAll(plain, a, width) }
-        p.push(pr); w.push(wr); ratio.push(wr / pr)
-        progress(`submit ${width} submitter(s): round ${r + 1}/${cfg.rounds} plain ${pr.toFixed(1)}/s wrapped ${wr.toFixed(1)}/s ratio ${(wr / pr).toFixed(3)}`)
+        p.push(pr.perSec); w.push(wr.perSec); ratio.push(wr.perSec / pr.perSec)
+        pc.push(pr.cpuMs); wc.push(wr.cpuMs); cpuRatio.push(pr.cpuMs / wr.cpuMs)
+        progress(`submit ${width} submitter(s): round ${r + 1}/${cfg.rounds} plain ${pr.perSec.toFixed(1)}/s wrapped ${wr.perSec.toFixed(1)}/s ratio ${(wr.perSec / pr.perSec).toFixed(3)}; CPU ms/submit plain ${pr.cpuMs.toFixed(2)} wrapped ${wr.cpuMs.toFixed(2)}`)
       }
-      out.widths.push({ submitters: width, plainPerSec: summary(p, 'submits/s'), wrappedPerSec: summary(w, 'submits/s'), wrappedOverPlain: summary(ratio, 'ratio') })
+      out.widths.push({
+        submitters: width,
+        plainPerSec: summary(p, 'submits/s'),
+        wrappedPerSec: summary(w, 'submits/s'),
+        wrappedOverPlain: summary(ratio, 'ratio'),
+        plainCpuMsPerSubmit: summary(pc, 'ms'),
+        wrappedCpuMsPerSubmit: summary(wc, 'ms'),
+        // plain CPU per submit over wrapped: the throughput ratio a CPU-bound, otherwise idle machine would show.
+        plainOverWrappedCpu: summary(cpuRatio, 'ratio')
+      })
     }
   } finally {
     await plain.t.close()

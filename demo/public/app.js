@@ -373,7 +373,7 @@
     async function openSession () {
       // The requestId is stored before sending: a retry after a lost answer is the same open.
       if (!src.state.openRequestId) saveState({ ...src.state, openRequestId: randomHex(16) })
-      setConnection('opening', 'opening generation ' + src.state.generation)
+      announce('opening', 'opening generation ' + src.state.generation)
       const r = await post('open', {
         version: 1,
         requestId: src.state.openRequestId,
@@ -388,15 +388,27 @@
 
     async function readOnce () {
       const live = src.state.snapshotComplete
+      // While the connection is down, a live read does not wait: its answer is what proves
+      // the provider is back, and a long poll would keep the page saying so for up to waitMs.
+      const down = DOWN.has(src.connection.state)
       const limits = live
-        ? { maxBytes: 262144, maxObservations: 64, waitMs: CONFIG.waitMs }
+        ? { maxBytes: 262144, maxObservations: 64, waitMs: down ? 0 : CONFIG.waitMs }
         : { maxBytes: 65536, maxObservations: CONFIG.snapshotPage, waitMs: 0 }
-      setConnection(live ? 'live' : 'snapshot', live ? 'waiting for changes (long poll up to ' + CONFIG.waitMs + ' ms)' : 'filling the snapshot')
+      announce(live ? 'live' : 'snapshot', live ? 'waiting for changes (long poll up to ' + CONFIG.waitMs + ' ms)' : 'filling the snapshot')
       const r = await post('read', { version: 1, session: src.state.session, cursor: src.state.cursor, limits }, limits.waitMs + CONFIG.requestMs)
       if (r.status !== 200) return handleError('read', r)
       applyBatch(r.body)
       if (!src.state.snapshotComplete && CONFIG.snapshotPauseMs > 0) await sleep(CONFIG.snapshotPauseMs)
       return true
+    }
+
+    /**
+     * The state a request is about to be in. While the connection is down (offline,
+     * reconnecting) nothing is announced before an answer arrives: a retry against a provider
+     * that is still down must not show "live" or "not stale" for the time the attempt takes.
+     */
+    function announce (s, detail) {
+      if (!DOWN.has(src.connection.state)) setConnection(s, detail)
     }
 
     function setConnection (s, detail) {
@@ -432,6 +444,8 @@
           if (applied) contextChanges = 0
           if (applied && recovering) {
             recovering = false
+            // An answered and applied call: the provider is back.
+            setConnection(src.state.snapshotComplete ? 'live' : 'snapshot', 'reconnected')
             note('reconnected: generation ' + src.state.generation + (resumed ? ' resumed from its stored cursor' : ' opened'))
           }
         } catch (e) {

@@ -80,14 +80,37 @@ pub struct NativeChange {
     pub context_id: Option<String>,
 }
 
-/// One current member of a service, as a reorganization check needs it.
+/// One current member of a service, as a reorganization check or the reconciliation at
+/// attach needs it.
 #[napi(object)]
 pub struct MemberRow {
     pub txid: String,
     pub output_index: u32,
     pub topic: String,
-    /// The member's current evidence (BEEF bytes).
-    pub beef: Buffer,
+    /// The member's current evidence (BEEF bytes); absent when the scan was asked without.
+    pub beef: Option<Buffer>,
+}
+
+/// What a recorded commit did (`Store::commit_recorded`).
+#[napi(object)]
+pub struct RecordedCommit {
+    /// The (last) sequence (decimal), or null when nothing changed.
+    pub sequence: Option<String>,
+    /// Groups committed although no session can ever be served them (`permanent-group`).
+    pub unservable: u32,
+    /// Log groups reclaimed beyond the sessions' horizon to stay under `maxRetainedBytes`.
+    pub reclaimed_groups: u32,
+    /// The store stays above `maxRows` or `maxRetainedBytes` even so.
+    pub over_cap: bool,
+}
+
+fn recorded(r: crate::store::Recorded) -> RecordedCommit {
+    RecordedCommit {
+        sequence: r.sequence.map(|v| v.to_string()),
+        unservable: r.unservable.min(u32::MAX as u64) as u32,
+        reclaimed_groups: r.reclaimed_groups.min(u32::MAX as u64) as u32,
+        over_cap: r.over_cap,
+    }
 }
 
 #[napi(object)]
@@ -157,6 +180,13 @@ pub struct LiveStats {
     /// Entries (index entries and row versions) snapshot scans of this process have read:
     /// a count of work. A cancelled open or read stops adding to it.
     pub scan_examined: i64,
+    /// Since this process opened the store: log groups and bytes reclaimed beyond the
+    /// sessions' horizon to honour `maxRetainedBytes` (sessions that needed them get
+    /// reset-required), and groups an attached Engine applied that no session can be served
+    /// (`permanent-group`).
+    pub reclaimed_groups: i64,
+    pub reclaimed_bytes: i64,
+    pub unservable_groups: i64,
 }
 
 /// A cancellation handle: JS trips it when the HTTP response closes early.
@@ -396,6 +426,25 @@ impl NativeLive {
         .await
     }
 
+    /// Commits one indivisible group that already happened in the attached Engine (which has
+    /// no rollback): never refused for the provider's limits or the store's caps
+    /// (`Store::commit_recorded`). Resolves once it is flushed and published.
+    #[napi]
+    pub async fn commit_recorded(&self, changes: Vec<NativeChange>) -> napi::Result<RecordedCommit> {
+        let changes = changes.into_iter().map(to_change).collect::<Res<Vec<_>>>().map_err(to_async)?;
+        let p = self.provider.clone();
+        blocking(move || p.store().commit_recorded(changes).map(recorded).map_err(store_error)).await
+    }
+
+    /// `commit_divisible` of changes that already happened in the attached Engine
+    /// (`Store::commit_divisible_recorded`).
+    #[napi]
+    pub async fn commit_divisible_recorded(&self, changes: Vec<NativeChange>) -> napi::Result<RecordedCommit> {
+        let changes = changes.into_iter().map(to_change).collect::<Res<Vec<_>>>().map_err(to_async)?;
+        let p = self.provider.clone();
+        blocking(move || p.store().commit_divisible_recorded(changes).map(recorded).map_err(store_error)).await
+    }
+
     /// Applies expiry timers due now (the store's timer does so on its own, and opens and
     /// reads before they capture a watermark).
     #[napi]
@@ -581,14 +630,19 @@ impl NativeLive {
             disk_bytes: s.disk_bytes as i64,
             published_ago_ms,
             scan_examined: self.provider.store().scan_examined() as i64,
+            reclaimed_groups: s.reclaimed_groups as i64,
+            reclaimed_bytes: s.reclaimed_bytes as i64,
+            unservable_groups: s.unservable_groups as i64,
         })
     }
 
-    /// One page of the current members of `service` with their evidence, in admission
-    /// order, read at one immutable snapshot: `at` (null on the first page = highWater now).
-    /// Used to find members whose proofs a reorganization may have orphaned.
+    /// One page of the current members of `service`, with their evidence unless `evidence`
+    /// is false, in admission order, read at one immutable snapshot: `at` (null on the first
+    /// page = highWater now). Used to find members whose proofs a reorganization may have
+    /// orphaned, and to compare the store with Engine storage at attach.
     #[napi]
-    pub async fn scan_members(&self, service: String, at: Option<String>, after_key: Option<Buffer>, limit: u32) -> napi::Result<MemberPage> {
+    pub async fn scan_members(&self, service: String, at: Option<String>, after_key: Option<Buffer>, limit: u32, evidence: Option<bool>) -> napi::Result<MemberPage> {
+        let evidence = evidence.unwrap_or(true);
         let p = self.provider.clone();
         let after_key = after_key.map(|b| b.to_vec());
         blocking(move || {
@@ -608,16 +662,18 @@ impl NativeLive {
                     more = true;
                     break;
                 }
-                let beef = store
-                    .blob_at(&r.beef)
-                    .map_err(store_error)?
-                    .ok_or_else(|| coded("unavailable", "a member's evidence blob is missing"))?;
-                rows.push(MemberRow {
-                    txid: hex::encode(r.outpoint.txid),
-                    output_index: r.outpoint.output_index,
-                    topic: r.topic,
-                    beef: beef.to_vec().into(),
-                });
+                let beef = match evidence {
+                    false => None,
+                    true => Some(
+                        store
+                            .blob_at(&r.beef)
+                            .map_err(store_error)?
+                            .ok_or_else(|| coded("unavailable", "a member's evidence blob is missing"))?
+                            .to_vec()
+                            .into(),
+                    ),
+                };
+                rows.push(MemberRow { txid: hex::encode(r.outpoint.txid), output_index: r.outpoint.output_index, topic: r.topic, beef });
                 last_key = Some(r.key);
             }
             Ok(MemberPage { rows, next: if more { last_key.map(Into::into) } else { None }, at: at.to_string() })
@@ -640,6 +696,12 @@ impl NativeLive {
             return Err(invalid_arg("meta values are at most 1 MiB"));
         }
         self.provider.store().aux_write(vec![(meta_key(&name), Some(value.into_bytes()))]).map_err(store_error)
+    }
+
+    /// The provider's clock in milliseconds (the one expiry timers follow).
+    #[napi]
+    pub fn now_ms(&self) -> f64 {
+        self.provider.now_ms() as f64
     }
 
     /// Test support: moves this provider's clock forward (expiry tests).

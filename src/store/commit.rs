@@ -14,14 +14,14 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, SyncSender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crate::select::{index_values, validate_attributes};
 
 use super::codec::{Invalidation, LogChange, LogGroup, NewVersion, OldVersion, RowVersion};
 use super::crash::crash_point;
-use super::{compact, keys, sha256, BlobRef, Change, GroupBudget, Outpoint, RemoveReason, Shape, Shared, StoreError};
+use super::{compact, keys, sha256, BlobRef, Change, GroupBudget, Outpoint, Recorded, RemoveReason, Shape, Shared, StoreError};
 use super::{MAX_BEEF_BYTES, MAX_CONTEXT_BYTES, MAX_INVALIDATION_TEXT_BYTES, MAX_SERVICE_BYTES, MAX_TOPIC_BYTES};
 
 type Reply<T> = SyncSender<Result<T, StoreError>>;
@@ -29,9 +29,9 @@ type Reply<T> = SyncSender<Result<T, StoreError>>;
 type Replies = Vec<(Reply<Option<u64>>, Result<Option<u64>, StoreError>)>;
 
 pub(crate) enum Req {
-    Commit { changes: Vec<Change>, reply: Reply<Option<u64>> },
+    Commit { changes: Vec<Change>, mode: Mode, reply: Reply<Option<u64>> },
     /// Changes with no atomicity between them: split into groups that fit the budget.
-    CommitDivisible { changes: Vec<Change>, reply: Reply<Option<u64>> },
+    CommitDivisible { changes: Vec<Change>, mode: Mode, reply: Reply<Option<u64>> },
     Expire { now: u64, reply: Reply<Option<u64>> },
     Compact { horizon: u64, max_items: usize, reply: Reply<bool> },
     /// A new epoch whose first group (sequence 1, unless `first` changes nothing) is written
@@ -39,6 +39,32 @@ pub(crate) enum Req {
     Reset { first: Vec<Change>, reply: Reply<(String, Option<u64>)> },
     Shutdown,
 }
+
+/// What a commit does with a group beyond the budget or a cap.
+pub(crate) enum Mode {
+    /// Refuses it; nothing of it is written.
+    Refuse,
+    /// Records it anyway, noting what that took (`Store::commit_recorded`).
+    Record(Arc<Mutex<Recorded>>),
+}
+
+/// [`Mode`] as staging applies it. `reclaimed`: the oldest history was already reclaimed for
+/// this group, so going beyond `max_retained_bytes` is now noted instead of reported.
+#[derive(Clone, Copy)]
+enum Policy<'a> {
+    Refuse,
+    Record { notes: &'a Mutex<Recorded>, reclaimed: bool },
+}
+
+impl Policy<'_> {
+    fn note(&self, f: impl FnOnce(&mut Recorded)) {
+        if let Policy::Record { notes, .. } = self {
+            f(&mut notes.lock().unwrap_or_else(|p| p.into_inner()));
+        }
+    }
+}
+
+const RETAINED_BYTES: &str = "retained bytes";
 
 /// Exact counters kept in `meta/stats`, updated in the same batch as the data they count.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -748,9 +774,19 @@ impl Committer {
                 }
             }
             match req {
-                Req::Commit { changes, reply } => self.stage(&mut drain, changes, reply),
-                Req::CommitDivisible { changes, reply } => {
-                    let r = self.stage_divisible(&mut drain, changes);
+                Req::Commit { changes, mode: Mode::Refuse, reply } => {
+                    let result = self.stage_group(&mut drain, changes, Policy::Refuse);
+                    drain.replies.push((reply, result));
+                }
+                Req::Commit { changes, mode: Mode::Record(notes), reply } => {
+                    let result = self.stage_recorded(&mut drain, changes, &notes, false);
+                    drain.replies.push((reply, result));
+                }
+                Req::CommitDivisible { changes, mode, reply } => {
+                    let r = match &mode {
+                        Mode::Refuse => self.stage_divisible(&mut drain, changes, Policy::Refuse),
+                        Mode::Record(notes) => self.stage_recorded(&mut drain, changes, notes, true),
+                    };
                     self.answer_with_drain(&mut drain, reply, r);
                 }
                 Req::Expire { now, reply } => {
@@ -802,7 +838,7 @@ impl Committer {
     fn expire(&mut self, drain: &mut Drain, now: u64) -> Result<Option<u64>, StoreError> {
         self.failed_check()?;
         self.flush_drain(drain);
-        let r = due_expiries(&self.db, now).and_then(|changes| self.stage_divisible(drain, changes));
+        let r = due_expiries(&self.db, now).and_then(|changes| self.stage_divisible(drain, changes, Policy::Refuse));
         self.flush_drain(drain);
         self.barrier();
         let exact = first_timer(&self.db).inspect(|first| self.shared.next_timer.store(*first, Ordering::Release));
@@ -829,7 +865,7 @@ impl Committer {
 
     /// Stages `changes` as consecutive groups that each fit the budget (see
     /// `Store::commit_divisible`). On error nothing of them stays staged.
-    fn stage_divisible(&mut self, drain: &mut Drain, changes: Vec<Change>) -> Result<Option<u64>, StoreError> {
+    fn stage_divisible(&mut self, drain: &mut Drain, changes: Vec<Change>, policy: Policy) -> Result<Option<u64>, StoreError> {
         self.failed_check()?;
         if changes.is_empty() {
             return Ok(None);
@@ -839,7 +875,7 @@ impl Committer {
         let chunks = self.partition(drain, changes)?;
         let mut last = None;
         for chunk in chunks {
-            match self.stage_group(drain, chunk) {
+            match self.stage_group(drain, chunk, policy) {
                 Ok(Some(seq)) => last = Some(seq),
                 Ok(None) => {}
                 Err(e) => {
@@ -929,23 +965,80 @@ impl Committer {
         }
     }
 
-    /// Stage one group into the drain, or reply with its error (nothing of it is staged).
-    fn stage(&mut self, drain: &mut Drain, changes: Vec<Change>, reply: Reply<Option<u64>>) {
-        let result = self.stage_group(drain, changes);
-        drain.replies.push((reply, result));
+    /// Stages changes that must be recorded (`Mode::Record`), as one group or, when
+    /// `divisible`, as groups that fit. If they would take the store beyond
+    /// `max_retained_bytes`, the oldest retained history is reclaimed until they fit (or none
+    /// is left) and they are staged again, beyond the cap if need be.
+    fn stage_recorded(&mut self, drain: &mut Drain, changes: Vec<Change>, notes: &Mutex<Recorded>, divisible: bool) -> Result<Option<u64>, StoreError> {
+        // Kept only when a retry can happen (the clone copies evidence).
+        let again = self.shared.max_retained_bytes.is_some().then(|| changes.clone());
+        let stage = |c: &mut Self, d: &mut Drain, changes: Vec<Change>, reclaimed: bool| {
+            let policy = Policy::Record { notes, reclaimed };
+            if divisible { c.stage_divisible(d, changes, policy) } else { c.stage_group(d, changes, policy) }
+        };
+        match (stage(self, drain, changes, false), again) {
+            (Err(StoreError::Limit { what: RETAINED_BYTES, .. }), Some(changes)) => {
+                self.reclaim(drain, &changes, notes)?;
+                stage(self, drain, changes, true)
+            }
+            (r, _) => r,
+        }
+    }
+
+    /// Compacts the oldest log groups, whatever sessions still need them, until `changes`
+    /// staged as one group would fit under `max_retained_bytes` or no history is left.
+    /// Sessions positioned before what is reclaimed then get reset-required, as for any
+    /// compacted history (BRC-193 §5: a lost log interval). What is staged in `drain` is
+    /// applied and published first, since only published groups are compacted.
+    fn reclaim(&mut self, drain: &mut Drain, changes: &[Change], notes: &Mutex<Recorded>) -> Result<(), StoreError> {
+        let Some(limit) = self.shared.max_retained_bytes else { return Ok(()) };
+        self.flush_drain(drain);
+        self.barrier();
+        self.failed_check()?;
+        loop {
+            let growth = self.growth_of(changes.to_vec())?;
+            if self.stats.retained().saturating_add(growth) <= limit || self.shared.compacted.load(Ordering::Acquire) >= self.high_water {
+                break;
+            }
+            let (groups, bytes) = (self.stats.log_groups, self.stats.retained());
+            let r = compact::step(self, self.high_water, 256);
+            self.note_failure(&r);
+            r?;
+            let (groups, bytes) = (groups.saturating_sub(self.stats.log_groups), bytes.saturating_sub(self.stats.retained()));
+            self.shared.reclaimed_groups.fetch_add(groups, Ordering::Relaxed);
+            self.shared.reclaimed_bytes.fetch_add(bytes, Ordering::Relaxed);
+            notes.lock().unwrap_or_else(|p| p.into_inner()).reclaimed_groups += groups;
+        }
+        *drain = self.new_drain();
+        Ok(())
+    }
+
+    /// How many retained bytes `changes`, as one group after everything applied, would add.
+    fn growth_of(&self, changes: Vec<Change>) -> Result<u64, StoreError> {
+        let empty = Writes::new();
+        let mut txn = Txn::new(&self.db, &empty, self.stats);
+        let seq = self.high_water + 1;
+        let group = apply_changes(&mut txn, seq, changes)?;
+        record_group(&mut txn, seq, group);
+        Ok(txn.stats.retained().saturating_sub(self.stats.retained()))
     }
 
     /// Stage one group into the drain; on error nothing of it is staged.
-    fn stage_group(&mut self, drain: &mut Drain, changes: Vec<Change>) -> Result<Option<u64>, StoreError> {
+    fn stage_group(&mut self, drain: &mut Drain, changes: Vec<Change>, policy: Policy) -> Result<Option<u64>, StoreError> {
         self.failed_check()?;
         let seq = drain.last_seq + 1;
         let mut txn = Txn::new(&self.db, &drain.writes, drain.stats).with_known_services(&self.services);
+        let mut unservable = false;
         let result = apply_changes(&mut txn, seq, changes).and_then(|group| {
-            self.check_budget(&txn, seq, &group)?;
+            match self.check_budget(&txn, seq, &group) {
+                // Recorded all the same: sessions that reach it are told `permanent-group`.
+                Err(StoreError::TooLarge(_)) if matches!(policy, Policy::Record { .. }) => unservable = true,
+                r => r?,
+            }
             if !record_group(&mut txn, seq, group) {
                 return Ok(None);
             }
-            self.check_caps(&drain.stats, &txn.stats)?;
+            self.check_caps(&drain.stats, &txn.stats, policy)?;
             Ok(Some(seq))
         });
         // Found markers are stored whatever became of this group: the cache stays exact.
@@ -955,20 +1048,32 @@ impl Committer {
             drain.writes.extend(writes);
             drain.stats = stats;
             drain.last_seq = seq;
+            if unservable {
+                self.shared.unservable_groups.fetch_add(1, Ordering::Relaxed);
+                policy.note(|n| n.unservable += 1);
+            }
         }
         result
     }
 
-    /// Caps apply only to growth: a group that shrinks the store always commits.
-    fn check_caps(&self, before: &Stats, after: &Stats) -> Result<(), StoreError> {
+    /// Caps apply only to growth: a group that shrinks the store always commits. A recorded
+    /// group goes beyond the row cap, and beyond the retained-bytes cap once history was
+    /// reclaimed for it; that is noted.
+    fn check_caps(&self, before: &Stats, after: &Stats, policy: Policy) -> Result<(), StoreError> {
         if let Some(limit) = self.shared.max_rows {
             if after.live_rows > limit && after.live_rows > before.live_rows {
-                return Err(StoreError::Limit { what: "rows", limit });
+                match policy {
+                    Policy::Refuse => return Err(StoreError::Limit { what: "rows", limit }),
+                    Policy::Record { .. } => policy.note(|n| n.over_cap = true),
+                }
             }
         }
         if let Some(limit) = self.shared.max_retained_bytes {
             if after.retained() > limit && after.retained() > before.retained() {
-                return Err(StoreError::Limit { what: "retained bytes", limit });
+                match policy {
+                    Policy::Record { reclaimed: true, .. } => policy.note(|n| n.over_cap = true),
+                    _ => return Err(StoreError::Limit { what: RETAINED_BYTES, limit }),
+                }
             }
         }
         Ok(())
@@ -1065,7 +1170,7 @@ impl Committer {
         let mut txn = Txn::new(&self.db, &writes, Stats::default());
         let group = apply_changes(&mut txn, 1, first)?;
         let (seq, stats) = if record_group(&mut txn, 1, group) {
-            self.check_caps(&self.stats, &txn.stats)?;
+            self.check_caps(&self.stats, &txn.stats, Policy::Refuse)?;
             let Txn { writes: staged, stats, .. } = txn;
             writes.extend(staged);
             (1, stats)

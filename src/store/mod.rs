@@ -159,6 +159,20 @@ pub trait GroupBudget: Send + Sync {
     fn describe(&self) -> String;
 }
 
+/// What [`Store::commit_recorded`] and [`Store::commit_divisible_recorded`] did besides
+/// committing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recorded {
+    /// The (last) sequence, `None` when nothing changed.
+    pub sequence: Option<u64>,
+    /// Groups committed although no session can ever be served them (`permanent-group`).
+    pub unservable: u64,
+    /// Log groups compacted beyond the sessions' horizon to stay under `max_retained_bytes`.
+    pub reclaimed_groups: u64,
+    /// The store stays above a cap even so (the current collection alone exceeds it).
+    pub over_cap: bool,
+}
+
 /// Wall-clock milliseconds as the provider counts them (`None`: no clock any more). With a clock
 /// installed, due expiries are committed by the store itself (see [`Store::set_clock`]).
 pub type Clock = Arc<dyn Fn() -> Option<u64> + Send + Sync>;
@@ -266,6 +280,12 @@ pub struct StoreStats {
     pub blob_bytes: u64,
     /// What sled reports on disk.
     pub disk_bytes: u64,
+    /// Since this process opened the store: log groups (and their bytes) reclaimed beyond the
+    /// sessions' horizon to honour `max_retained_bytes`, and groups recorded although no
+    /// session can be served them ([`Store::commit_recorded`]).
+    pub reclaimed_groups: u64,
+    pub reclaimed_bytes: u64,
+    pub unservable_groups: u64,
 }
 
 /// State shared with the committer thread.
@@ -294,6 +314,10 @@ pub(crate) struct Shared {
     pub published_at: Mutex<Option<std::time::Instant>>,
     /// Entries snapshot scans read ([`Store::scan_examined`]).
     pub scan_examined: Arc<AtomicU64>,
+    /// See [`StoreStats`].
+    pub reclaimed_groups: AtomicU64,
+    pub reclaimed_bytes: AtomicU64,
+    pub unservable_groups: AtomicU64,
 }
 
 pub struct Store {
@@ -474,6 +498,9 @@ impl Store {
             timer_kick: (Mutex::new(0), Condvar::new()),
             timer_stop: AtomicBool::new(false),
             scan_examined: Arc::new(AtomicU64::new(0)),
+            reclaimed_groups: AtomicU64::new(0),
+            reclaimed_bytes: AtomicU64::new(0),
+            unservable_groups: AtomicU64::new(0),
         });
         let (tx, rx) = mpsc::channel();
         let committer = commit::spawn(db.clone(), shared.clone(), meta.stats, rx)
@@ -600,7 +627,23 @@ impl Store {
     /// its sequence, or `None` when nothing changed (no sequence is used).
     pub fn commit(&self, changes: Vec<Change>) -> Result<Option<u64>, StoreError> {
         commit::validate(&changes)?;
-        self.request(|reply| Req::Commit { changes, reply })
+        self.request(|reply| Req::Commit { changes, mode: commit::Mode::Refuse, reply })
+    }
+
+    /// Commit one indivisible group that already happened where the collection comes from: an
+    /// `@bsv/overlay` Engine applied it and has no rollback, so refusing it would make the feed
+    /// tell another story than the Engine. It is never refused for the budget or a cap: beyond
+    /// the budget it is committed and served as `permanent-group` (BRC-193 §8); beyond
+    /// `max_retained_bytes` the oldest retained history is reclaimed first, past the sessions'
+    /// horizon (those sessions get reset-required, BRC-193 §5); `max_rows` is not applied.
+    /// [`Recorded`] says what happened. Blocks until the group is durable and published.
+    pub fn commit_recorded(&self, changes: Vec<Change>) -> Result<Recorded, StoreError> {
+        commit::validate(&changes)?;
+        let notes = Arc::new(Mutex::new(Recorded::default()));
+        let sequence = self.request(|reply| Req::Commit { changes, mode: commit::Mode::Record(notes.clone()), reply })?;
+        let mut r = notes.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        r.sequence = sequence;
+        Ok(r)
     }
 
     /// Commit several groups: `changes` that promise no atomicity between them (evidence
@@ -611,7 +654,20 @@ impl Store {
     /// with [`StoreError::TooLarge`], and nothing is written.
     pub fn commit_divisible(&self, changes: Vec<Change>) -> Result<Option<u64>, StoreError> {
         commit::validate(&changes)?;
-        self.request(|reply| Req::CommitDivisible { changes, reply })
+        self.request(|reply| Req::CommitDivisible { changes, mode: commit::Mode::Refuse, reply })
+    }
+
+    /// [`Store::commit_divisible`] of changes that already happened elsewhere (as for
+    /// [`Store::commit_recorded`]): a single change no group can carry is committed as its own
+    /// unservable group instead of failing the call.
+    pub fn commit_divisible_recorded(&self, changes: Vec<Change>) -> Result<Recorded, StoreError> {
+        commit::validate(&changes)?;
+        let notes = Arc::new(Mutex::new(Recorded::default()));
+        let sequence =
+            self.request(|reply| Req::CommitDivisible { changes, mode: commit::Mode::Record(notes.clone()), reply })?;
+        let mut r = notes.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        r.sequence = sequence;
+        Ok(r)
     }
 
     /// Whether a row's timer is due by `now`, so that [`Store::apply_expiries`] would commit.
@@ -819,6 +875,9 @@ impl Store {
             row_bytes: s.row_bytes,
             blob_bytes: s.blob_bytes,
             disk_bytes: db.size_on_disk().map_err(StoreError::io("measuring disk use"))?,
+            reclaimed_groups: self.shared.reclaimed_groups.load(Ordering::Relaxed),
+            reclaimed_bytes: self.shared.reclaimed_bytes.load(Ordering::Relaxed),
+            unservable_groups: self.shared.unservable_groups.load(Ordering::Relaxed),
         })
     }
 }
