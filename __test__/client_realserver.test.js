@@ -9,10 +9,10 @@ const path = require('node:path')
 const { spawn } = require('node:child_process')
 const express = require('express')
 const { PrivateKey } = require('@bsv/sdk')
-const { LiveLookup } = require('../js/live')
-const { createRouter } = require('../js/router')
-const wire = require('../js/wire')
-const { LiveLookupClient, CheckpointStore, digest } = require('../js/client.js')
+const { LiveLookup } = require('../js/provider/live')
+const { createRouter } = require('../js/provider/router')
+const wire = require('../js/shared/wire')
+const { LiveLookupClient, CheckpointStore, digest } = require('../js/client/client.js')
 const { CHAIN, plainService, notesCompanion, txid, admit, remove } = require('./helpers/live')
 
 const SERVICE = 'ls_notes'
@@ -108,7 +108,7 @@ test('an epoch reset produces a new generation and a clean swap', async () => {
 })
 
 const CHILD = `
-const { LiveLookupClient, CheckpointStore } = require(${JSON.stringify(path.join(__dirname, '../js/client.js'))})
+const { LiveLookupClient, CheckpointStore } = require(${JSON.stringify(path.join(__dirname, '../js/client/client.js'))})
 const store = CheckpointStore.open(process.env.STORE)
 const ac = new AbortController()
 const client = new LiveLookupClient({ baseURL: process.env.BASE, fetch, store, chain: ${JSON.stringify(CHAIN)}, allowInsecureHttp: true, limits: { maxObservations: 2, waitMs: 5000 } })

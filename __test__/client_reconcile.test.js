@@ -10,7 +10,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { CheckpointStore } = require('../js/client.js')
+const { CheckpointStore } = require('../js/client/client.js')
 
 const vectors = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'tests', 'fixtures', 'spec', 'reconciliation-vectors.json'), 'utf8'))
 const GENESIS = '000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f'
@@ -125,9 +125,9 @@ test('bad input to the reconciler is an error with a code, and writes nothing', 
 describe('LiveLookupClient revisions carry the reconciled state', () => {
   const express = require('express')
   const { PrivateKey } = require('@bsv/sdk')
-  const { LiveLookup } = require('../js/live')
-  const { createRouter } = require('../js/router')
-  const { LiveLookupClient } = require('../js/client.js')
+  const { LiveLookup } = require('../js/provider/live')
+  const { createRouter } = require('../js/provider/router')
+  const { LiveLookupClient } = require('../js/client/client.js')
   const { CHAIN, plainService, notesCompanion, admit } = require('./helpers/live')
 
   let server, live, origin, routerRef

@@ -8,9 +8,9 @@ const os = require('node:os')
 const path = require('node:path')
 const express = require('express')
 const { PrivateKey } = require('@bsv/sdk')
-const { LiveLookup } = require('../js/live')
-const { createRouter } = require('../js/router')
-const { LiveLookupClient, CheckpointStore, LiveLookupError } = require('../js/client.js')
+const { LiveLookup } = require('../js/provider/live')
+const { createRouter } = require('../js/provider/router')
+const { LiveLookupClient, CheckpointStore, LiveLookupError } = require('../js/client/client.js')
 const { CHAIN, plainService, notesCompanion, admit, txid } = require('./helpers/live')
 
 const SERVICE = 'ls_notes'
@@ -90,7 +90,7 @@ describe('the BRC-194 manifest is verified before any request selects it', () =>
     'a body that its signature does not cover': rewriteBody(r => r.method === 'GET', m => ({ ...m, body: { ...m.body, expiresAt: String(Number(m.body.expiresAt) + 1) } })),
     'a valid signature by another identity': rewriteBody(r => r.method === 'GET', m => {
       const other = PrivateKey.fromRandom()
-      return require('../js/native').signManifest({ ...m.body, identity: other.toPublicKey().toString() }, other.toHex())
+      return require('../js/shared/native').signManifest({ ...m.body, identity: other.toPublicKey().toString() }, other.toHex())
     })
   }
   test.each(Object.keys(cases))('%s', async (name) => {

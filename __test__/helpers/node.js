@@ -13,9 +13,9 @@ const { NotesLookupService } = require('../../demo/notes/NotesLookupService')
 const { NotesTopicManager } = require('../../demo/notes/NotesTopicManager')
 const { createNotesCompanion } = require('../../demo/notes/notesCompanion')
 const { NOTES_TOPIC } = require('../../demo/notes/notesProtocol')
-const wire = require('../../js/wire')
-const { PROFILE } = require('../../js/router')
-const { gaspRouter } = require('../../js/gasp')
+const wire = require('../../js/shared/wire')
+const { PROFILE } = require('../../js/provider/router')
+const { gaspRouter } = require('../../js/provider/gasp')
 
 /**
  * Starts a node. Options, all optional:
