@@ -1,8 +1,11 @@
 'use strict'
 // The one way tests start a whole overlay node on loopback: Express 5 with this package's
-// router, a real @bsv/overlay Engine (knex + SQLite) with the wrapped notes LookupService,
-// the native sled store; and the clients and request bodies that talk to it: BRC-103
-// (`AuthFetch` with its own identity) or plain `fetch` in the explicit public mode.
+// router, a real @bsv/overlay Engine (knex + SQLite) with the wrapped notes LookupService
+// (or, with `service`, a plain LookupService and no Engine), the native sled store; and the
+// clients and request bodies that talk to it: BRC-103 (`AuthFetch` with its own identity) or
+// plain `fetch` in the explicit public mode. `startNode` serves it over HTTP,
+// `startEngineNode` is the same node without HTTP; auth-node-child.js and
+// fixtures/http-node-child.js run `startNode` in a child process.
 
 const express = require('express')
 const { AuthFetch, PrivateKey, ProtoWallet } = require('@bsv/sdk')
