@@ -271,7 +271,7 @@ export interface CommitBatchOptions {
  * to JS creates a few arrays, not a thousand objects and a thousand Buffers. `index`
  * holds, per answer and in order, three numbers: ticket, status and body length.
  * `bodies` holds the bodies end to end in regions, each ending exactly at its last body
- * (a body never spans two). js/live.js (`settleCalls`) unpacks it, moving to the next
+ * (a body never spans two). js/provider/live.js (`settleCalls`) unpacks it, moving to the next
  * region when a body does not fit in what is left of the current one. The index is a
  * typed array, read by plain indexing, so unpacking it does not depend on optimized code
  * for Buffer's read methods (which a full GC can discard).

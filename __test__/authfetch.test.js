@@ -1,5 +1,5 @@
 'use strict'
-// NativeAuthFetch (js/authfetch.js) over real HTTP on loopback: against the project's
+// NativeAuthFetch (js/auth/authfetch.js) over real HTTP on loopback: against the project's
 // router (BRC-103) with a real Engine and LiveLookupClient; against a plain Express server
 // running @bsv/auth-express-middleware itself (the wire matches the middleware's, and
 // answers match those AuthFetch gets); tampered answers, a foreign identity and oversized
@@ -64,7 +64,7 @@ async function startEcho ({ serverKey = PrivateKey.fromRandom(), port = 0, befor
 }
 
 test('request payloads are byte for byte those of AuthFetch.serializeRequest', async () => {
-  const { serializeRequest } = require('../js/authfetch')
+  const { serializeRequest } = require('../js/auth/authfetch')
   const af = new AuthFetch(new ProtoWallet(PrivateKey.fromRandom()))
   const cases = [
     ['GET', {}, undefined, 'http://h.test/'],
@@ -85,7 +85,7 @@ test('request payloads are byte for byte those of AuthFetch.serializeRequest', a
 })
 
 test('AuthResponse reads as a Response over the same bytes does, a null body for an empty one', async () => {
-  const { AuthResponse } = require('../js/authfetch')
+  const { AuthResponse } = require('../js/auth/authfetch')
   const init = () => ({ status: 200, statusText: '200', headers: new Map([['x-bsv-a', '1'], ['x-bsv-auth-identity-key', '02ab']]) })
   // A leading BOM (dropped when decoded), bytes that are not UTF-8, nothing.
   for (const body of [Buffer.from('\ufeff{"a":"é"}', 'utf8'), Buffer.concat([Buffer.from('text '), Buffer.of(0xff, 0xc3)]), Buffer.alloc(0)]) {

@@ -1,5 +1,5 @@
 'use strict'
-// The router's own BRC-104 provider (js/authserver.js): its request payload is
+// The router's own BRC-104 provider (js/auth/authserver.js): its request payload is
 // byte for byte what AuthFetch signs, its session table is bounded without
 // breaking AuthFetch clients (they handshake again), and a session only ever
 // authenticates the identity that made it.
@@ -7,7 +7,7 @@
 const crypto = require('node:crypto')
 const { AuthFetch, PrivateKey, ProtoWallet } = require('@bsv/sdk')
 const { NativeWallet } = require('../js')
-const { requestPayloadOf } = require('../js/authserver')
+const { requestPayloadOf } = require('../js/auth/authserver')
 const payloadOf = (...args) => Buffer.concat(requestPayloadOf(...args))
 const { startNode, lookupClient, openReq, openCaughtUp, readReq, PROFILE } = require('./helpers/node')
 

@@ -13,8 +13,8 @@ const { spawn } = require('node:child_process')
 const express = require('express')
 const { createAuthMiddleware } = require('@bsv/auth-express-middleware')
 const { AuthFetch, ProtoWallet, PrivateKey } = require('@bsv/sdk')
-const { LiveLookupClient, CheckpointStore, digest, PROFILE } = require('../js/client.js')
-const native = require('../index.js')
+const { LiveLookupClient, CheckpointStore, digest, PROFILE } = require('../js/client/client.js')
+const native = require('../js/shared/native')
 
 const GENESIS = '000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f'
 const SERVICE = 'ls_notes'
@@ -120,7 +120,7 @@ function startProvider ({ pageSize = 2, wallet = null, identityKey = null, key =
       return error(res, 409, 'context-changed')
     }
     const ok = req.get('x-bsv-overlay-profile') === PROFILE &&
-      // AuthFetch cannot carry Cache-Control in a signed request (see js/client.js).
+      // AuthFetch cannot carry Cache-Control in a signed request (see js/client/client.js).
       (wallet || req.get('cache-control') === 'no-store') && req.is('application/json')
     if (!ok) { p.headerFaults++; return error(res, 400, 'invalid') }
     // Selection headers are echoed (BRC-194 §1) unless a test turns that off.
@@ -339,7 +339,7 @@ test('402 pays nothing and commits nothing; unknown errors and bad bodies are ne
 // --- crash points in a child process ----------------------------------------
 
 const CHILD = `
-const { LiveLookupClient, CheckpointStore } = require(${JSON.stringify(path.join(__dirname, '../js/client.js'))})
+const { LiveLookupClient, CheckpointStore } = require(${JSON.stringify(path.join(__dirname, '../js/client/client.js'))})
 const store = CheckpointStore.open(process.env.STORE)
 const ac = new AbortController()
 const client = new LiveLookupClient({ baseURL: process.env.BASE, fetch, store, chain: ${JSON.stringify(CHAIN)}, allowInsecureHttp: true, limits: { waitMs: 5000 } })

@@ -7,32 +7,23 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const express = require('express')
 const { PrivateKey } = require('@bsv/sdk')
-const { LiveLookup } = require('../js/live')
-const { createRouter } = require('../js/router')
-const wire = require('../js/wire')
-const { LiveLookupClient, CheckpointStore, digest } = require('../js/client.js')
+const wire = require('../js/shared/wire')
+const { LiveLookupClient, CheckpointStore, digest } = require('../js/client/client.js')
 const { CHAIN, plainService, notesCompanion, txid, admit, remove } = require('./helpers/live')
+const { startNode } = require('./helpers/node')
 
 const SERVICE = 'ls_notes'
 const QUERY = { author: 'alice' }
 
-let dir, server, live, origin, routerRef
+let dir, node, live, origin
 beforeEach(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'oll-real-'))
-  const app = express()
-  app.use((req, res, next) => routerRef(req, res, next))
-  await new Promise(resolve => { server = app.listen(0, '127.0.0.1', resolve) })
-  origin = `http://127.0.0.1:${server.address().port}`
-  live = await LiveLookup.open({ dataDir: path.join(dir, 'server'), create: true, chain: CHAIN, provider: origin })
-  live.wrap(SERVICE, plainService(), notesCompanion())
-  routerRef = createRouter(live, { authentication: 'none', baseURL: origin, allowLocalHttp: true, privateKey: PrivateKey.fromRandom().toHex() })
+  node = await startNode({ authentication: 'none', packageDefaults: true, dir: path.join(dir, 'server'), service: plainService(), companion: notesCompanion() })
+  ;({ live, origin } = node)
 })
 afterEach(async () => {
-  server.closeAllConnections()
-  await new Promise(resolve => server.close(resolve))
-  await live.close()
+  await node.close()
   fs.rmSync(dir, { recursive: true, force: true })
 })
 
@@ -108,7 +99,7 @@ test('an epoch reset produces a new generation and a clean swap', async () => {
 })
 
 const CHILD = `
-const { LiveLookupClient, CheckpointStore } = require(${JSON.stringify(path.join(__dirname, '../js/client.js'))})
+const { LiveLookupClient, CheckpointStore } = require(${JSON.stringify(path.join(__dirname, '../js/client/client.js'))})
 const store = CheckpointStore.open(process.env.STORE)
 const ac = new AbortController()
 const client = new LiveLookupClient({ baseURL: process.env.BASE, fetch, store, chain: ${JSON.stringify(CHAIN)}, allowInsecureHttp: true, limits: { maxObservations: 2, waitMs: 5000 } })
@@ -155,16 +146,16 @@ test('follows over BRC-103: AuthFetch, signed answers, provider identity from th
   const { AuthFetch, ProtoWallet } = require('@bsv/sdk')
   const serverKey = PrivateKey.fromRandom()
   const authDir = fs.mkdtempSync(path.join(os.tmpdir(), 'oll-real-auth-'))
-  const authLive = await LiveLookup.open({ dataDir: path.join(authDir, 'server'), create: true, chain: CHAIN, provider: serverKey.toPublicKey().toString() })
+  // A BRC-103 node of its own, beside the public one.
+  const authNode = await startNode({ authentication: 'brc103', serverKey, packageDefaults: true, dir: path.join(authDir, 'server'), service: plainService(), companion: notesCompanion() })
+  const authLive = authNode.live
   try {
-    authLive.wrap(SERVICE, plainService(), notesCompanion())
-    routerRef = createRouter(authLive, { authentication: 'brc103', baseURL: origin, allowLocalHttp: true, privateKey: serverKey.toHex() })
     for (const n of [1, 2]) await authLive.commit([admit(n)])
     const store = CheckpointStore.open(path.join(authDir, 'client'))
     const ac = new AbortController()
     const events = []
     const client = new LiveLookupClient({
-      baseURL: origin,
+      baseURL: authNode.origin,
       chain: CHAIN,
       allowInsecureHttp: true,
       authFetch: new AuthFetch(new ProtoWallet(PrivateKey.fromRandom())),
@@ -188,7 +179,7 @@ test('follows over BRC-103: AuthFetch, signed answers, provider identity from th
     expect(store.state(key).received).toBe(3)
     store.close()
   } finally {
-    await authLive.close()
+    await authNode.close()
     fs.rmSync(authDir, { recursive: true, force: true })
   }
 })

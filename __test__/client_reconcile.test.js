@@ -10,7 +10,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { CheckpointStore } = require('../js/client.js')
+const { CheckpointStore } = require('../js/client/client.js')
 
 const vectors = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'tests', 'fixtures', 'spec', 'reconciliation-vectors.json'), 'utf8'))
 const GENESIS = '000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f'
@@ -123,27 +123,17 @@ test('bad input to the reconciler is an error with a code, and writes nothing', 
 // follows with a reconciler-configured store. Each revision carries membership and
 // the reconciled state of the same commit; verification goes through the port.
 describe('LiveLookupClient revisions carry the reconciled state', () => {
-  const express = require('express')
-  const { PrivateKey } = require('@bsv/sdk')
-  const { LiveLookup } = require('../js/live')
-  const { createRouter } = require('../js/router')
-  const { LiveLookupClient } = require('../js/client.js')
+  const { LiveLookupClient } = require('../js/client/client.js')
   const { CHAIN, plainService, notesCompanion, admit } = require('./helpers/live')
+  const { startNode } = require('./helpers/node')
 
-  let server, live, origin, routerRef
+  let node, live, origin
   beforeEach(async () => {
-    const app = express()
-    app.use((req, res, next) => routerRef(req, res, next))
-    await new Promise(resolve => { server = app.listen(0, '127.0.0.1', resolve) })
-    origin = `http://127.0.0.1:${server.address().port}`
-    live = await LiveLookup.open({ dataDir: path.join(dir, 'server'), create: true, chain: CHAIN, provider: origin })
-    live.wrap('ls_notes', plainService(), notesCompanion())
-    routerRef = createRouter(live, { authentication: 'none', baseURL: origin, allowLocalHttp: true, privateKey: PrivateKey.fromRandom().toHex() })
+    node = await startNode({ authentication: 'none', packageDefaults: true, dir: path.join(dir, 'server'), service: plainService(), companion: notesCompanion() })
+    ;({ live, origin } = node)
   })
   afterEach(async () => {
-    server.closeAllConnections()
-    await new Promise(resolve => server.close(resolve))
-    await live.close()
+    await node.close()
   })
 
   // An Atomic BEEF of one unmined transaction (BRC-95 around BEEF V1).

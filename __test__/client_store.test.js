@@ -7,7 +7,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { CheckpointStore, digest, canonicalJson } = require('../js/client.js')
+const { CheckpointStore, digest, canonicalJson } = require('../js/client/client.js')
 
 const GENESIS = '000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f'
 const hex32 = s => crypto.createHash('sha256').update(s).digest('hex')

@@ -6,36 +6,32 @@
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const express = require('express')
 const { PrivateKey } = require('@bsv/sdk')
-const { LiveLookup } = require('../js/live')
-const { createRouter } = require('../js/router')
-const { LiveLookupClient, CheckpointStore, LiveLookupError } = require('../js/client.js')
+const { LiveLookupClient, CheckpointStore, LiveLookupError } = require('../js/client/client.js')
 const { CHAIN, plainService, notesCompanion, admit, txid } = require('./helpers/live')
+const { startNode } = require('./helpers/node')
 
 const SERVICE = 'ls_notes'
 const QUERY = { author: 'alice' }
 jest.setTimeout(15000)
 
-let dir, server, live, origin, serverKey, violation
+let dir, node, live, origin, serverKey, violation
 beforeEach(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'oll-transport-'))
   violation = null
-  const app = express()
-  app.use((req, res, next) => violation ? violation(req, res, next) : next())
-  app.use((req, res, next) => router(req, res, next))
-  await new Promise(resolve => { server = app.listen(0, '127.0.0.1', resolve) })
-  origin = `http://127.0.0.1:${server.address().port}`
-  serverKey = PrivateKey.fromRandom()
-  live = await LiveLookup.open({ dataDir: path.join(dir, 'server'), create: true, chain: CHAIN, provider: origin })
-  live.wrap(SERVICE, plainService(), notesCompanion())
-  router = createRouter(live, { authentication: 'none', baseURL: origin, allowLocalHttp: true, privateKey: serverKey.toHex() })
+  // The public-mode node, a middleware in front of its router puts the violation in.
+  node = await startNode({
+    authentication: 'none',
+    packageDefaults: true,
+    dir: path.join(dir, 'server'),
+    service: plainService(),
+    companion: notesCompanion(),
+    before: app => app.use((req, res, next) => violation ? violation(req, res, next) : next())
+  })
+  ;({ live, origin, serverKey } = node)
 })
-let router
 afterEach(async () => {
-  server.closeAllConnections()
-  await new Promise(resolve => server.close(resolve))
-  await live.close()
+  await node.close()
   fs.rmSync(dir, { recursive: true, force: true })
 })
 
@@ -90,7 +86,7 @@ describe('the BRC-194 manifest is verified before any request selects it', () =>
     'a body that its signature does not cover': rewriteBody(r => r.method === 'GET', m => ({ ...m, body: { ...m.body, expiresAt: String(Number(m.body.expiresAt) + 1) } })),
     'a valid signature by another identity': rewriteBody(r => r.method === 'GET', m => {
       const other = PrivateKey.fromRandom()
-      return require('../js/native').signManifest({ ...m.body, identity: other.toPublicKey().toString() }, other.toHex())
+      return require('../js/shared/native').signManifest({ ...m.body, identity: other.toPublicKey().toString() }, other.toHex())
     })
   }
   test.each(Object.keys(cases))('%s', async (name) => {

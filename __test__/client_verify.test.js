@@ -8,32 +8,23 @@
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const express = require('express')
-const { PrivateKey, Transaction, UnlockingScript } = require('@bsv/sdk')
-const { LiveLookup } = require('../js/live')
-const { createRouter } = require('../js/router')
-const { LiveLookupClient, CheckpointStore } = require('../js/client.js')
+const { Transaction, UnlockingScript } = require('@bsv/sdk')
+const { LiveLookupClient, CheckpointStore } = require('../js/client/client.js')
 const { EvidenceVerifier } = require('../js/index.js')
 const { CHAIN, plainService, notesCompanion, admit } = require('./helpers/live')
 const { LocalChainTracker, NoteFactory } = require('./helpers/engine')
+const { startNode } = require('./helpers/node')
 
-let dir, server, live, origin, routerRef, tracker, factory
+let dir, node, live, origin, tracker, factory
 beforeEach(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'oll-verify-'))
-  const app = express()
-  app.use((req, res, next) => routerRef(req, res, next))
-  await new Promise(resolve => { server = app.listen(0, '127.0.0.1', resolve) })
-  origin = `http://127.0.0.1:${server.address().port}`
-  live = await LiveLookup.open({ dataDir: path.join(dir, 'server'), create: true, chain: CHAIN, provider: origin })
-  live.wrap('ls_notes', plainService(), notesCompanion())
-  routerRef = createRouter(live, { authentication: 'none', baseURL: origin, allowLocalHttp: true, privateKey: PrivateKey.fromRandom().toHex() })
+  node = await startNode({ authentication: 'none', packageDefaults: true, dir: path.join(dir, 'server'), service: plainService(), companion: notesCompanion() })
+  ;({ live, origin } = node)
   tracker = new LocalChainTracker()
   factory = new NoteFactory(tracker)
 })
 afterEach(async () => {
-  server.closeAllConnections()
-  await new Promise(resolve => server.close(resolve))
-  await live.close()
+  await node.close()
   fs.rmSync(dir, { recursive: true, force: true })
 })
 
@@ -138,7 +129,7 @@ test('a bound exceeded gives limited, never invalid', async () => {
   const s2 = openStore('direct')
   s2.receiveTransactions('direct', [{ raw: Buffer.from(note.tx.toBinary()), evidence: Buffer.from(note.beef) }])
   const [job] = s2.pendingVerifications()
-  const { checkEvidence } = require('../js/verifier')
+  const { checkEvidence } = require('../js/client/verifier')
   const ev = s2.verificationEvidence(job.txid, job.variantId)
   expect(ev).toEqual(Buffer.from(note.beef))
   const base = { maxBytes: 1 << 20, maxTransactions: 10, maxDepth: 10, maxScriptBytes: 1 << 20 }
@@ -188,49 +179,31 @@ test('without a chainTracker nothing verifies; a restart with one resumes the pe
 // client as output and spend observations; the spender's unconfirmed ancestry (a PushDrop
 // note) is script-checked by the verifier before the graph marks the note spent.
 test('through a real Engine: a verified replacement makes the new note current and the old one spent', async () => {
-  const { createTestEngine } = require('./helpers/engine')
-  const { NotesLookupService } = require('../demo/notes/NotesLookupService')
-  const { createNotesCompanion } = require('../demo/notes/notesCompanion')
-  const { NOTES_TOPIC } = require('../demo/notes/notesProtocol')
-  await live.close()
-  live = await LiveLookup.open({ dataDir: path.join(dir, 'server-engine'), create: true, chain: CHAIN, provider: origin })
-  const t = await createTestEngine({
-    chainTracker: tracker,
-    lookupServices: async (knex) => {
-      const inner = new NotesLookupService(knex)
-      await inner.init()
-      return { ls_notes: live.wrap('ls_notes', inner, createNotesCompanion()) }
+  // This test's node has the Engine (on the test's chain) in place of the plain service.
+  await node.close()
+  node = await startNode({ authentication: 'none', packageDefaults: true, dir: path.join(dir, 'server-engine'), chainTracker: tracker })
+  ;({ live, origin } = node)
+  // node.submit resolves once the group is published (the Engine's submit resolves before).
+  const submit = built => node.submit(built)
+  const first = await factory.createNotes(['v1'])
+  await submit(first)
+  const second = await factory.replaceNote(first.notes[0], 'v2')
+  await submit(second)
+
+  const store = openStore()
+  const client = new LiveLookupClient({ baseURL: origin, chain: CHAIN, allowInsecureHttp: true, fetch, store, limits: { waitMs: 0 }, chainTracker: tracker })
+  const ac = new AbortController()
+  let snap
+  await client.follow('ls_notes', {}, {
+    signal: ac.signal,
+    async onRevision (e) {
+      await client.verifier.idle()
+      snap = store.revisionSnapshot(e.sourceKey)
+      if (snap.reconciled.current.some(o => o.txid === second.txid) && snap.reconciled.pending.length === 0) ac.abort()
     }
   })
-  try {
-    await live.attach(t.engine)
-    routerRef = createRouter(live, { authentication: 'none', baseURL: origin, allowLocalHttp: true, privateKey: PrivateKey.fromRandom().toHex() })
-    const submit = async built => {
-      await t.engine.submit({ beef: built.beef, topics: [NOTES_TOPIC] })
-      await live.published() // the submit resolves before its group is published
-    }
-    const first = await factory.createNotes(['v1'])
-    await submit(first)
-    const second = await factory.replaceNote(first.notes[0], 'v2')
-    await submit(second)
-
-    const store = openStore()
-    const client = new LiveLookupClient({ baseURL: origin, chain: CHAIN, allowInsecureHttp: true, fetch, store, limits: { waitMs: 0 }, chainTracker: tracker })
-    const ac = new AbortController()
-    let snap
-    await client.follow('ls_notes', {}, {
-      signal: ac.signal,
-      async onRevision (e) {
-        await client.verifier.idle()
-        snap = store.revisionSnapshot(e.sourceKey)
-        if (snap.reconciled.current.some(o => o.txid === second.txid) && snap.reconciled.pending.length === 0) ac.abort()
-      }
-    })
-    expect(snap.reconciled.current).toEqual([{ txid: second.txid, outputIndex: 0 }])
-    expect(store.reconciledView().spent).toContainEqual({ outpoint: { txid: first.txid, outputIndex: 0 }, by: second.txid })
-    expect(verdictOf(store, second.txid).every(v => v.status === 'verified')).toBe(true)
-    store.close()
-  } finally {
-    await t.close()
-  }
+  expect(snap.reconciled.current).toEqual([{ txid: second.txid, outputIndex: 0 }])
+  expect(store.reconciledView().spent).toContainEqual({ outpoint: { txid: first.txid, outputIndex: 0 }, by: second.txid })
+  expect(verdictOf(store, second.txid).every(v => v.status === 'verified')).toBe(true)
+  store.close()
 })

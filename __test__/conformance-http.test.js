@@ -18,10 +18,10 @@ const h = require('./helpers/live')
 const { startNode, authClient, openReq, readReq, drain, openAndDrain, openCaughtUp, summary, expiringNotesCompanion, PROFILE } = require('./helpers/node')
 const { NoteFactory } = require('./helpers/engine')
 const { createNotesCompanion } = require('../demo/notes/notesCompanion')
-const { NativeAuthFetch } = require('../js/authfetch')
-const { NativeWallet } = require('../js/wallet')
-const { CheckpointStore, digest } = require('../js/client')
-const { toNativeChange } = require('../js/live')
+const { NativeAuthFetch } = require('../js/auth/authfetch')
+const { NativeWallet } = require('../js/auth/wallet')
+const { CheckpointStore, digest } = require('../js/client/client')
+const { toNativeChange } = require('../js/provider/live')
 const { reservePort } = require('./helpers/proxy')
 
 const nodes = []
@@ -319,9 +319,9 @@ test('cancellation: a BRC-103 client that goes away during a poll releases it an
 })
 
 const CLIENT_CHILD = `
-const { LiveLookupClient, CheckpointStore } = require(${JSON.stringify(path.join(__dirname, '../js/client.js'))})
-const { NativeAuthFetch } = require(${JSON.stringify(path.join(__dirname, '../js/authfetch.js'))})
-const { NativeWallet } = require(${JSON.stringify(path.join(__dirname, '../js/wallet.js'))})
+const { LiveLookupClient, CheckpointStore } = require(${JSON.stringify(path.join(__dirname, '../js/client/client.js'))})
+const { NativeAuthFetch } = require(${JSON.stringify(path.join(__dirname, '../js/auth/authfetch.js'))})
+const { NativeWallet } = require(${JSON.stringify(path.join(__dirname, '../js/auth/wallet.js'))})
 const store = CheckpointStore.open(process.env.STORE)
 const ac = new AbortController()
 const authFetch = new NativeAuthFetch(NativeWallet.fromPrivateKey(process.env.KEY))

@@ -9,7 +9,7 @@ const { createTestEngine, NoteFactory } = require('./helpers/engine')
 const { NotesLookupService } = require('../demo/notes/NotesLookupService')
 const { NotesTopicManager } = require('../demo/notes/NotesTopicManager')
 const { createNotesCompanion } = require('../demo/notes/notesCompanion')
-const { expiringNotesCompanion } = require('./helpers/node')
+const { startEngineNode, expiringNotesCompanion } = require('./helpers/node')
 const { NOTES_TOPIC } = require('../demo/notes/notesProtocol')
 
 const { ALICE, readBody, openBody, json } = h
@@ -19,28 +19,10 @@ afterEach(async () => {
 })
 
 async function setup (options = {}) {
-  const dir = h.tempDir()
-  const live = await h.openLive(dir)
-  cleanup.push(() => live.close())
-  const companion = options.companion || createNotesCompanion()
-  let inner
-  const t = await createTestEngine({
-    managers: { [NOTES_TOPIC]: new NotesTopicManager() },
-    lookupServices: async (knex) => {
-      inner = new NotesLookupService(knex, options.innerModes)
-      await inner.init()
-      return { ls_notes: live.wrap('ls_notes', inner, companion) }
-    }
-  })
-  cleanup.push(() => t.close())
-  await live.attach(t.engine)
-  const factory = new NoteFactory(t.chainTracker)
-  const submit = async (built) => {
-    const steak = await t.engine.submit({ beef: built.beef, topics: [NOTES_TOPIC] })
-    await live.published() // the submit resolves before its group is published
-    return steak
-  }
-  return { live, t, inner, factory, submit, dir }
+  // The node without HTTP; its submit resolves once the group is published.
+  const n = await startEngineNode({ companion: options.companion, innerModes: options.innerModes })
+  cleanup.push(() => n.close())
+  return n
 }
 
 async function openSession (live, query = {}) {

@@ -8,7 +8,7 @@ const h = require('./helpers/live')
 const { startProxy } = require('./helpers/net')
 const { LocalChainTracker, NoteFactory } = require('./helpers/engine')
 const { startNode, summary } = require('./helpers/node')
-const { scheduleGASPSync, gaspRouter } = require('../js/gasp')
+const { scheduleGASPSync, gaspRouter } = require('../js/provider/gasp')
 
 const { ALICE, openBody, readBody, json } = h
 const cleanup = []

@@ -11,7 +11,7 @@ const fs = require('node:fs')
 const h = require('./helpers/live')
 const { LocalChainTracker } = require('./helpers/engine')
 const { startNode, publicClient, readReq, openAndDrain, summary } = require('./helpers/node')
-const { scheduleGASPSync } = require('../js/gasp')
+const { scheduleGASPSync } = require('../js/provider/gasp')
 
 const cleanup = []
 afterEach(async () => {

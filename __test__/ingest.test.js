@@ -1,5 +1,5 @@
 'use strict'
-// js/ingest.js against a REAL @bsv/overlay 0.4.6 Engine (knex + better-sqlite3) and REAL signed
+// js/provider/ingest.js against a REAL @bsv/overlay 0.4.6 Engine (knex + better-sqlite3) and REAL signed
 // transactions with SPV proofs checked by a local chain tracker.
 const { Transaction } = require('@bsv/sdk')
 const { createTestEngine, NoteFactory } = require('./helpers/engine')
@@ -9,7 +9,7 @@ const { NotesLookupService } = require('../demo/notes/NotesLookupService')
 const { NotesTopicManager } = require('../demo/notes/NotesTopicManager')
 const { createNotesCompanion } = require('../demo/notes/notesCompanion')
 const { NOTES_TOPIC } = require('../demo/notes/notesProtocol')
-const { wrapLookupService, attachEngine, backfill, whenPublished, LEGACY_CONTEXT_SCHEMA } = require('../js/ingest')
+const { wrapLookupService, attachEngine, backfill, whenPublished, LEGACY_CONTEXT_SCHEMA } = require('../js/provider/ingest')
 
 const TOPICS = [NOTES_TOPIC]
 const open = []

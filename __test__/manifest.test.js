@@ -7,7 +7,7 @@
 // merged the addon computes the preimage itself.
 const crypto = require('crypto')
 const { PrivateKey, SignedMessage, Utils } = require('@bsv/sdk')
-const native = require('../index.js')
+const native = require('../js/shared/native')
 
 const PROFILE = 'https://bsv.brc.dev/overlays/0193#lookup-live-v1'
 
@@ -145,7 +145,7 @@ describe('BRC-194 manifest', () => {
     const signed = native.signManifest(body, key.toHex())
     const ownPreimage = [...preimage('capabilities', body)]
     expect(SignedMessage.verify(ownPreimage, Utils.toArray(signed.signature, 'base64'))).toBe(true)
-    expect(native.capabilityDigest(body)).toBe(require('../js/wire').digest('capabilities', body))
+    expect(native.capabilityDigest(body)).toBe(require('../js/shared/wire').digest('capabilities', body))
     expect(native.verifySignedManifest(signed)).toBe(identity)
   })
 })

@@ -18,11 +18,11 @@ const { createTestEngine, NoteFactory } = require('./helpers/engine')
 const { startNode, openReq, readReq, NOTES_TOPIC } = require('./helpers/node')
 const { NotesLookupService } = require('../demo/notes/NotesLookupService')
 const { createNotesCompanion } = require('../demo/notes/notesCompanion')
-const { mountOnOverlayExpress, createOutputLookupCompanion } = require('../js/overlay-express')
+const { mountOnOverlayExpress, createOutputLookupCompanion } = require('../js/provider/overlay-express')
 const { runChecks, CHECKS } = require('../js/check')
-const { PROFILE } = require('../js/router')
-const native = require('../js/native')
-const wire = require('../js/wire')
+const { PROFILE } = require('../js/provider/router')
+const native = require('../js/shared/native')
+const wire = require('../js/shared/wire')
 
 const closers = []
 afterEach(async () => {

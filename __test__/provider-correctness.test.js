@@ -6,9 +6,7 @@
 const fs = require('fs')
 const path = require('path')
 const h = require('./helpers/live')
-const { createTestEngine, NoteFactory } = require('./helpers/engine')
-const { NotesLookupService } = require('../demo/notes/NotesLookupService')
-const { NotesTopicManager } = require('../demo/notes/NotesTopicManager')
+const { startEngineNode } = require('./helpers/node')
 const { createNotesCompanion } = require('../demo/notes/notesCompanion')
 const { NOTES_TOPIC } = require('../demo/notes/notesProtocol')
 
@@ -19,30 +17,12 @@ afterEach(async () => {
 })
 
 async function setup (options = {}) {
-  const dir = options.dir || h.tempDir()
-  const live = await h.openLive(dir, options.live)
+  // The node without HTTP; its submit resolves once the group is published.
+  const n = await startEngineNode({ dir: options.dir, engineDir: options.engineDir, live: options.live, onInner: options.innerHook })
   let closed = false
-  cleanup.push(() => closed ? null : live.close())
-  let inner
-  const t = await createTestEngine({
-    dir: options.engineDir,
-    managers: { [NOTES_TOPIC]: new NotesTopicManager() },
-    lookupServices: async (knex) => {
-      inner = new NotesLookupService(knex)
-      await inner.init()
-      if (options.innerHook) options.innerHook(inner)
-      return { ls_notes: live.wrap('ls_notes', inner, createNotesCompanion()) }
-    }
-  })
-  cleanup.push(() => t.close())
-  await live.attach(t.engine)
-  const factory = new NoteFactory(t.chainTracker)
-  const submit = async (built) => {
-    const steak = await t.engine.submit({ beef: built.beef, topics: [NOTES_TOPIC] })
-    await live.published() // the submit resolves before its group is published
-    return steak
-  }
-  return { live, t, inner, factory, submit, dir, markClosed: () => { closed = true } }
+  cleanup.push(() => closed ? null : n.live.close())
+  cleanup.push(() => n.t.close())
+  return { ...n, markClosed: () => { closed = true } }
 }
 
 async function snapshotOf (live, caller = ALICE) {

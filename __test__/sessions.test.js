@@ -153,7 +153,7 @@ test('a waiting poll wakes on a commit, including one made between waiter regist
 
   // The injected commit happens after the waiter subscribed and rescanned, right
   // before it sleeps: it must still wake the poll.
-  live.core.injectAfterWaiterRegistered([require('../js/live').toNativeChange(admit(8))])
+  live.core.injectAfterWaiterRegistered([require('../js/provider/live').toNativeChange(admit(8))])
   const b2 = json(await live.read(readBody(b.session, b.cursor, { waitMs: 25000 }), ALICE))
   expect(outpoints([b2])).toEqual([`output:${h.txid(8)}`])
   // A lost wakeup would sleep until the 25 s deadline; this test's own 15 s timeout

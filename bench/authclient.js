@@ -11,7 +11,7 @@
 //
 // `authfetch` and `native` read with fetch() and the Response's text(), as an application would.
 // With --client a third process, `client`, reads through LiveLookupClient's request path
-// (js/client.js: its deadline, signal and header checks over NativeAuthFetch, which hands it the
+// (js/client/client.js: its deadline, signal and header checks over NativeAuthFetch, which hands it the
 // verified bytes without a Response), without its store commit; this file is that process
 // (started with its configuration in argv[2]).
 //

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 'use strict'
-// Client evidence verification (js/verifier.js), two figures:
+// Client evidence verification (js/client/verifier.js), two figures:
 //  1. evidence verified per second: 1-input P2PKH transactions, each spending a P2PKH output
 //     proven by a Merkle path of a LocalChainTracker block, received into a real sled store
 //     with their BEEF and verified by EvidenceVerifier (store reads, SDK decode, merkle check,
@@ -16,7 +16,7 @@ const path = require('node:path')
 const express = require('express')
 const { PrivateKey } = require('@bsv/sdk')
 const { LiveLookup, createRouter, LiveLookupClient, CheckpointStore, EvidenceVerifier } = require('../js')
-const { checkEvidence, VERIFIER_DEFAULTS } = require('../js/verifier')
+const { checkEvidence, VERIFIER_DEFAULTS } = require('../js/client/verifier')
 const { CHAIN, plainService, notesCompanion, admit } = require('../__test__/helpers/live')
 const { LocalChainTracker, NoteFactory } = require('../__test__/helpers/engine')
 

@@ -1,7 +1,7 @@
 'use strict'
 // Native wallet calls of a BRC-104 exchange, in process: microseconds per createSignature and
 // per verifySignature (DER) with a public-key counterparty and a new key ID each call, as
-// AuthServer and NativeAuthFetch make them (js/brc104.js), after a warm-up; the median of
+// AuthServer and NativeAuthFetch make them (js/auth/brc104.js), after a warm-up; the median of
 // `--rounds` rounds of `--n` calls each.
 //
 //   node bench/wallet.js [--rounds 5] [--n 5000]
@@ -9,7 +9,7 @@
 const crypto = require('node:crypto')
 const { PrivateKey } = require('@bsv/sdk')
 const { NativeWallet } = require('../js')
-const { coreOf } = require('../js/wallet')
+const { coreOf } = require('../js/auth/wallet')
 const { summary } = require('./lib/common')
 
 const arg = (name, fallback) => {

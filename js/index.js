@@ -1,14 +1,14 @@
 'use strict'
 // Package entry point: the hand-written JS layer over the native core.
-const wire = require('./wire')
-const { LiveLookup } = require('./live')
-const { LiveLookupClient, CheckpointStore, LiveLookupError } = require('./client')
-const { createRouter, PROFILE } = require('./router')
-const { mountOnOverlayExpress, createOutputLookupCompanion, OutputLookupError } = require('./overlay-express')
+const wire = require('./shared/wire')
+const { LiveLookup } = require('./provider/live')
+const { LiveLookupClient, CheckpointStore, LiveLookupError } = require('./client/client')
+const { createRouter, PROFILE } = require('./provider/router')
+const { mountOnOverlayExpress, createOutputLookupCompanion, OutputLookupError } = require('./provider/overlay-express')
 const { runChecks, formatReport } = require('./check')
-const { gaspRouter, scheduleGASPSync } = require('./gasp')
-const { NativeWallet } = require('./wallet')
-const { NativeAuthFetch } = require('./authfetch')
+const { gaspRouter, scheduleGASPSync } = require('./provider/gasp')
+const { NativeWallet } = require('./auth/wallet')
+const { NativeAuthFetch } = require('./auth/authfetch')
 
 module.exports = {
   LiveLookup,
@@ -25,7 +25,7 @@ module.exports = {
   scheduleGASPSync,
   NativeWallet,
   NativeAuthFetch,
-  EvidenceVerifier: require('./verifier').EvidenceVerifier,
+  EvidenceVerifier: require('./client/verifier').EvidenceVerifier,
   digest: wire.digest,
   canonicalize: wire.canonicalize,
   parseOpen: wire.parseOpen,

@@ -36,9 +36,12 @@ function isDevelopmentTree () {
   return !ROOT.split(path.sep).includes('node_modules')
 }
 
-/** Loads the generated loader in a child process; returns null when it loads, else its error. */
+/**
+ * Loads the binding in a child process, through js/shared/native.js (the package's one loader of
+ * the generated index.js); returns null when it loads, else its error.
+ */
 function bindingLoadError () {
-  const probe = `require(${JSON.stringify(path.join(ROOT, 'index.js'))})`
+  const probe = `require(${JSON.stringify(path.join(ROOT, 'js', 'shared', 'native.js'))})`
   const r = spawnSync(process.execPath, ['-e', probe], { encoding: 'utf8' })
   if (r.status === 0) return null
   return (r.stderr || r.error?.message || 'unknown error').trim().split('\n').slice(0, 6).join('\n')

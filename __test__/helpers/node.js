@@ -1,21 +1,25 @@
 'use strict'
 // The one way tests start a whole overlay node on loopback: Express 5 with this package's
-// router, a real @bsv/overlay Engine (knex + SQLite) with the wrapped notes LookupService,
-// the native sled store; and the clients and request bodies that talk to it: BRC-103
-// (`AuthFetch` with its own identity) or plain `fetch` in the explicit public mode.
+// router, a real @bsv/overlay Engine (knex + SQLite) with the wrapped notes LookupService
+// (or, with `service`, a plain LookupService and no Engine), the native sled store; and the
+// clients and request bodies that talk to it: BRC-103 (`AuthFetch` with its own identity) or
+// plain `fetch` in the explicit public mode. `startNode` serves it over HTTP,
+// `startEngineNode` is the same node without HTTP; auth-node-child.js and
+// fixtures/http-node-child.js run `startNode` in a child process.
 
 const express = require('express')
 const { AuthFetch, PrivateKey, ProtoWallet } = require('@bsv/sdk')
 const h = require('./live')
+const { LiveLookup } = require('../../js')
 const { startServer } = require('./net')
 const { createTestEngine, NoteFactory } = require('./engine')
 const { NotesLookupService } = require('../../demo/notes/NotesLookupService')
 const { NotesTopicManager } = require('../../demo/notes/NotesTopicManager')
 const { createNotesCompanion } = require('../../demo/notes/notesCompanion')
 const { NOTES_TOPIC } = require('../../demo/notes/notesProtocol')
-const wire = require('../../js/wire')
-const { PROFILE } = require('../../js/router')
-const { gaspRouter } = require('../../js/gasp')
+const wire = require('../../js/shared/wire')
+const { PROFILE } = require('../../js/provider/router')
+const { gaspRouter } = require('../../js/provider/gasp')
 
 /**
  * Starts a node. Options, all optional:
@@ -26,9 +30,15 @@ const { gaspRouter } = require('../../js/gasp')
  * - `allowedOrigins`, `log`, `authSessions`: passed to the router as they are;
  * - `baseURL`: the advertised base URL (default the node's own origin), e.g. that of a proxy
  *   in front of it; in the public mode the provider is its origin;
- * - `before(app)`: mounts test routes ahead of the router;
+ * - `before(app)`: mounts test routes (or middleware that edits answers) ahead of the router;
  * - `maxWaitMs` (default 20000) and `live`: options of LiveLookup.open, `live` last;
+ *   `packageDefaults`: open the store with the package's own defaults (and `live`) instead of
+ *   the tests' shorter session and replay windows and wait bound;
  * - `companion`: replaces the notes companion;
+ * - `service`: a LookupService wrapped as ls_notes directly, with no Engine (`t` and `inner`
+ *   are then null and `submit` is not available; changes go in with `live.commit`);
+ * - `innerModes`: modes of the Engine's NotesLookupService; `onInner(inner)`: called with it
+ *   once it is initialized, before it is wrapped;
  * - `dir`, `engineDir`: reuse the live store and the Engine's SQLite folder (a restart);
  *   `port`: listen on that port (a restart keeping the origin);
  * - `chainTracker`: shares one synthetic chain between nodes; `gasp`: mounts the GASP routes;
@@ -50,24 +60,11 @@ async function startNode (options = {}) {
   // The origin clients reach: the node's own, or a reverse proxy's in front of it.
   const origin = options.publicOrigin || direct
   const base = options.baseURL || origin + (options.basePath || '')
-  const dir = options.dir || h.tempDir()
-  const live = await h.openLive(dir, {
-    provider: authentication === 'brc103' ? serverKey.toPublicKey().toString() : new URL(base).origin,
-    maxWaitMs: options.maxWaitMs || 20000,
-    ...options.live
-  })
-  const companion = options.companion || createNotesCompanion()
-  const t = await createTestEngine({
-    dir: options.engineDir,
-    chainTracker: options.chainTracker,
-    managers: { [NOTES_TOPIC]: new NotesTopicManager() },
-    lookupServices: async (knex) => {
-      const inner = new NotesLookupService(knex)
-      await inner.init()
-      return { ls_notes: live.wrap('ls_notes', inner, companion) }
-    }
-  })
-  await live.attach(t.engine)
+  const provider = authentication === 'brc103' ? serverKey.toPublicKey().toString() : new URL(base).origin
+  const core = await startCore(options, options.packageDefaults
+    ? { provider, ...options.live }
+    : { provider, maxWaitMs: options.maxWaitMs || 20000, ...options.live })
+  const { live, t } = core
   const router = live.router({
     baseURL: base,
     authentication,
@@ -80,47 +77,73 @@ async function startNode (options = {}) {
   })
   app.use(router)
   if (options.gasp) app.use(gaspRouter(t.engine))
-  const factory = new NoteFactory(t.chainTracker)
   let closed = false
   return {
-    live, t, srv, origin, direct, base, router, factory, dir, serverKey,
+    ...core,
+    srv, origin, direct, base, router, serverKey,
     identity: serverKey.toPublicKey().toString(),
     get capability () { return router.manifest.digest() },
-    /** Submits and resolves once the group is published (a submit resolves before that). */
-    async submit (built) {
-      const steak = await t.engine.submit({ beef: built.beef, topics: [NOTES_TOPIC] })
-      await live.published()
-      return steak
-    },
     async close () {
       if (closed) return
       closed = true
       await srv.close()
-      await t.close()
-      await live.close()
+      await core.close()
     }
   }
 }
 
 /**
  * The same node without HTTP: a live store on `dir` (a new temporary one unless given; options
- * of LiveLookup.open in `live`), a real Engine on `engineDir` (a new one unless given) with the
- * notes topic manager and the wrapped notes lookup service, attached. Resolves with
- * `{ live, t, factory, close() }`.
+ * of LiveLookup.open in `live`, over the tests' defaults unless `packageDefaults`), a real
+ * Engine on `engineDir` (a new one unless given) with the notes topic manager and the wrapped
+ * notes lookup service, attached; `companion`, `service`, `innerModes`, `onInner` and
+ * `chainTracker` as for startNode. Resolves with `{ live, t, inner, factory, dir, submit(),
+ * close() }`.
  */
 async function startEngineNode (options = {}) {
-  const live = await h.openLive(options.dir || h.tempDir(), options.live)
-  const t = await createTestEngine({
-    dir: options.engineDir,
-    managers: { [NOTES_TOPIC]: new NotesTopicManager() },
-    lookupServices: async (knex) => {
-      const inner = new NotesLookupService(knex)
-      await inner.init()
-      return { ls_notes: live.wrap('ls_notes', inner, options.companion || createNotesCompanion()) }
+  return startCore(options, options.live)
+}
+
+/** The store and (unless `options.service`) the Engine of a node; `liveOptions` open the store. */
+async function startCore (options, liveOptions) {
+  const dir = options.dir || h.tempDir()
+  const live = options.packageDefaults
+    ? await LiveLookup.open({ dataDir: dir, create: true, chain: h.CHAIN, provider: h.PROVIDER, ...liveOptions })
+    : await h.openLive(dir, liveOptions)
+  const companion = options.companion || createNotesCompanion()
+  let t = null
+  let inner = null
+  if (options.service) {
+    live.wrap('ls_notes', options.service, companion)
+  } else {
+    t = await createTestEngine({
+      dir: options.engineDir,
+      chainTracker: options.chainTracker,
+      managers: { [NOTES_TOPIC]: new NotesTopicManager() },
+      lookupServices: async (knex) => {
+        inner = new NotesLookupService(knex, options.innerModes)
+        await inner.init()
+        if (options.onInner) options.onInner(inner)
+        return { ls_notes: live.wrap('ls_notes', inner, companion) }
+      }
+    })
+    await live.attach(t.engine)
+  }
+  const factory = new NoteFactory(t ? t.chainTracker : options.chainTracker)
+  return {
+    live, t, inner, factory, dir,
+    /** Submits and resolves once the group is published (a submit resolves before that). */
+    async submit (built) {
+      if (!t) throw new Error('this node has no Engine (started with `service`)')
+      const steak = await t.engine.submit({ beef: built.beef, topics: [NOTES_TOPIC] })
+      await live.published()
+      return steak
+    },
+    async close () {
+      if (t) await t.close()
+      await live.close()
     }
-  })
-  await live.attach(t.engine)
-  return { live, t, factory: new NoteFactory(t.chainTracker), async close () { await t.close(); await live.close() } }
+  }
 }
 
 /** The capability digest the node's manifest names (BRC-194 selection header). */

@@ -1,5 +1,5 @@
 'use strict'
-// The one place tests get a sink for js/ingest.js. For now it records committed groups in memory;
+// The one place tests get a sink for js/provider/ingest.js. For now it records committed groups in memory;
 // swapping in the native store is a change to createSink only (keep `groups` for assertions).
 function createSink () {
   const groups = []

@@ -4,7 +4,8 @@
 // installed tarball (its platform package supplies the binary). It opens a store, wraps a lookup
 // service, admits one real transaction output through the wrapped hook as an Engine would,
 // serves the routes in public mode over loopback, checks one open and runs the package's
-// `overlay-lookup-live check` command against it.
+// `overlay-lookup-live check` command against it. It first checks that the package's other entry
+// points (overlay-lookup-live/js/client, package.json) resolve.
 // Exit code 0 and a last line "operator-app: ok" mean success.
 
 const assert = require('assert')
@@ -68,7 +69,19 @@ function checkCommand (origin) {
   })
 }
 
+/** The package's other entry points (package.json exports) resolve in the installed tarball. */
+function checkEntryPoints () {
+  const root = require('overlay-lookup-live')
+  for (const subpath of ['overlay-lookup-live/js/client', 'overlay-lookup-live/js/client.js']) {
+    const client = require(subpath)
+    assert.strictEqual(client.LiveLookupClient, root.LiveLookupClient, subpath)
+    assert.strictEqual(client.CheckpointStore, root.CheckpointStore, subpath)
+  }
+  assert.strictEqual(require('overlay-lookup-live/package.json').name, 'overlay-lookup-live')
+}
+
 async function main () {
+  checkEntryPoints()
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'operator-app-'))
   const app = express()
   const server = await listen(app)

@@ -1,5 +1,5 @@
 'use strict'
-// The real router (js/router.js) on Express over loopback, in unauthenticated public mode (the
+// The real router (js/provider/router.js) on Express over loopback, in unauthenticated public mode (the
 // default) or with BRC-103 authentication. In public mode the advertised base URL is a fixed https
 // origin (the LiveLookup provider must equal it); with BRC-103 the provider is the server's
 // identity key. The server itself listens on 127.0.0.1, and requests carry the selection headers
@@ -9,7 +9,7 @@
 const http = require('node:http')
 const express = require('express')
 const { PrivateKey } = require('@bsv/sdk')
-const { createRouter, PROFILE } = require('../../js/router')
+const { createRouter, PROFILE } = require('../../js/provider/router')
 const { now } = require('./common')
 
 /** The origin every public-mode benchmark store uses as its provider (public mode: provider = origin). */

@@ -426,7 +426,7 @@ function httpSection (c, h) {
   if (parts.length === 0) return null
   return `## 9. HTTP transport: first batch against \`/lookup\`, long-poll delivery, reads per second
 
-Everything here goes through Express on loopback with the real router (\`js/router.js\`), and the
+Everything here goes through Express on loopback with the real router (\`js/provider/router.js\`), and the
 client parses every answer.
 
 ` + parts.join('\n')

@@ -10,7 +10,7 @@
 // store parses BEEF when answering, so the bytes only need the realistic size.
 
 const crypto = require('node:crypto')
-const { normalizeContext } = require('../../js/ingest')
+const { normalizeContext } = require('../../js/provider/ingest')
 const { NoteFactory } = require('../../__test__/helpers/engine')
 const { NOTES_TOPIC } = require('../../demo/notes/notesProtocol')
 

@@ -119,7 +119,7 @@ kase('maxConcurrentWork', 'maxConcurrentWork: 1', '32 opens of 32 principals at 
   } finally { await s.done() }
 })
 
-/** A commit the store refuses: the rejection's code and status, as js/live.js maps them. */
+/** A commit the store refuses: the rejection's code and status, as js/provider/live.js maps them. */
 async function refusedCommit (live, changes) {
   try {
     await live.commit(changes)

@@ -12,7 +12,7 @@ const fs = require('node:fs')
 const { quietGASPInfo } = require('../../demo/server')
 const { LocalChainTracker } = require('../../__test__/helpers/engine')
 const { startNode, publicClient, openReq, readReq, drain } = require('../../__test__/helpers/node')
-const { scheduleGASPSync } = require('../../js/gasp')
+const { scheduleGASPSync } = require('../../js/provider/gasp')
 const { summary, progress, now, sleep, until } = require('../lib/common')
 
 const WAIT_MS = 20000

@@ -1,12 +1,12 @@
 'use strict'
-// The HTTP transport under load, on the real router (js/router.js) over loopback:
+// The HTTP transport under load, on the real router (js/provider/router.js) over loopback:
 // (a) long-poll delivery: N sessions opened over HTTP, one parked `POST .../lookup/read` per
 //     session (waitMs 25 s), one commit, and the time until every poll's answer is received and
 //     parsed by the client; every answer is checked to hold exactly the committed group;
 // (b) immediate reads per second: reads that answer without waiting (snapshot pages of a small
 //     page; caught-up live reads with waitMs 0) from 1 and 16 concurrent clients, in public mode;
 // (c) the caught-up live reads again with BRC-103 authentication (NativeAuthFetch clients, the router's
-//     own BRC-104 provider, js/brc104.js).
+//     own BRC-104 provider, js/auth/brc104.js).
 // Client and server share this process (one event loop): each figure includes the client's own
 // work (sending, receiving, JSON.parse), serialized with the server's on the same thread.
 

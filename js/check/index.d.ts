@@ -23,7 +23,7 @@ export interface CheckOptions {
   /** Time allowed per request beyond its wait (default 30000). */
   timeoutMs?: number
   /** The BRC-103 identity to use (default a fresh random one, its key held in the Rust core). */
-  wallet?: import('../wallet').NativeWallet
+  wallet?: import('../auth/wallet').NativeWallet
   /** Called with each result as it is decided. */
   onResult?: (result: CheckResult) => void
 }

@@ -5,7 +5,7 @@
 // check requires is in js/check/rules.js; how it is judged is in js/check/run.js.
 
 const { PrivateKey } = require('@bsv/sdk')
-const { NativeWallet } = require('../wallet')
+const { NativeWallet } = require('../auth/wallet')
 const { Run } = require('./run')
 const { RULES } = require('./rules')
 

@@ -8,7 +8,7 @@
 const http = require('node:http')
 const https = require('node:https')
 const zlib = require('node:zlib')
-const { NativeAuthFetch } = require('../authfetch')
+const { NativeAuthFetch } = require('../auth/authfetch')
 
 /** Bound on one answer's body: the profile's 4 MiB maximum plus room for a faulty provider. */
 const MAX_ANSWER_BYTES = 8 * 1024 * 1024

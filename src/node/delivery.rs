@@ -4,7 +4,7 @@
 //! created for the call and torn down on the JS thread after it. When one commit wakes a
 //! thousand long polls, a thousand of those teardowns queue up on the single JS thread, and
 //! the last poll is answered only after all of them. Here a read or an open carries a
-//! ticket chosen by JS instead (js/live.js keeps the promise); answers wait in a queue,
+//! ticket chosen by JS instead (js/provider/live.js keeps the promise); answers wait in a queue,
 //! and the JS thread is woken once for however many are waiting and settles them in one
 //! call.
 //!
@@ -24,7 +24,7 @@ use crate::session::{Ready, Reply, Response};
 /// to JS creates a few arrays, not a thousand objects and a thousand Buffers. `index`
 /// holds, per answer and in order, three numbers: ticket, status and body length.
 /// `bodies` holds the bodies end to end in regions, each ending exactly at its last body
-/// (a body never spans two). js/live.js (`settleCalls`) unpacks it, moving to the next
+/// (a body never spans two). js/provider/live.js (`settleCalls`) unpacks it, moving to the next
 /// region when a body does not fit in what is left of the current one. The index is a
 /// typed array, read by plain indexing, so unpacking it does not depend on optimized code
 /// for Buffer's read methods (which a full GC can discard).
@@ -120,7 +120,7 @@ impl Packed {
         }
         self.index.extend_from_slice(&[ticket, status, len]);
         if body.len() > CHUNK / 2 {
-            // A region of its own (js/live.js finds it there: it does not fit in the
+            // A region of its own (js/provider/live.js finds it there: it does not fit in the
             // region before, which ends exactly at its last body); a large snapshot
             // page, rendered already, is moved, not copied.
             self.cut();
@@ -293,7 +293,7 @@ impl Drop for Owed {
 mod tests {
     use super::*;
 
-    /// Takes a delivery and walks it as js/live.js `settleCalls` does: (ticket, status,
+    /// Takes a delivery and walks it as js/provider/live.js `settleCalls` does: (ticket, status,
     /// body) in order.
     fn deliver(p: &mut Packed) -> Vec<(u32, u32, Vec<u8>)> {
         let (index, regions) = p.take();

@@ -241,7 +241,7 @@ impl fmt::Display for StoreError {
             StoreError::Cancelled => write!(f, "the scan was cancelled"),
             StoreError::Closed => write!(f, "store is closed"),
             StoreError::Failed(m) => write!(f, "store failed earlier and must be reopened: {m}"),
-            // The prefix names the BRC-193 §8 limit kind; js/live.js reads it.
+            // The prefix names the BRC-193 §8 limit kind; js/provider/live.js reads it.
             StoreError::TooLarge(m) => write!(f, "permanent-group: {m}"),
         }
     }

@@ -7,10 +7,10 @@
 // BRC-193 §9 / BRC-192 §10.5.
 
 const crypto = require('node:crypto')
-const native = require('./native')
-const { NativeAuthFetch } = require('./authfetch')
+const native = require('../shared/native')
+const { NativeAuthFetch } = require('../auth/authfetch')
 
-const { PROFILE, PROFILE_LIMITS, canonicalize: canonicalJson, digest } = require('./wire')
+const { PROFILE, PROFILE_LIMITS, canonicalize: canonicalJson, digest } = require('../shared/wire')
 const PROFILE_MAX_BYTES = PROFILE_LIMITS.maxResponseBytes // BRC-193 §2
 const PROFILE_MAX_OBSERVATIONS = PROFILE_LIMITS.maxObservations
 const PROFILE_MAX_WAIT_MS = PROFILE_LIMITS.maxWaitMs
@@ -241,7 +241,7 @@ class LiveLookupClient {
    * @param {object} [o.authFetch] an @bsv/sdk AuthFetch or a NativeAuthFetch (BRC-103/104)
    * @param {Function} [o.fetch] plain fetch, for an explicitly unauthenticated public service
    * @param {CheckpointStore} o.store
-   * See js/client.d.ts for the other options.
+   * See js/client/client.d.ts for the other options.
    */
   constructor (options) {
     const { baseURL, authFetch, fetch, store, chain, limits = {}, requestTimeoutMs = 30000, chainTracker, verification } = options
@@ -275,7 +275,7 @@ class LiveLookupClient {
     this.retry = { initialMs: retry.initialMs ?? 500, maxMs: retry.maxMs ?? 30000 }
     this._capability = null
     this.manifest = null
-    // With a ChainTracker, evidence is verified after each receipt commit (js/verifier.js).
+    // With a ChainTracker, evidence is verified after each receipt commit (js/client/verifier.js).
     this.verifier = chainTracker ? new (require('./verifier').EvidenceVerifier)({ store, chainTracker, ...verification }) : null
   }
 

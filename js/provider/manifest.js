@@ -5,8 +5,8 @@
 // which capability digests requests may still select.
 
 const { PrivateKey } = require('@bsv/sdk')
-const native = require('./native')
-const wire = require('./wire')
+const native = require('../shared/native')
+const wire = require('../shared/wire')
 
 const { PROFILE, PROFILE_LIMITS } = wire
 const KEEP_DIGESTS = 32
@@ -18,7 +18,7 @@ class CapabilityManifest {
    * @param {{privateKey: string, baseURL: string, authentication: 'brc103'|'none',
    *          allowLocalHttp?: boolean, ttlSeconds?: number, now?: () => number,
    *          service?: string}} options `service` restricts the manifest to that one service
-   *          (a host that binds one service per base path, js/overlay-express.js)
+   *          (a host that binds one service per base path, js/provider/overlay-express.js)
    */
   constructor (live, options) {
     if (!/^[0-9a-f]{64}$/.test(options.privateKey || '')) {

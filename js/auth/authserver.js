@@ -2,7 +2,7 @@
 // The provider's side of BRC-103 mutual authentication over HTTP (BRC-104),
 // for the router's own routes: the handshake at /.well-known/auth, the check of
 // a signed request, and the signature of its answer, on the bytes of
-// js/brc104.js, so any BRC-104 client (AuthFetch in Node or a browser,
+// js/auth/brc104.js, so any BRC-104 client (AuthFetch in Node or a browser,
 // NativeAuthFetch) works unchanged. What it leaves out is what the router
 // never uses: certificate exchange, and unsigned fall-through on lookup routes.
 //

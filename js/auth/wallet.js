@@ -10,7 +10,7 @@
 // is never stored, logged or returned on the JS side.
 
 const { BigNumber, Hash, Signature, Utils } = require('@bsv/sdk')
-const { NativeWalletCore } = require('./native')
+const { NativeWalletCore } = require('../shared/native')
 
 /**
  * Bytes of `data` as the SDK hashes it: `Hash.sha256` and `sha256hmac` read
@@ -214,7 +214,7 @@ class NativeWallet {
 
 /**
  * The core behind a NativeWallet, for the package's own hot paths
- * (js/brc104.js) that call it with Buffers and flat arguments instead of
+ * (js/auth/brc104.js) that call it with Buffers and flat arguments instead of
  * the BRC-100 shapes; null if `wallet` is not a NativeWallet. Not exported
  * from the package root. The core only signs and verifies what the wallet's
  * own methods already would; the key still never leaves Rust.

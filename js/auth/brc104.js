@@ -4,8 +4,8 @@
 // sign and verify it. The bytes are those of @bsv/sdk 2.1.0 (AuthFetch and
 // SimplifiedFetchTransport on the client, Peer with
 // @bsv/auth-express-middleware 2.0.5 on the server), built here from Buffers
-// rather than number[] arrays. The provider side is js/authserver.js, the
-// client js/authfetch.js.
+// rather than number[] arrays. The provider side is js/auth/authserver.js, the
+// client js/auth/authfetch.js.
 
 const crypto = require('node:crypto')
 const { coreOf } = require('./wallet')

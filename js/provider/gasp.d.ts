@@ -1,4 +1,4 @@
-// Types of js/gasp.js: GASP between overlay nodes (docs/scaling.md).
+// Types of js/provider/gasp.js: GASP between overlay nodes (docs/scaling.md).
 import type { RequestHandler } from './router'
 
 /**

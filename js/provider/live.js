@@ -3,8 +3,8 @@
 // sessions, cursors, long polls) and runs the host callbacks that must stay in JS:
 // the companion's `select(query)` and `visibility(scope)`, and the host's `authorize(...)`.
 
-const native = require('./native')
-const wire = require('./wire')
+const native = require('../shared/native')
+const wire = require('../shared/wire')
 const ingest = require('./ingest')
 const anchor = require('./anchor')
 const { createHash } = require('node:crypto')
@@ -15,7 +15,7 @@ const DEFAULTS = {
   replaySeconds: 3600
 }
 
-/** Converts an ingest change (see js/ingest.d.ts) to the native shape. */
+/** Converts an ingest change (see js/provider/ingest.d.ts) to the native shape. */
 function toNativeChange (c) {
   if (c.op === 'refresh') {
     return { op: 'refresh', service: c.service, txid: c.txid, outputIndex: c.outputIndex, beef: Buffer.from(c.beef) }
@@ -132,7 +132,7 @@ class LiveLookup {
       maxConcurrentWork: o.maxConcurrentWork,
       accessPolicy: o.accessPolicy
     }))
-    // The restore anchor (js/anchor.js): `null` turns restore detection off.
+    // The restore anchor (js/provider/anchor.js): `null` turns restore detection off.
     const anchorPath = o.anchorPath === undefined ? anchor.defaultAnchorPath(o.dataDir) : o.anchorPath
     if (anchorPath !== null && typeof anchorPath !== 'string') {
       await core.closeStore()

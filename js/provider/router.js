@@ -4,13 +4,13 @@
 // {base}/overlay/v1/capabilities, plus POST /.well-known/auth for BRC-103.
 // Mount it at the application root before any body parser or compression: it
 // reads the raw body itself, under the 1 MiB bound, and answers with the exact
-// bytes the native core produced. BRC-103/104 is js/authserver.js.
+// bytes the native core produced. BRC-103/104 is js/auth/authserver.js.
 
 const express = require('express')
-const wire = require('./wire')
+const wire = require('../shared/wire')
 const { CapabilityManifest, PROFILE } = require('./manifest')
-const { NativeWallet } = require('./wallet')
-const { AuthServer } = require('./authserver')
+const { NativeWallet } = require('../auth/wallet')
+const { AuthServer } = require('../auth/authserver')
 
 const MAX_BODY = wire.PROFILE_LIMITS.maxRequestBytes
 const MAX_HEADER_BYTES = wire.PROFILE_LIMITS.maxHeaderBytes
@@ -205,7 +205,7 @@ function validateProvider (live, options, manifest) {
 }
 
 /**
- * Builds the router. See js/router.d.ts for the options.
+ * Builds the router. See js/provider/router.d.ts for the options.
  * @param {import('./live').LiveLookup} live
  */
 function createRouter (live, options = {}) {
@@ -249,7 +249,7 @@ function createRouter (live, options = {}) {
   /**
    * The exchange a request belongs to: null for a request without BRC-104
    * headers, false for one whose authentication fails, else the verified
-   * exchange (js/authserver.js).
+   * exchange (js/auth/authserver.js).
    */
   const exchangeOf = async (req, body) => {
     if (!AuthServer.signed(req)) return null

@@ -1,3 +1,3 @@
 'use strict'
 // The one place that loads the generated napi loader (index.js at the package root).
-module.exports = require('../index.js')
+module.exports = require('../../index.js')

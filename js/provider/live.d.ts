@@ -1,7 +1,7 @@
-// Types for js/live.js: the operator-facing LiveLookup.
+// Types for js/provider/live.js: the operator-facing LiveLookup.
 import type { LookupService, LiveCompanion, Change } from './ingest'
 import type { RouterOptions, LiveRouter } from './router'
-import type { LiveStats as NativeLiveStats } from '../index'
+import type { LiveStats as NativeLiveStats } from '../../index'
 
 export interface Chain {
   network: string

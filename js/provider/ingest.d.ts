@@ -1,4 +1,4 @@
-// Types for js/ingest.js: the layer between an @bsv/overlay Engine and the live change log.
+// Types for js/provider/ingest.js: the layer between an @bsv/overlay Engine and the live change log.
 // Hook payload types are declared structurally so that objects from either major version of
 // @bsv/sdk fit (the Engine of @bsv/overlay 0.4.6 hands out @bsv/sdk 1.x objects).
 

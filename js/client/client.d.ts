@@ -1,4 +1,4 @@
-// Types for js/client.js (lookup-live-v1 client, BRC-193).
+// Types for js/client/client.js (lookup-live-v1 client, BRC-193).
 
 /** A source, i.e. one session branch: the BRC-192 Scope minus chain, rules and epoch. */
 export interface SourceKey {
@@ -318,7 +318,7 @@ export interface FollowOptions {
   requiredRulesDigest?: string
 }
 
-/** @bsv/sdk's AuthFetch or this package's NativeAuthFetch (js/authfetch.d.ts). */
+/** @bsv/sdk's AuthFetch or this package's NativeAuthFetch (js/auth/authfetch.d.ts). */
 export interface AuthFetchLike {
   fetch (url: string, config: { method: string; headers: Record<string, string>; body?: string; signal?: AbortSignal }): Promise<Response>
 }
@@ -366,7 +366,7 @@ export declare class LiveLookupClient {
     limits?: Limits
     /** Added to the long-poll wait for each request's deadline. Default 30000. */
     requestTimeoutMs?: number
-    /** With a ChainTracker, evidence is verified after each receipt commit (js/verifier.js). */
+    /** With a ChainTracker, evidence is verified after each receipt commit (js/client/verifier.js). */
     chainTracker?: import('./verifier').ChainTrackerLike
     verification?: import('./verifier').VerificationSettings
   })

@@ -222,7 +222,7 @@ function raceSignal (promise, signal) {
 class NativeAuthFetch {
   /**
    * @param {object} wallet a NativeWallet (its Rust core is called directly) or any BRC-100 wallet
-   * @param {object} [options] see js/authfetch.d.ts
+   * @param {object} [options] see js/auth/authfetch.d.ts
    */
   constructor (wallet, options = {}) {
     if (!wallet || typeof wallet !== 'object') throw new TypeError('NativeAuthFetch needs a wallet')
@@ -261,7 +261,7 @@ class NativeAuthFetch {
   /**
    * fetch() without the Response: resolves the verified answer as {status,
    * headers: Map of the same headers, body: Buffer}, with no 402 step. For
-   * LiveLookupClient (js/client.js), which reads the bytes and a few headers.
+   * LiveLookupClient (js/client/client.js), which reads the bytes and a few headers.
    */
   async _fetchBytes (url, config = {}) {
     const parsed = new URL(url)

@@ -1,4 +1,4 @@
-// Types for js/authfetch.js: a BRC-104 client for Node, wire-compatible with
+// Types for js/auth/authfetch.js: a BRC-104 client for Node, wire-compatible with
 // @bsv/sdk's AuthFetch and @bsv/auth-express-middleware servers.
 
 export interface NativeAuthFetchOptions {

@@ -16,12 +16,12 @@
 
 const { CapabilityManifest, PROFILE } = require('./manifest')
 const { validateProvider } = require('./router')
-const wire = require('./wire')
+const wire = require('../shared/wire')
 
 /**
  * @param {object} server an OverlayExpress instance, after configureEngine() and before start()
  * @param {import('./live').LiveLookup} live
- * @param {object} routerOptions see js/router.d.ts
+ * @param {object} routerOptions see js/provider/router.d.ts
  */
 async function mountOnOverlayExpress (server, live, routerOptions) {
   if (!server || !server.app || typeof server.app.use !== 'function') {

@@ -1,4 +1,4 @@
-// Types for js/router.js.
+// Types for js/provider/router.js.
 /** An Express middleware (kept structural so no Express type package is needed). */
 export type RequestHandler = (req: any, res: any, next: (err?: unknown) => void) => void
 
@@ -29,7 +29,7 @@ export interface LiveRouter extends RequestHandler {
     bytes (): Buffer
   }
   /** The BRC-104 wallet in use (a NativeWallet by default); null in public mode. */
-  wallet: import('./wallet').NativeWallet | unknown | null
+  wallet: import('../auth/wallet').NativeWallet | unknown | null
   /** The BRC-103 provider side (null in public mode): `sessions.size` is the number of live sessions. */
   auth: { identityKey: string; sessions: { readonly size: number } } | null
 }

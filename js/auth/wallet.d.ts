@@ -1,4 +1,4 @@
-// Types for js/wallet.js: the BRC-100 subset that BRC-103/104 authentication
+// Types for js/auth/wallet.js: the BRC-100 subset that BRC-103/104 authentication
 // uses, with the argument and result shapes of @bsv/sdk's ProtoWallet.
 
 /** `[securityLevel, protocolName]` (BRC-43). */
