@@ -18,10 +18,10 @@ use crate::client::journal::{Anchor, Placement};
 use crate::client::reconcile::{Received, ReconcilerConfig, StepOutcome, VerificationResult, VerificationStatus};
 use crate::bitcoin::tx::Hash32;
 
-/// The message starts with `[code] `; the JS wrapper (`js/client.js`) moves it to
-/// `error.code`. (napi 3 class methods only throw `Status`-coded errors.)
+/// Client errors keep their code (src/node/error.rs; napi 3 class methods only throw
+/// `Status`-coded errors, so the fields travel in the message).
 fn err(e: ClientError) -> napi::Error {
-    napi::Error::new(napi::Status::GenericFailure, format!("[{}] {}", e.code.as_str(), e.message))
+    super::error::status_error(e)
 }
 
 fn invalid(m: impl Into<String>) -> napi::Error {
