@@ -36,14 +36,20 @@ class LiveLookupError extends Error {
 
 // --- native store wrapper --------------------------------------------------
 
-// The native layer prefixes messages with "[code] "; surface it as error.code.
+// Native errors arrive with their fields set (js/native.js); the client's own type carries them.
+function fromNative (e, prefix = '') {
+  if (!e || typeof e.code !== 'string' || e.retryable === undefined) return e
+  const extra = { retryable: e.retryable, cause: e.cause }
+  if (e.retryAfterMs !== undefined) extra.retryAfterMs = e.retryAfterMs
+  if (e.limit !== undefined) extra.limit = e.limit
+  return new LiveLookupError(e.code, prefix + e.message, extra)
+}
+
 function nativeCall (fn) {
   try {
     return fn()
   } catch (e) {
-    const m = /^\[([a-z-]+)\] ([\s\S]*)$/.exec(e && e.message)
-    if (m) throw new LiveLookupError(m[1], m[2])
-    throw e
+    throw fromNative(e)
   }
 }
 
@@ -199,8 +205,9 @@ function checkHeaders (res, max) {
 }
 
 function nativeManifestError (e) {
-  const m = /^([a-z-]+): ([\s\S]*)$/.exec(e && e.message)
-  return m ? new LiveLookupError(m[1], `capability manifest: ${m[2]}`) : new LiveLookupError('invalid', `capability manifest: ${e && e.message}`)
+  return e && typeof e.code === 'string' && e.retryable !== undefined
+    ? fromNative(e, 'capability manifest: ')
+    : new LiveLookupError('invalid', `capability manifest: ${e && e.message}`)
 }
 
 function sameChain (a, b) {

@@ -48,32 +48,8 @@ function toNativeChange (c) {
   }
 }
 
-/**
- * Async native calls reject with a `[code] message` text (napi promises carry
- * no custom code); this restores `err.code` and `err.status`.
- */
-function nativeError (err) {
-  const m = /^\[([a-z-]+)\] ([\s\S]*)$/.exec(err && err.message)
-  if (m) {
-    err.message = m[2]
-    err.code = m[1]
-    err.status = wire.statusOf(m[1])
-  }
-  // A group the provider's limits can never serve (BRC-193 §8 `permanent-group`).
-  if (err && err.code === 'limited' && /^permanent-group: /.test(err.message)) err.limit = { kind: 'permanent-group' }
-  return err
-}
-
 function isPermanentGroup (err) {
   return !!(err && err.limit && err.limit.kind === 'permanent-group')
-}
-
-async function call (promise) {
-  try {
-    return await promise
-  } catch (err) {
-    throw nativeError(err)
-  }
 }
 
 /**
@@ -113,7 +89,7 @@ class LiveLookup {
     // A store created by this open has a new epoch nobody holds a cursor for: an anchor
     // from an earlier store in this place says nothing about it.
     const fresh = anchor.isEmptyDir(o.dataDir)
-    const core = await call(native.openLive({
+    const core = await native.openLive({
       dataDir: o.dataDir,
       create: !!o.create,
       provider: o.provider,
@@ -131,7 +107,7 @@ class LiveLookup {
       maxWaitersPerPrincipal: o.maxWaitersPerPrincipal,
       maxConcurrentWork: o.maxConcurrentWork,
       accessPolicy: o.accessPolicy
-    }))
+    })
     // The restore anchor (js/provider/anchor.js): `null` turns restore detection off.
     const anchorPath = o.anchorPath === undefined ? anchor.defaultAnchorPath(o.dataDir) : o.anchorPath
     if (anchorPath !== null && typeof anchorPath !== 'string') {
@@ -212,7 +188,7 @@ class LiveLookup {
   async commit (changes) {
     if (!changes || changes.length === 0) return null
     try {
-      return await call(this.core.commit(changes.map(toNativeChange)))
+      return await this.core.commit(changes.map(toNativeChange))
     } catch (err) {
       if (isPermanentGroup(err)) this.logEvent({ op: 'commit', action: 'refused', changes: changes.length, reason: err.message })
       throw err
@@ -231,7 +207,7 @@ class LiveLookup {
   async recorded (changes, divisible) {
     if (!changes || changes.length === 0) return null
     const native = changes.map(toNativeChange)
-    const r = await call(divisible ? this.core.commitDivisibleRecorded(native) : this.core.commitRecorded(native))
+    const r = await (divisible ? this.core.commitDivisibleRecorded(native) : this.core.commitRecorded(native))
     const sequence = r.sequence ?? null
     if (r.reclaimedGroups > 0) this.logEvent({ op: 'retention', action: 'reclaimed', groups: r.reclaimedGroups, sequence })
     if (r.unservable > 0) this.logEvent({ op: 'commit', action: 'unservable', changes: changes.length, groups: r.unservable, sequence })
@@ -246,7 +222,7 @@ class LiveLookup {
    */
   async commitDivisible (changes) {
     if (!changes || changes.length === 0) return null
-    return call(this.core.commitDivisible(changes.map(toNativeChange)))
+    return this.core.commitDivisible(changes.map(toNativeChange))
   }
 
   /**
@@ -317,7 +293,7 @@ class LiveLookup {
     let at = null
     let after = null
     do {
-      const page = await call(this.core.scanMembers(service, at, after, 1024, false))
+      const page = await this.core.scanMembers(service, at, after, 1024, false)
       at = page.at
       after = page.next
       for (const row of page.rows) out.push({ txid: row.txid, outputIndex: row.outputIndex, topic: row.topic })
@@ -425,7 +401,7 @@ class LiveLookup {
       const invalidations = [...this.services.keys()].sort().map(service => ({ op: 'invalidate', service, contextId: ended, reason }))
       let sequence
       try {
-        sequence = await call(this.core.commit([...invalidations, ...refreshes].map(toNativeChange)))
+        sequence = await this.core.commit([...invalidations, ...refreshes].map(toNativeChange))
       } catch (err) {
         // The coherent group cannot fit the provider's own limits (more affected members than
         // one batch carries): a new epoch re-seeded from the Engine instead (BRC-193 §3).
@@ -462,7 +438,7 @@ class LiveLookup {
       let after = null
       try {
         do {
-          const page = await call(this.core.scanMembers(service, at, after, 256))
+          const page = await this.core.scanMembers(service, at, after, 256)
           at = page.at
           after = page.next
           for (const row of page.rows) {
@@ -508,7 +484,7 @@ class LiveLookup {
       }
     }
     const changes = [...groups.flat(), ...extra]
-    const { epoch, sequence } = await call(this.core.resetEpochWith(changes.map(toNativeChange)))
+    const { epoch, sequence } = await this.core.resetEpochWith(changes.map(toNativeChange))
     // A new epoch re-seeded from the Engine is what a restored store waits for.
     this.restoredPending = null
     // Its rows are indexed under the services' current rules.
@@ -743,7 +719,7 @@ class LiveLookup {
     if (typeof service !== 'string') throw new TypeError('prohibit needs a service')
     if (!Array.isArray(outpoints)) throw new TypeError('outpoints must be an array')
     const named = outpoints.map(o => typeof o === 'string' ? o : `${o && o.txid}.${o && o.outputIndex}`)
-    return call(this.core.prohibit(service, named, where === undefined ? null : where, String(reason)))
+    return this.core.prohibit(service, named, where === undefined ? null : where, String(reason))
   }
 
   /**
@@ -762,7 +738,7 @@ class LiveLookup {
         throw new TypeError('partitions and principals must be arrays of strings')
       }
     }
-    return call(this.core.changePolicy(partitions ?? null, principals ?? null))
+    return this.core.changePolicy(partitions ?? null, principals ?? null)
   }
 
   /** The `scope.access` that sessions of `partition` get now (a digest, never a credential). */
@@ -837,7 +813,7 @@ class LiveLookup {
     // Every waiting poll is answered now (an empty live batch with current watermarks), so
     // an HTTP server closing after this does not wait out long polls; later opens and reads
     // get 503 unavailable with retryAfterMs.
-    await call(this.core.shutDown())
+    await this.core.shutDown()
     await this.settled()
     if (this.compacting) await this.compacting
     try {
@@ -1006,4 +982,4 @@ function topicsServedBy (engine, serviceName) {
   return Object.keys(engine.managers || {})
 }
 
-module.exports = { LiveLookup, toNativeChange, nativeError }
+module.exports = { LiveLookup, toNativeChange }

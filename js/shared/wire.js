@@ -1,7 +1,7 @@
 'use strict'
 // JS face of the Rust `wire` module: strict request parsing, RFC 8785 canonical
 // JSON and BRC-192 digests. Every failure is an Error with `.code` (the wire
-// error code, e.g. 'invalid') and `.status` (its HTTP status, BRC-193 §6).
+// error code, e.g. 'invalid') and `.status` (its HTTP status, BRC-193 §6), set by js/shared/native.js.
 
 const native = require('./native')
 
@@ -27,19 +27,6 @@ function wireError (code, message) {
   return err
 }
 
-// Native errors carry the wire code as `.code`; add the status. Errors that are
-// not wire errors (none are expected) pass through unchanged.
-function call (fn) {
-  try {
-    return fn()
-  } catch (err) {
-    if (err && typeof err.code === 'string' && statusOf(err.code) !== undefined) {
-      err.status = statusOf(err.code)
-    }
-    throw err
-  }
-}
-
 function requestBody (body) {
   if (typeof body === 'string') {
     // Converting a JS string to UTF-8 would silently turn a raw lone surrogate
@@ -60,17 +47,17 @@ function requestBytes (body) {
 
 /** Parses and validates an Open request body; returns the normalized Open. */
 function parseOpen (body) {
-  return call(() => native.wireParseOpen(requestBody(body)))
+  return native.wireParseOpen(requestBody(body))
 }
 
 /** Parses and validates a Read request body. */
 function parseRead (body) {
-  return call(() => native.wireParseRead(requestBody(body)))
+  return native.wireParseRead(requestBody(body))
 }
 
 /** Parses and validates a Close request body. */
 function parseClose (body) {
-  return call(() => native.wireParseClose(requestBody(body)))
+  return native.wireParseClose(requestBody(body))
 }
 
 // JSON text of a JS value with JSON.stringify semantics (toJSON, undefined
@@ -95,14 +82,14 @@ function jsonText (value) {
 /** RFC 8785 canonical JSON of a JS value. */
 function canonicalize (value) {
   const text = jsonText(value)
-  return call(() => native.wireCanonicalizeJson(text))
+  return native.wireCanonicalizeJson(text)
 }
 
 /** digest(T, B) of BRC-192 §1: lowercase hex SHA-256 of "BRC-OUTPUT/1/"+T, 0x00, JCS(B). */
 function digest (type, body) {
   if (typeof type !== 'string') throw wireError('invalid', 'packet type must be a string')
   const text = jsonText(body)
-  return call(() => native.wireDigestJson(type, text))
+  return native.wireDigestJson(type, text)
 }
 
 /**
@@ -113,7 +100,7 @@ function errorBody (code, message, options) {
   if (typeof code !== 'string' || typeof message !== 'string') {
     throw wireError('invalid', 'errorBody(code, message) takes two strings')
   }
-  return call(() => native.wireErrorBody(code, message, options == null ? undefined : options))
+  return native.wireErrorBody(code, message, options == null ? undefined : options)
 }
 
 module.exports = {

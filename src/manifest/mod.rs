@@ -42,25 +42,8 @@ pub use crate::wire::limits::{
     PROVIDER_MIN_BYTES as PROFILE_MIN_RESPONSE_BYTES,
 };
 
-/// BRC-192 §6 error codes this module can produce.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorCode {
-    Invalid,
-    Unsupported,
-    ContextChanged,
-    Expired,
-}
-
-impl ErrorCode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::Invalid => "invalid",
-            ErrorCode::Unsupported => "unsupported",
-            ErrorCode::ContextChanged => "context-changed",
-            ErrorCode::Expired => "expired",
-        }
-    }
-}
+/// Manifest failures use the protocol's one code set (BRC-192 §6).
+pub use crate::wire::ErrorCode;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ManifestError {

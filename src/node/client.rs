@@ -18,10 +18,10 @@ use crate::client::journal::{Anchor, Placement};
 use crate::client::reconcile::{Received, ReconcilerConfig, StepOutcome, VerificationResult, VerificationStatus};
 use crate::bitcoin::tx::Hash32;
 
-/// The message starts with `[code] `; the JS wrapper (`js/client.js`) moves it to
-/// `error.code`. (napi 3 class methods only throw `Status`-coded errors.)
+/// Client errors keep their code (src/node/error.rs; napi 3 class methods only throw
+/// `Status`-coded errors, so the fields travel in the message).
 fn err(e: ClientError) -> napi::Error {
-    napi::Error::new(napi::Status::GenericFailure, format!("[{}] {}", e.code.as_str(), e.message))
+    super::error::status_error(e)
 }
 
 fn invalid(m: impl Into<String>) -> napi::Error {
@@ -131,7 +131,7 @@ impl JsCheckpointStore {
     }
 
     /// The newest generation's committed position, or null.
-    #[napi(ts_return_type = "any /* see js/client.d.ts: Checkpoint | null */")]
+    #[napi(ts_return_type = "any /* see js/client/client.d.ts: Checkpoint | null */")]
     pub fn checkpoint(&self, source_key: JsSourceKey) -> napi::Result<Value> {
         let k = key(source_key)?;
         let cp = self.with(|s| s.checkpoint(&k))?;
@@ -150,7 +150,7 @@ impl JsCheckpointStore {
     /// Checks and commits one batch from its exact response bytes, durably, against
     /// the committed cursor (`null` for the open response).
     #[napi(
-        ts_return_type = "any /* see js/client.d.ts: CommitOutcome */"
+        ts_return_type = "any /* see js/client/client.d.ts: CommitOutcome */"
     )]
     pub fn commit_batch(
         &self,
@@ -180,7 +180,7 @@ impl JsCheckpointStore {
     }
 
     /// Marks a received group verified; accepts what that unblocks, in order.
-    #[napi(ts_return_type = "any /* see js/client.d.ts: CommitOutcome */")]
+    #[napi(ts_return_type = "any /* see js/client/client.d.ts: CommitOutcome */")]
     pub fn mark_verified(&self, source_key: JsSourceKey, generation_: i64, group_id: String) -> napi::Result<Value> {
         let k = key(source_key)?;
         let g = generation(generation_)?;
@@ -189,20 +189,20 @@ impl JsCheckpointStore {
     }
 
     /// Published membership (current generation), present and absent rows.
-    #[napi(ts_return_type = "any /* see js/client.d.ts: Member[] */")]
+    #[napi(ts_return_type = "any /* see js/client/client.d.ts: Member[] */")]
     pub fn members(&self, source_key: JsSourceKey) -> napi::Result<Value> {
         let k = key(source_key)?;
         members_json(self.with(|s| s.members(&k))?)
     }
 
     /// The replacement generation's accepted rows while it is incomplete.
-    #[napi(ts_return_type = "any /* see js/client.d.ts: Member[] */")]
+    #[napi(ts_return_type = "any /* see js/client/client.d.ts: Member[] */")]
     pub fn partial_members(&self, source_key: JsSourceKey) -> napi::Result<Value> {
         let k = key(source_key)?;
         members_json(self.with(|s| s.partial_members(&k))?)
     }
 
-    #[napi(ts_return_type = "any /* see js/client.d.ts: SourceState */")]
+    #[napi(ts_return_type = "any /* see js/client/client.d.ts: SourceState */")]
     pub fn state(&self, source_key: JsSourceKey) -> napi::Result<Value> {
         let k = key(source_key)?;
         let st = self.with(|s| s.state(&k))?;
@@ -325,7 +325,7 @@ impl JsCheckpointStore {
     }
 
     /// A confirmed transaction outside the journal: preverified, or placed in a block.
-    #[napi(ts_return_type = "any /* see js/client.d.ts: StepOutcome */")]
+    #[napi(ts_return_type = "any /* see js/client/client.d.ts: StepOutcome */")]
     pub fn add_anchor(&self, raw: Buffer, placement_: Option<JsPlacement>) -> napi::Result<Value> {
         let anchor = match placement_ {
             Some(p) => Anchor::Placed { placement: placement(p)? },
@@ -335,7 +335,7 @@ impl JsCheckpointStore {
     }
 
     /// One receive of raw transactions: the next journal position.
-    #[napi(ts_return_type = "any /* see js/client.d.ts: StepOutcome */")]
+    #[napi(ts_return_type = "any /* see js/client/client.d.ts: StepOutcome */")]
     pub fn receive_transactions(&self, source: String, items: Vec<JsReceived>) -> napi::Result<Value> {
         let items: Vec<Received> =
             items.into_iter().map(|i| Received { raw: i.raw.to_vec(), evidence: i.evidence.map(|e| e.to_vec()).unwrap_or_default() }).collect();
@@ -343,13 +343,13 @@ impl JsCheckpointStore {
     }
 
     /// Makes a defined context active (takes a journal position; reassesses affected components).
-    #[napi(ts_return_type = "any /* see js/client.d.ts: StepOutcome */")]
+    #[napi(ts_return_type = "any /* see js/client/client.d.ts: StepOutcome */")]
     pub fn set_context(&self, id: String) -> napi::Result<Value> {
         self.with(|s| s.set_context(&id)).map(step)
     }
 
     /// Verification work for the current context (of one txid, or all).
-    #[napi(ts_return_type = "any /* see js/client.d.ts: VerificationJob[] */")]
+    #[napi(ts_return_type = "any /* see js/client/client.d.ts: VerificationJob[] */")]
     pub fn pending_verifications(&self, txid: Option<String>) -> napi::Result<Value> {
         let t = txid.map(|t| hash("txid", &t)).transpose()?;
         let jobs = self.with(|s| s.pending_verifications(t.as_ref()))?;
@@ -370,7 +370,7 @@ impl JsCheckpointStore {
 
     /// The evidence variants of a transaction with their recorded verdicts (status,
     /// context and the verifier's reason), or null for an unknown transaction.
-    #[napi(ts_return_type = "any /* see js/client.d.ts: VariantVerdict[] | null */")]
+    #[napi(ts_return_type = "any /* see js/client/client.d.ts: VariantVerdict[] | null */")]
     pub fn verdicts(&self, txid: String) -> napi::Result<Value> {
         let t = hash("txid", &txid)?;
         let rec = self.with(|s| s.transaction(&t))?;
@@ -385,7 +385,7 @@ impl JsCheckpointStore {
     }
 
     /// Hands verifier results back through the port, all in one commit.
-    #[napi(ts_return_type = "any /* see js/client.d.ts: StepOutcome */")]
+    #[napi(ts_return_type = "any /* see js/client/client.d.ts: StepOutcome */")]
     pub fn accept_verifications(&self, results: Vec<JsVerificationResult>) -> napi::Result<Value> {
         let mut out = Vec::with_capacity(results.len());
         for r in results {
@@ -420,7 +420,7 @@ impl JsCheckpointStore {
     }
 
     /// Records a verified Merkle placement of a journal transaction.
-    #[napi(ts_return_type = "any /* see js/client.d.ts: StepOutcome */")]
+    #[napi(ts_return_type = "any /* see js/client/client.d.ts: StepOutcome */")]
     pub fn add_placement(&self, txid: String, placement_: JsPlacement) -> napi::Result<Value> {
         let t = hash("txid", &txid)?;
         let p = placement(placement_)?;
@@ -428,13 +428,13 @@ impl JsCheckpointStore {
     }
 
     /// Current / spent / pending / conflicting / stale summary, or null before configuration.
-    #[napi(ts_return_type = "any /* see js/client.d.ts: ReconciledView | null */")]
+    #[napi(ts_return_type = "any /* see js/client/client.d.ts: ReconciledView | null */")]
     pub fn reconciled_view(&self) -> napi::Result<Value> {
         Ok(self.with(|s| s.reconciled_view())?.map(view_json).unwrap_or(Value::Null))
     }
 
     /// The BRC-192 §10.5 ReconciledState (U64 values as strings), or null.
-    #[napi(ts_return_type = "any /* see js/client.d.ts: ReconciledState | null */")]
+    #[napi(ts_return_type = "any /* see js/client/client.d.ts: ReconciledState | null */")]
     pub fn reconciled_state(&self, network: String, genesis_hash: String) -> napi::Result<Value> {
         let chain = client::parse::Chain { network, genesis_hash };
         Ok(self.with(|s| s.reconciled_state(&chain))?.unwrap_or(Value::Null))
@@ -442,7 +442,7 @@ impl JsCheckpointStore {
 
     /// Members, partial members, source state and the reconciled view of one revision,
     /// read together under the commit lock.
-    #[napi(ts_return_type = "any /* see js/client.d.ts: RevisionSnapshot */")]
+    #[napi(ts_return_type = "any /* see js/client/client.d.ts: RevisionSnapshot */")]
     pub fn revision_snapshot(&self, source_key: JsSourceKey) -> napi::Result<Value> {
         let k = key(source_key)?;
         let snap = self.with(|s| s.revision_snapshot(&k))?;

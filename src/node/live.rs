@@ -17,20 +17,13 @@ use crate::wire::Limits;
 
 use super::delivery::{DeliveredAnswers, Delivery, Owed};
 use super::error::{coded, guard, invalid_arg, js_error, JsResult};
+use crate::wire::ErrorCode;
 
 type Res<T> = JsResult<T>;
 
+/// Store failures keep their code, limit kind and cause (src/node/error.rs).
 fn store_error(e: crate::store::StoreError) -> napi::Error<String> {
-    use crate::store::StoreError as E;
-    let code = match &e {
-        // A configured cap, or a group the provider's limits can never serve (its message
-        // starts with `permanent-group:`): explicit, and not worth retrying as is.
-        E::Limit { .. } | E::TooLarge(_) => "limited",
-        E::Missing { .. } | E::Invalid(_) => "invalid",
-        E::Gone(_) => "reset-required",
-        _ => "unavailable",
-    };
-    coded(code, e.to_string())
+    js_error(e)
 }
 
 #[napi(object)]
@@ -327,19 +320,19 @@ fn respond(r: crate::session::Response) -> NativeResponse {
 }
 
 /// Runs store work on a blocking thread, with panics caught. Promises of async
-/// napi functions can only reject with a plain `napi::Error`, so the wire code is
-/// carried as a `[code] ` message prefix that js/live.js turns back into `.code`.
+/// napi functions can only reject with a plain `napi::Error`; the fields travel in the
+/// message as src/node/error.rs encodes them.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Res<T> + Send + 'static) -> napi::Result<T> {
     tokio::task::spawn_blocking(move || std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)))
         .await
-        .map_err(|e| coded("unavailable", format!("native task failed: {e}")))
-        .and_then(|r| r.map_err(|_| coded("unavailable", "native code panicked")))
+        .map_err(|e| coded(ErrorCode::Unavailable, format!("native task failed: {e}")))
+        .and_then(|r| r.map_err(|_| coded(ErrorCode::Unavailable, "native code panicked")))
         .and_then(|r| r)
         .map_err(to_async)
 }
 
 fn to_async(e: napi::Error<String>) -> napi::Error {
-    napi::Error::new(napi::Status::GenericFailure, format!("[{}] {}", e.status, e.reason))
+    napi::Error::new(napi::Status::GenericFailure, e.reason)
 }
 
 /// Opens (or creates) the store and the provider on top of it.
@@ -358,7 +351,7 @@ pub async fn open_live(config: LiveConfig) -> napi::Result<NativeLive> {
             config.max_observations.unwrap_or(crate::wire::limits::PROFILE_MAX_OBSERVATIONS),
             config.max_wait_ms.unwrap_or(crate::wire::limits::PROFILE_MAX_WAIT_MS),
         )
-        .map_err(|e| coded("invalid", e))?;
+        .map_err(invalid_arg)?;
         let defaults = Caps::default();
         let caps = Caps {
             max_sessions_per_principal: config.max_sessions_per_principal.map(|v| v as usize).unwrap_or(defaults.max_sessions_per_principal),
@@ -668,7 +661,7 @@ impl NativeLive {
                         store
                             .blob_at(&r.beef)
                             .map_err(store_error)?
-                            .ok_or_else(|| coded("unavailable", "a member's evidence blob is missing"))?
+                            .ok_or_else(|| coded(ErrorCode::Unavailable, "a member's evidence blob is missing"))?
                             .to_vec()
                             .into(),
                     ),

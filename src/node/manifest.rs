@@ -7,7 +7,7 @@
 use std::cell::RefCell;
 
 use napi::bindgen_prelude::{Buffer, FnArgs, Function};
-use napi::{Error, Result, Status};
+use napi::{Error, Result};
 use napi_derive::napi;
 use secp256k1::SecretKey;
 use serde_json::Value;
@@ -15,11 +15,11 @@ use serde_json::Value;
 use crate::manifest::{self, ManifestConfig, ManifestError};
 
 fn manifest_error(e: ManifestError) -> Error {
-    Error::new(Status::InvalidArg, format!("{}: {}", e.code.as_str(), e.message))
+    super::error::status_error(e)
 }
 
 fn invalid(message: impl Into<String>) -> Error {
-    Error::new(Status::InvalidArg, format!("invalid: {}", message.into()))
+    manifest_error(ManifestError::new(crate::wire::ErrorCode::Invalid, message))
 }
 
 fn secret_key(hex_key: &str) -> Result<SecretKey> {

@@ -1,18 +1,22 @@
 //! napi glue for `crate::wallet`: argument conversion and error mapping only.
-//! The JS layer (js/wallet.js) turns ProtoWallet-shaped arguments into these
+//! The JS layer (js/auth/wallet.js) turns ProtoWallet-shaped arguments into these
 //! flat calls; the root key is taken once and never handed back.
 use napi::bindgen_prelude::{Buffer, BufferSlice};
-use napi::{Error, Result, Status};
+use napi::{Error, Result};
 use napi_derive::napi;
 
 use crate::wallet::{self, KeyRef, Wallet, WalletError};
 
 fn js(e: WalletError) -> Error {
-    Error::new(Status::GenericFailure, e.to_string())
+    super::error::status_error(e)
+}
+
+fn invalid(message: &str) -> Error {
+    js(WalletError::new(message))
 }
 
 fn hash32(bytes: &[u8]) -> Result<&[u8; 32]> {
-    bytes.try_into().map_err(|_| Error::new(Status::InvalidArg, "hash must be 32 bytes"))
+    bytes.try_into().map_err(|_| invalid("hash must be 32 bytes"))
 }
 
 /// The hash a call signs or verifies: SHA-256 of `data`, or `hash` as given.
@@ -85,7 +89,7 @@ impl NativeWalletCore {
     ) -> Result<bool> {
         let hash = digest(data, hash)?;
         let compact: &[u8; 64] =
-            (&compact[..]).try_into().map_err(|_| Error::new(Status::InvalidArg, "signature must be r || s"))?;
+            (&compact[..]).try_into().map_err(|_| invalid("signature must be r || s"))?;
         self.wallet.verify_signature(&key.key(), key.for_self(), &hash, compact).map_err(js)
     }
 
