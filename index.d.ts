@@ -25,19 +25,19 @@ export declare class CheckpointStore {
   pendingOpen(label: string): string | null
   sourceForLabel(label: string): SourceKey | null
   /** The newest generation's committed position, or null. */
-  checkpoint(sourceKey: SourceKey): any /* see js/client.d.ts: Checkpoint | null */
+  checkpoint(sourceKey: SourceKey): any /* see js/client/client.d.ts: Checkpoint | null */
   /**
    * Checks and commits one batch from its exact response bytes, durably, against
    * the committed cursor (`null` for the open response).
    */
-  commitBatch(sourceKey: SourceKey, generation: number, expectedCursor: string | undefined | null, batch: Buffer, options?: CommitBatchOptions | undefined | null): any /* see js/client.d.ts: CommitOutcome */
+  commitBatch(sourceKey: SourceKey, generation: number, expectedCursor: string | undefined | null, batch: Buffer, options?: CommitBatchOptions | undefined | null): any /* see js/client/client.d.ts: CommitOutcome */
   /** Marks a received group verified; accepts what that unblocks, in order. */
-  markVerified(sourceKey: SourceKey, generation: number, groupId: string): any /* see js/client.d.ts: CommitOutcome */
+  markVerified(sourceKey: SourceKey, generation: number, groupId: string): any /* see js/client/client.d.ts: CommitOutcome */
   /** Published membership (current generation), present and absent rows. */
-  members(sourceKey: SourceKey): any /* see js/client.d.ts: Member[] */
+  members(sourceKey: SourceKey): any /* see js/client/client.d.ts: Member[] */
   /** The replacement generation's accepted rows while it is incomplete. */
-  partialMembers(sourceKey: SourceKey): any /* see js/client.d.ts: Member[] */
-  state(sourceKey: SourceKey): any /* see js/client.d.ts: SourceState */
+  partialMembers(sourceKey: SourceKey): any /* see js/client/client.d.ts: Member[] */
+  state(sourceKey: SourceKey): any /* see js/client/client.d.ts: SourceState */
   revision(): number
   /** Creates the reconciliation journal (or checks an existing one's configuration). */
   configureReconciler(config: JsReconcilerConfig): void
@@ -48,38 +48,38 @@ export declare class CheckpointStore {
   /** Names a finality context without headers: tip height and median time past (U64 strings). */
   defineContext(id: string, tipHeight: string, medianTimePast: string): void
   /** A confirmed transaction outside the journal: preverified, or placed in a block. */
-  addAnchor(raw: Buffer, placement?: JsPlacement | undefined | null): any /* see js/client.d.ts: StepOutcome */
+  addAnchor(raw: Buffer, placement?: JsPlacement | undefined | null): any /* see js/client/client.d.ts: StepOutcome */
   /** One receive of raw transactions: the next journal position. */
-  receiveTransactions(source: string, items: Array<JsReceived>): any /* see js/client.d.ts: StepOutcome */
+  receiveTransactions(source: string, items: Array<JsReceived>): any /* see js/client/client.d.ts: StepOutcome */
   /** Makes a defined context active (takes a journal position; reassesses affected components). */
-  setContext(id: string): any /* see js/client.d.ts: StepOutcome */
+  setContext(id: string): any /* see js/client/client.d.ts: StepOutcome */
   /** Verification work for the current context (of one txid, or all). */
-  pendingVerifications(txid?: string | undefined | null): any /* see js/client.d.ts: VerificationJob[] */
+  pendingVerifications(txid?: string | undefined | null): any /* see js/client/client.d.ts: VerificationJob[] */
   /** The exact evidence bytes of a verification job (null if unknown). */
   verificationEvidence(txid: string, variantId: string): Buffer | null
   /**
    * The evidence variants of a transaction with their recorded verdicts (status,
    * context and the verifier's reason), or null for an unknown transaction.
    */
-  verdicts(txid: string): any /* see js/client.d.ts: VariantVerdict[] | null */
+  verdicts(txid: string): any /* see js/client/client.d.ts: VariantVerdict[] | null */
   /** Hands verifier results back through the port, all in one commit. */
-  acceptVerifications(results: Array<JsVerificationResult>): any /* see js/client.d.ts: StepOutcome */
+  acceptVerifications(results: Array<JsVerificationResult>): any /* see js/client/client.d.ts: StepOutcome */
   /**
    * Clears `limited` verdicts measured against another budget than `policy`, so
    * they are verified again; returns how many.
    */
   requeueLimited(policy: string): number
   /** Records a verified Merkle placement of a journal transaction. */
-  addPlacement(txid: string, placement: JsPlacement): any /* see js/client.d.ts: StepOutcome */
+  addPlacement(txid: string, placement: JsPlacement): any /* see js/client/client.d.ts: StepOutcome */
   /** Current / spent / pending / conflicting / stale summary, or null before configuration. */
-  reconciledView(): any /* see js/client.d.ts: ReconciledView | null */
+  reconciledView(): any /* see js/client/client.d.ts: ReconciledView | null */
   /** The BRC-192 §10.5 ReconciledState (U64 values as strings), or null. */
-  reconciledState(network: string, genesisHash: string): any /* see js/client.d.ts: ReconciledState | null */
+  reconciledState(network: string, genesisHash: string): any /* see js/client/client.d.ts: ReconciledState | null */
   /**
    * Members, partial members, source state and the reconciled view of one revision,
    * read together under the commit lock.
    */
-  revisionSnapshot(sourceKey: SourceKey): any /* see js/client.d.ts: RevisionSnapshot */
+  revisionSnapshot(sourceKey: SourceKey): any /* see js/client/client.d.ts: RevisionSnapshot */
 }
 export type JsCheckpointStore = CheckpointStore
 
