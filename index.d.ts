@@ -128,7 +128,7 @@ export declare class NativeLive {
    * `read_ticketed`): no threadsafe function is created for the call. A panic answers
    * `unavailable` (the ticket's `Owed` is dropped unanswered).
    */
-  openTicketed(body: Buffer, who: CallerInfo, partition: string, selection: any, cancel: NativeCancel, ticket: number): void
+  openTicketed(open: NativeOpen, who: CallerInfo, partition: string, selection: any, cancel: NativeCancel, ticket: number): void
   /** Installs the function that receives answers of `readTicketed` and `openTicketed` in batches. */
   setDelivery(deliver: (arg: DeliveredAnswers) => void): void
   /** Keeps Node running while reads or opens are outstanding (`true`), or lets it exit. */
@@ -138,21 +138,26 @@ export declare class NativeLive {
    * `readTicketed` (see `Provider::read_now` for which reads qualify: none that
    * waits, writes or scans).
    */
-  readNow(body: Uint8Array, who: CallerInfo, partition: string): NativeResponse | null
+  readNow(read: NativeRead, who: CallerInfo, partition: string): NativeResponse | null
   /**
    * A read; long-polls when the live log has nothing eligible. Tripping `cancel`
    * ends a waiting poll with `cancelled` and consumes nothing. The answer goes to the
    * delivery function under `ticket`, not to a promise of its own (see
    * src/node/delivery.rs for why).
    */
-  readTicketed(body: Buffer, who: CallerInfo, partition: string, cancel: NativeCancel, ticket: number): void
+  readTicketed(read: NativeRead, who: CallerInfo, partition: string, cancel: NativeCancel, ticket: number): void
   close(body: Buffer, who: CallerInfo): Promise<NativeResponse>
   /**
-   * The session a read body names, with its service and query (for the host's
-   * authorization callback), when the caller owns it; null otherwise. A body that
-   * is not a valid read throws its wire error.
+   * Parses a read body once, with its session's service and query (for the host's
+   * authorization callback) when the caller owns it. A body that is not a valid read
+   * throws its wire error.
    */
-  describeRead(body: Uint8Array, who: CallerInfo): ReadSession | null
+  describeRead(body: Uint8Array, who: CallerInfo): NativeRead
+  /**
+   * Parses an open body once (see [`NativeOpen`]). A body that is not a valid open
+   * throws its wire error.
+   */
+  parseOpen(body: Uint8Array): NativeOpen
   revoke(principal: string): Promise<number>
   /** Ends one session: `unauthorized`, or with `reset` true `reset-required`. */
   revokeSession(session: string, reset?: boolean | undefined | null): Promise<boolean>
@@ -213,6 +218,32 @@ export declare class NativeLive {
   shutDown(): Promise<number>
   /** Flushes and releases the data directory so it can be reopened. */
   closeStore(): Promise<void>
+}
+
+/**
+ * An open request parsed once (`parseOpen`): JS runs the companion's `select` and the
+ * host's `authorize` on its service and query, then hands it to `openTicketed`.
+ */
+export declare class NativeOpen {
+  get service(): string
+  get query(): any
+  /** Lowercase hex, when the request names one. */
+  get requiredRulesDigest(): string | null
+}
+
+/**
+ * A read request parsed once (`describeRead`): JS asks the host's `authorize` about its
+ * session's service and query, then hands it to `readNow` / `readTicketed` as it is.
+ */
+export declare class NativeRead {
+  /**
+   * Whether the session exists and belongs to the caller (otherwise the read is answered
+   * reset-required by the provider, without asking `authorize`).
+   */
+  get owned(): boolean
+  get session(): string
+  get service(): string | null
+  get query(): any | null
 }
 
 export declare class NativeWalletCore {
@@ -454,12 +485,6 @@ export interface ProhibitResult {
   rows: number
   /** Sessions ended with reset-required. */
   sessions: number
-}
-
-export interface ReadSession {
-  session: string
-  service: string
-  query: any
 }
 
 /** What a recorded commit did (`Store::commit_recorded`). */

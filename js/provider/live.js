@@ -152,7 +152,7 @@ class LiveLookup {
     this.pendingCalls = new Map()
     this.nextTicket = 1
     core.setDelivery((answers) => this.settleCalls(answers))
-    // Background compaction in bounded steps (DESIGN "Storage"): log groups and
+    // Background compaction in bounded steps (docs/design.md "Storage"): log groups and
     // removed row versions that no retained session can still need are deleted.
     const every = options.compactionIntervalMs === undefined ? 60_000 : options.compactionIntervalMs
     if (every > 0) {
@@ -532,9 +532,9 @@ class LiveLookup {
    */
   async open (body, caller, { signal } = {}) {
     if (this.restoredPending) return restoredResponse()
-    let req
+    let req // parsed once, here; the native open takes it as it is
     try {
-      req = wire.parseOpen(body)
+      req = this.core.parseOpen(wire.requestBytes(body))
     } catch (e) {
       return errorResponse(e.code || 'invalid', e.message)
     }
@@ -558,7 +558,7 @@ class LiveLookup {
     }
     if (selection === null) return errorResponse('unauthorized', 'the service declares no visibility for this caller')
     const { cancel, done } = nativeCancel(signal)
-    const start = (ticket) => this.core.openTicketed(Buffer.from(body), caller, partition, selection, cancel, ticket)
+    const start = (ticket) => this.core.openTicketed(req, caller, partition, selection, cancel, ticket)
     return this.ticketed(start, (res) => this.recheck(res, 'open', caller, req.service, req.query, partition), done)
   }
 
@@ -569,16 +569,15 @@ class LiveLookup {
    */
   read (body, caller, { signal } = {}) {
     if (this.restoredPending) return Promise.resolve(restoredResponse())
-    let bytes, info
+    let info // the read parsed once, with its session's service and query when the caller owns it
     try {
-      bytes = wire.requestBytes(body)
-      info = this.core.describeRead(bytes, caller)
+      info = this.core.describeRead(wire.requestBytes(body), caller)
     } catch (e) {
       return Promise.resolve(errorResponse(e.code || 'invalid', e.message))
     }
     try {
       // Unknown or another principal's session: the provider answers reset-required.
-      if (!info) return this.nativeRead(bytes, caller, '', signal, null)
+      if (!info.owned) return this.nativeRead(info, caller, '', signal, null)
       const start = (partition) => {
         if (!partition) {
           return this.core.revokeSession(info.session, false).then(() => errorResponse('unauthorized', 'access to this session was revoked'))
@@ -586,9 +585,9 @@ class LiveLookup {
         const recheck = (res) => this.recheck(res, 'read', caller, info.service, info.query, partition, info.session)
         // A caught-up read that neither waits nor writes is answered here, without a
         // trip through the tokio pool (src/session/mod.rs read_now); null otherwise.
-        const now = this.core.readNow(bytes, caller, partition)
+        const now = this.core.readNow(info, caller, partition)
         if (now !== null) return Promise.resolve(recheck(now))
-        return this.nativeRead(bytes, caller, partition, signal, recheck)
+        return this.nativeRead(info, caller, partition, signal, recheck)
       }
       const partition = this.authorizeNow('read', 'request', caller, info.service, info.query)
       return partition && typeof partition.then === 'function' ? partition.then(start) : start(partition)
@@ -598,9 +597,9 @@ class LiveLookup {
   }
 
   /** The native read under a ticket (see `ticketed`); `signal` cancels a waiting poll. */
-  nativeRead (body, caller, partition, signal, then) {
+  nativeRead (read, caller, partition, signal, then) {
     const { cancel, done } = nativeCancel(signal)
-    return this.ticketed((ticket) => this.core.readTicketed(body, caller, partition, cancel, ticket), then, done)
+    return this.ticketed((ticket) => this.core.readTicketed(read, caller, partition, cancel, ticket), then, done)
   }
 
   /**

@@ -145,11 +145,64 @@ pub struct NativeResponse {
     pub body: Buffer,
 }
 
-#[napi(object)]
-pub struct ReadSession {
-    pub session: String,
-    pub service: String,
-    pub query: Value,
+/// A read request parsed once (`describeRead`): JS asks the host's `authorize` about its
+/// session's service and query, then hands it to `readNow` / `readTicketed` as it is.
+#[napi]
+pub struct NativeRead {
+    read: crate::wire::Read,
+    /// The session's (service, query) when the caller owns it.
+    owner: Option<(String, Value)>,
+}
+
+#[napi]
+impl NativeRead {
+    /// Whether the session exists and belongs to the caller (otherwise the read is answered
+    /// reset-required by the provider, without asking `authorize`).
+    #[napi(getter)]
+    pub fn owned(&self) -> bool {
+        self.owner.is_some()
+    }
+
+    #[napi(getter)]
+    pub fn session(&self) -> String {
+        self.read.session.clone()
+    }
+
+    #[napi(getter)]
+    pub fn service(&self) -> Option<String> {
+        self.owner.as_ref().map(|o| o.0.clone())
+    }
+
+    #[napi(getter)]
+    pub fn query(&self) -> Option<Value> {
+        self.owner.as_ref().map(|o| o.1.clone())
+    }
+}
+
+/// An open request parsed once (`parseOpen`): JS runs the companion's `select` and the
+/// host's `authorize` on its service and query, then hands it to `openTicketed`.
+#[napi]
+pub struct NativeOpen {
+    open: crate::wire::Open,
+}
+
+#[napi]
+impl NativeOpen {
+    #[napi(getter)]
+    pub fn service(&self) -> String {
+        self.open.service.clone()
+    }
+
+    #[napi(getter)]
+    pub fn query(&self) -> Value {
+        self.open.query.clone()
+    }
+
+    /// Lowercase hex, when the request names one.
+    #[napi(getter)]
+    pub fn required_rules_digest(&self) -> Option<String> {
+        self.open.required_rules_digest.as_ref().map(|d| d.to_hex())
+    }
 }
 
 #[napi(object)]
@@ -454,14 +507,14 @@ impl NativeLive {
     /// `read_ticketed`): no threadsafe function is created for the call. A panic answers
     /// `unavailable` (the ticket's `Owed` is dropped unanswered).
     #[napi]
-    pub fn open_ticketed(&self, body: Buffer, who: CallerInfo, partition: String, selection: Value, cancel: &NativeCancel, ticket: u32) {
+    pub fn open_ticketed(&self, open: &NativeOpen, who: CallerInfo, partition: String, selection: Value, cancel: &NativeCancel, ticket: u32) {
         let p = self.provider.clone();
         let token = cancel.inner.clone();
-        let body = body.to_vec();
+        let open = open.open.clone();
         let owed = Owed { ticket, delivery: self.delivery.clone(), answered: false };
         napi::bindgen_prelude::spawn_blocking(move || {
             // Tripping `cancel` (the client went away) ends the snapshot scan and stores nothing.
-            let r = p.open_until(&body, &caller(who), &partition, &selection, Some(&token));
+            let r = p.open_parsed(open, &caller(who), &partition, &selection, Some(&token));
             owed.answer(r.status as u32, r.body);
         });
     }
@@ -482,8 +535,8 @@ impl NativeLive {
     /// `readTicketed` (see `Provider::read_now` for which reads qualify: none that
     /// waits, writes or scans).
     #[napi]
-    pub fn read_now(&self, body: &[u8], who: CallerInfo, partition: String) -> Option<NativeResponse> {
-        self.provider.read_now(body, &caller(who), &partition).map(respond)
+    pub fn read_now(&self, read: &NativeRead, who: CallerInfo, partition: String) -> Option<NativeResponse> {
+        self.provider.read_now_parsed(&read.read, &caller(who), &partition).map(respond)
     }
 
     /// A read; long-polls when the live log has nothing eligible. Tripping `cancel`
@@ -491,15 +544,15 @@ impl NativeLive {
     /// delivery function under `ticket`, not to a promise of its own (see
     /// src/node/delivery.rs for why).
     #[napi]
-    pub fn read_ticketed(&self, body: Buffer, who: CallerInfo, partition: String, cancel: &NativeCancel, ticket: u32) {
+    pub fn read_ticketed(&self, read: &NativeRead, who: CallerInfo, partition: String, cancel: &NativeCancel, ticket: u32) {
         let p = self.provider.clone();
         let token = cancel.inner.clone();
-        let body = body.to_vec();
+        let read = read.read.clone();
         let owed = Owed { ticket, delivery: self.delivery.clone(), answered: false };
         napi::bindgen_prelude::spawn(async move {
             // A waiting poll parks: this task ends, and the answer comes from whoever
             // answers the poll (src/session/park.rs).
-            p.read_into(body, caller(who), partition, token, Box::new(owed)).await;
+            p.read_parsed_into(read, caller(who), partition, token, Box::new(owed)).await;
         });
     }
 
@@ -510,16 +563,23 @@ impl NativeLive {
         blocking(move || Ok(respond(p.close(&body, &caller(who))))).await
     }
 
-    /// The session a read body names, with its service and query (for the host's
-    /// authorization callback), when the caller owns it; null otherwise. A body that
-    /// is not a valid read throws its wire error.
+    /// Parses a read body once, with its session's service and query (for the host's
+    /// authorization callback) when the caller owns it. A body that is not a valid read
+    /// throws its wire error.
     #[napi]
-    pub fn describe_read(&self, body: &[u8], who: CallerInfo) -> napi::Result<Option<ReadSession>, String> {
+    pub fn describe_read(&self, body: &[u8], who: CallerInfo) -> napi::Result<NativeRead, String> {
         guard(|| {
             let read = crate::wire::parse_read(body)?;
-            let owned = self.provider.describe(&read.session, &caller(who));
-            Ok(owned.map(|(service, query)| ReadSession { session: read.session, service, query }))
+            let owner = self.provider.describe(&read.session, &caller(who));
+            Ok(NativeRead { read, owner })
         })
+    }
+
+    /// Parses an open body once (see [`NativeOpen`]). A body that is not a valid open
+    /// throws its wire error.
+    #[napi]
+    pub fn parse_open(&self, body: &[u8]) -> napi::Result<NativeOpen, String> {
+        guard(|| Ok(NativeOpen { open: crate::wire::parse_open(body)? }))
     }
 
     #[napi]

@@ -1,6 +1,6 @@
 //! Declarative selections: what a live companion's `select(query)` returns, compiled once per
-//! open and evaluated natively for snapshot scans and live projection (DESIGN "The live
-//! companion"; BRC-193 §3 "Membership transitions are query-specific").
+//! open and evaluated natively for snapshot scans and live projection (docs/companions.md
+//! "`select(query)`"; BRC-193 §3 "Membership transitions are query-specific").
 //!
 //! JSON shape: `{ where: Filter, order?: 'admission' | { attribute, direction?: 'asc'|'desc' } }`
 //! (`order` defaults to `'admission'`). Filters: `{all:true}`, `{eq:[attr,value]}`,

@@ -1,4 +1,4 @@
-//! Opaque, authenticated read cursors (BRC-193 §4, DESIGN "Wire mapping").
+//! Opaque, authenticated read cursors (BRC-193 §4, docs/design.md "Data flow").
 //!
 //! A cursor names the position immediately after the batch that returned it. It is
 //! bound to one session and one epoch and carries an HMAC-SHA256 tag keyed by the

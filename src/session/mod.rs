@@ -560,16 +560,24 @@ impl Provider {
     /// [`Provider::open`] that stops its snapshot scan, and stores nothing, once `cancel`
     /// is tripped (the client went away: BRC-193 §5, cancellation reaches the scan).
     pub fn open_until(&self, body: &[u8], caller: &Caller, partition: &str, selection: &Value, cancel: Option<&Arc<CancelToken>>) -> Response {
-        match self.open_inner(body, caller, partition, selection, cancel.map(stop_check)) {
+        match wire::parse_open(body) {
+            Ok(open) => self.open_parsed(open, caller, partition, selection, cancel),
+            Err(e) => Response::error(&e),
+        }
+    }
+
+    /// [`Provider::open_until`] of an open the caller has already parsed (the Node binding
+    /// parses once, for the host's `select` and `authorize`, and hands the result here).
+    pub fn open_parsed(&self, open: wire::Open, caller: &Caller, partition: &str, selection: &Value, cancel: Option<&Arc<CancelToken>>) -> Response {
+        match self.open_inner(open, caller, partition, selection, cancel.map(stop_check)) {
             Ok(bytes) => Response::ok(bytes),
             Err(e) => Response::error(&e),
         }
     }
 
-    fn open_inner(&self, body: &[u8], caller: &Caller, partition: &str, selection_json: &Value, stop: Option<StopCheck>) -> Result<Vec<u8>, WireError> {
+    fn open_inner(&self, open: wire::Open, caller: &Caller, partition: &str, selection_json: &Value, stop: Option<StopCheck>) -> Result<Vec<u8>, WireError> {
         self.refuse_if_closing()?;
         let _slot = self.work.enter()?;
-        let open = wire::parse_open(body)?;
         let rules_digest = self
             .rules_digest(&open.service)
             .ok_or_else(|| err(ErrorCode::NotFound, "no such lookup service"))?;
@@ -589,7 +597,7 @@ impl Provider {
         let access = self.policy.access_of(partition);
         let limits = Limits::effective(open.limits, self.cfg.limits);
         // The retry identity is the normalized Open (limits already clamped to the
-        // profile, DESIGN "Decisions") together with the evaluated access scope.
+        // profile, BRC-193 §2) together with the evaluated access scope.
         let mut h = Sha256::new();
         h.update(open.normalized_bytes());
         h.update(b"\0");
@@ -1065,15 +1073,19 @@ impl Provider {
     /// the Node binding: a read that takes it is answered without two thread hops and
     /// a delivery callback, which is most of a caught-up read's latency.
     pub fn read_now(&self, body: &[u8], caller: &Caller, partition: &str) -> Option<Response> {
+        self.read_now_parsed(&wire::parse_read(body).ok()?, caller, partition)
+    }
+
+    /// [`Provider::read_now`] of a read the caller has already parsed.
+    pub fn read_now_parsed(&self, read: &wire::Read, caller: &Caller, partition: &str) -> Option<Response> {
         if self.refuse_if_closing().is_err() || self.store.expiry_due(self.now()) {
             return None;
         }
-        let read = wire::parse_read(body).ok()?;
         let limits = Limits::effective(read.limits, self.cfg.limits);
         if limits.wait_ms != 0 {
             return None;
         }
-        let (session, rec, cursor) = self.read_target(&read, caller).ok()?;
+        let (session, rec, cursor) = self.read_target(read, caller).ok()?;
         if !self.access_unchanged(&rec, partition) || !matches!(cursor.position, Position::Live { through } if through == self.store.high_water()) {
             return None;
         }
@@ -1090,6 +1102,14 @@ impl Provider {
     /// parked: a waiting poll is an entry in the parked table (src/session/park.rs),
     /// not a task. Store work runs on blocking threads.
     pub async fn read_into(self: &Arc<Self>, body: Vec<u8>, caller: Caller, partition: String, cancel: Arc<CancelToken>, answer: Answer) {
+        match wire::parse_read(&body) {
+            Ok(read) => self.read_parsed_into(read, caller, partition, cancel, answer).await,
+            Err(e) => answer.reply(Response::error(&e)),
+        }
+    }
+
+    /// [`Provider::read_into`] of a read the caller has already parsed.
+    pub async fn read_parsed_into(self: &Arc<Self>, read: wire::Read, caller: Caller, partition: String, cancel: Arc<CancelToken>, answer: Answer) {
         let arrival = self.now_ms();
         if let Err(e) = self.refuse_if_closing() {
             return answer.reply(Response::error(&e));
@@ -1106,7 +1126,6 @@ impl Provider {
         let stop = stop_check(&cancel);
         let first = tokio::task::spawn_blocking(move || -> Result<_, WireError> {
             let _slot = slot;
-            let read = wire::parse_read(&body)?;
             let (session, rec, cursor, view) = this.read_context(&read, &caller, &partition)?;
             let limits = Limits::effective(read.limits, this.cfg.limits);
             let (bytes, empty) = this.build_until(&rec, &view, &cursor, limits, Some(stop))?;

@@ -1,4 +1,4 @@
-//! Compaction in bounded steps (DESIGN "Storage": old versions go once no session can read
+//! Compaction in bounded steps (docs/design.md "Storage": old versions go once no session can read
 //! them; log groups once older than every replay promise).
 //!
 //! Safety argument: group `s` is deleted only when `s <= horizon`, together with the row versions

@@ -1,6 +1,6 @@
 //! The durable store: one sled database per data directory holding the live index (versioned
 //! rows, attribute indexes, timers, evidence blobs), the retained change log, and the session
-//! layer's own records (DESIGN "Storage"; BRC-193 §3, §4, §8).
+//! layer's own records (docs/design.md "Storage"; BRC-193 §3, §4, §8).
 //!
 //! Invariants (enforced in `commit.rs`):
 //! - Every commit is one atomic sled batch, flushed before its sequence is published: `high_water`

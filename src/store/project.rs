@@ -1,5 +1,5 @@
 //! Projection of a log group onto one session's (service, selection) — BRC-193 §3 "Membership
-//! transitions are query-specific"; DESIGN "The live companion".
+//! transitions are query-specific"; docs/companions.md "What clients receive".
 //!
 //! Per change, in the group's change order: membership before = old version exists and matches;
 //! after = new version exists and matches.
