@@ -212,6 +212,33 @@ describe('explicit unauthenticated public mode', () => {
     expect(big.split('\r\n')[0]).toMatch(/^HTTP\/1\.1 (431|413)/)
   })
 
+  test('an oversize body is read to its end before the 413, so the connection is not reset and stays usable', async () => {
+    // A reverse proxy streaming the body turns a reset into its own 502 page (reverse-proxy.test.js).
+    const net = require('net')
+    const socket = net.connect(node.srv.port, '127.0.0.1')
+    await new Promise(resolve => socket.once('connect', resolve))
+    let received = ''
+    socket.on('data', (d) => { received += d.toString('latin1') })
+    const closed = new Promise(resolve => socket.once('close', resolve))
+    const request = (body) => [
+      'POST /overlay/v1/lookup/open HTTP/1.1', 'Host: 127.0.0.1', 'Content-Type: application/json',
+      'Cache-Control: no-store', `x-bsv-overlay-profile: ${PROFILE}`, `Content-Length: ${Buffer.byteLength(body)}`, '', ''
+    ].join('\r\n') + body
+    socket.write(request('x'.repeat(1536 * 1024)))
+    for (let i = 0; i < 500 && !/\r\n\r\n\{.*\}$/s.test(received); i++) await new Promise(resolve => setTimeout(resolve, 10))
+    expect(received.split('\r\n')[0]).toBe('HTTP/1.1 413 Payload Too Large')
+    expect(received).toContain('"code":"limited"')
+    expect(received.toLowerCase()).not.toContain('connection: close')
+    // The same connection answers the next request (here the spec's 400 for a missing capability).
+    received = ''
+    socket.write(request(JSON.stringify(openReq())))
+    for (let i = 0; i < 500 && !/\r\n\r\n\{.*\}$/s.test(received); i++) await new Promise(resolve => setTimeout(resolve, 10))
+    expect(received.split('\r\n')[0]).toBe('HTTP/1.1 400 Bad Request')
+    expect(received).toContain('"code":"invalid"')
+    socket.end()
+    await closed
+  })
+
   test('CORS: an allowed origin gets exact credentialed headers, another origin gets none', async () => {
     const allowed = await post('open', openReq(), { headers: { origin: ALLOWED_ORIGIN } })
     expect(allowed.headers.get('access-control-allow-origin')).toBe(ALLOWED_ORIGIN)

@@ -9,6 +9,7 @@ const fs = require('fs')
 const { PrivateKey } = require('@bsv/sdk')
 const { authClient, publicClient, openReq, readReq, openCaughtUp, summary, PROFILE } = require('./helpers/node')
 const { NGINX, OPERATOR_CONF, nginxAvailable, startNodeBehindNginx } = require('./helpers/proxy')
+const { runChecks, CHECKS } = require('../js/check')
 
 if (!nginxAvailable()) {
   console.warn(`reverse-proxy.test.js SKIPPED: ${NGINX} is missing (apt-get install nginx; .ci/run installs it)`)
@@ -73,6 +74,26 @@ maybe('behind nginx with the operators\' configuration', () => {
     const stale = await (await authClient(node, PrivateKey.fromRandom(), 'ab'.repeat(32))).post('open', openReq())
     expect(stale.status).toBe(409)
     expect(stale.body.error.code).toBe('context-changed')
+  })
+
+  test('the conformance checker passes every check through nginx (BRC-103, CORS, mutations)', async () => {
+    const { node, url } = await behindNginx({ authentication: 'brc103' })
+    await node.submit(await node.factory.createNotes(['one', 'two', 'three']))
+    let mutations = 0
+    const report = await runChecks({
+      baseURL: url,
+      service: 'ls_notes',
+      auth: 'brc103',
+      allowInsecureHttp: true,
+      origin: APP,
+      waitMs: 400,
+      mutate: async () => {
+        mutations++
+        await node.submit(await node.factory.createNotes([`through nginx ${mutations}`]))
+      }
+    })
+    expect(report.results.filter(r => r.status !== 'ok')).toEqual([])
+    expect(report.passed).toBe(CHECKS.length)
   })
 
   test('public mode: answers, headers and bounded errors are the same through the proxy; nothing is compressed', async () => {

@@ -13,6 +13,8 @@ const { NativeWallet } = require('../auth/wallet')
 const { AuthServer } = require('../auth/authserver')
 
 const MAX_BODY = wire.PROFILE_LIMITS.maxRequestBytes
+/** A refused body up to this many times its cap is drained before the refusal (readBody). */
+const DRAIN_FACTOR = 4
 const MAX_HEADER_BYTES = wire.PROFILE_LIMITS.maxHeaderBytes
 /** Bound of a handshake body (an initialRequest is a few hundred bytes). */
 const MAX_HANDSHAKE = 64 * 1024
@@ -103,8 +105,10 @@ function checkTransport (req) {
   if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
     return ['unsupported', 'Content-Encoding must be identity']
   }
+  // A declared length over the cap is refused by readBody after the body is drained (see
+  // there), or at once when even draining it would be too much.
   const length = req.headers['content-length']
-  if (length !== undefined && Number(length) > MAX_BODY) return ['limited', 'request body exceeds 1 MiB']
+  if (length !== undefined && Number(length) > MAX_BODY * DRAIN_FACTOR) return ['limited', 'request body exceeds 1 MiB']
   return null
 }
 
@@ -124,24 +128,36 @@ function checkRequest (req, authenticated) {
   return null
 }
 
-/** Reads the raw body, refusing at the first byte past `max` (`bound` names it). */
+/**
+ * Reads the raw body, refusing one past `max` bytes (`bound` names it) with a `limited` error.
+ * A refused body is read to its end and dropped before the refusal is answered (nothing past
+ * `max` is kept): closing a connection with unread bytes resets it, and a reverse proxy still
+ * streaming the body (nginx with `proxy_request_buffering off`) then answers its own 502 page
+ * instead of the limited envelope. A body over DRAIN_FACTOR times `max` is refused without
+ * waiting for the rest (`e.drained` false: the caller closes the connection).
+ */
 function readBody (req, max = MAX_BODY, bound = '1 MiB') {
   return new Promise((resolve, reject) => {
     const chunks = []
     let size = 0
     let done = false
+    const refuse = (drained) => {
+      done = true
+      reject(Object.assign(new Error(`request body exceeds ${bound}`), { code: 'limited', drained }))
+    }
     req.on('data', (chunk) => {
       if (done) return
       size += chunk.length
-      if (size > max) {
-        done = true
-        req.pause()
-        reject(Object.assign(new Error(`request body exceeds ${bound}`), { code: 'limited' }))
-        return
-      }
-      chunks.push(chunk)
+      if (size > max * DRAIN_FACTOR) return refuse(false)
+      if (size > max) chunks.length = 0
+      else chunks.push(chunk)
     })
-    req.on('end', () => { if (!done) { done = true; resolve(Buffer.concat(chunks)) } })
+    req.on('end', () => {
+      if (done) return
+      if (size > max) return refuse(true)
+      done = true
+      resolve(Buffer.concat(chunks))
+    })
     req.on('error', (e) => { if (!done) { done = true; reject(e) } })
   })
 }
@@ -269,7 +285,7 @@ function createRouter (live, options = {}) {
       try {
         message = JSON.parse((await readBody(req, MAX_HANDSHAKE, '64 KiB')).toString('utf8'))
       } catch (e) {
-        res.setHeader('Connection', 'close')
+        if (!e.drained) res.setHeader('Connection', 'close')
         return sendError(res, e.code === 'limited' ? 'limited' : 'invalid', 'unreadable handshake body')
       }
       try {
@@ -322,7 +338,7 @@ function createRouter (live, options = {}) {
     try {
       body = await readBody(req)
     } catch (e) {
-      res.setHeader('Connection', 'close')
+      if (!e.drained) res.setHeader('Connection', 'close')
       return sendError(res, e.code === 'limited' ? 'limited' : 'invalid', e.code === 'limited' ? e.message : 'unreadable request body')
     }
     let exchange = null
