@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use client_common::fixture::{self, hex32};
-use overlay_lookup_live::client::{CheckpointStore, CommitOptions};
+use overlay_lookup_live::client::{ClientDb, CommitOptions};
 
 const CHILD_ENV: &str = "OLL_CLIENT_CRASH_CHILD_STORE";
 const GROUPS_PER_BATCH: u64 = 3;
@@ -34,7 +34,7 @@ fn live_batch(n: u64) -> Vec<u8> {
 #[test]
 fn crash_child() {
     let Ok(path) = std::env::var(CHILD_ENV) else { return };
-    let store = CheckpointStore::open(&path).unwrap();
+    let store = ClientDb::open(&path).unwrap();
     let s = scope();
     let key = fixture::source_key(&s);
     let g = store.begin_generation(&key, None).unwrap();
@@ -75,7 +75,7 @@ fn sigkill_mid_stream_loses_no_returned_commit_and_tears_none() {
         assert!(!status.success(), "the child was killed");
         let reported = last_reported.expect("child reported commits");
 
-        let store = CheckpointStore::open(&path).unwrap();
+        let store = ClientDb::open(&path).unwrap();
         let key = fixture::source_key(&scope());
         let cp = store.checkpoint(&key).unwrap().unwrap();
         let at: u64 = cp.cursor.unwrap()[1..].parse().unwrap();

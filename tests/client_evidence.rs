@@ -11,7 +11,7 @@ use overlay_lookup_live::client::chain::Finality;
 use client_common::fixture;
 use overlay_lookup_live::client::journal::VerdictStatus;
 use overlay_lookup_live::client::reconcile::ReconcilerConfig;
-use overlay_lookup_live::client::{CheckpointStore, CommitOptions};
+use overlay_lookup_live::client::{ClientDb, CommitOptions};
 use serde_json::Value;
 
 fn bundle(name_prefix: &str) -> Vec<u8> {
@@ -27,8 +27,8 @@ fn b64(b: &[u8]) -> String {
 
 /// A store with the reconciler and one source whose open batch carries `observations`
 /// (one group each); returns the store and the group count it accepted into membership.
-fn receive(dir: &std::path::Path, observations: Vec<Value>) -> (CheckpointStore, u64) {
-    let store = CheckpointStore::open(dir.join("s")).unwrap();
+fn receive(dir: &std::path::Path, observations: Vec<Value>) -> (ClientDb, u64) {
+    let store = ClientDb::open(dir.join("s")).unwrap();
     store.define_context("tip", Finality { tip_height: 900_000, mtp: 4_000_000_000 }).unwrap();
     store.configure_reconciler(&ReconcilerConfig { journal_id: "t".into(), non_final: false, initial_context: "tip".into() }).unwrap();
     let s = fixture::scope("02aa", "ls_notes", "q", "public", "e1");
@@ -109,6 +109,6 @@ fn claims_the_bytes_refute_are_refused_with_their_reason() {
     }
     store.close().unwrap();
     // The refusals are durable.
-    let reopened = CheckpointStore::open(dir.path().join("s")).unwrap();
+    let reopened = ClientDb::open(dir.path().join("s")).unwrap();
     assert!(!reopened.rejections(&target).unwrap().is_empty());
 }

@@ -8,7 +8,7 @@ mod client_common;
 use std::collections::BTreeMap;
 
 use client_common::fixture::{self, hex32};
-use overlay_lookup_live::client::{CheckpointStore, CommitOptions};
+use overlay_lookup_live::client::{ClientDb, CommitOptions};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -34,7 +34,7 @@ proptest! {
     fn store_matches_model(steps in prop::collection::vec(step(), 1..14), gaps in prop::collection::vec(1u64..4, 64)) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s");
-        let mut store = Some(CheckpointStore::open(&path).unwrap());
+        let mut store = Some(ClientDb::open(&path).unwrap());
         let s = fixture::scope("02aa", "svc", "q", "public", "e1");
         let key = fixture::source_key(&s);
         let txid = hex32("tx");
@@ -87,7 +87,7 @@ proptest! {
                 Step::Replay(_) => {}
                 Step::Restart => {
                     store.take().unwrap().close().unwrap();
-                    store = Some(CheckpointStore::open(&path).unwrap());
+                    store = Some(ClientDb::open(&path).unwrap());
                 }
             }
         }

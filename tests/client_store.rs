@@ -1,11 +1,11 @@
-//! The durable CheckpointStore on a real sled directory (BRC-193 §4, §8, §9;
+//! The durable ClientDb on a real sled directory (BRC-193 §4, §8, §9;
 //! BRC-192 §2): commit with cursor, replay no-op, equivocation quarantine, stale
 //! cursor refusal, restart, generations and two sources.
 
 mod client_common;
 
 use client_common::fixture::{self, hex32};
-use overlay_lookup_live::client::{CheckpointStore, CommitOptions, ErrorCode, Membership, SourceKey};
+use overlay_lookup_live::client::{ClientDb, CommitOptions, ErrorCode, Membership, SourceKey};
 use serde_json::Value;
 
 fn sc(provider: &str, epoch: &str) -> Value {
@@ -18,21 +18,21 @@ fn opts() -> CommitOptions {
 
 struct Fx {
     dir: tempfile::TempDir,
-    store: Option<CheckpointStore>,
+    store: Option<ClientDb>,
 }
 
 impl Fx {
     fn new() -> Fx {
         let dir = tempfile::tempdir().unwrap();
-        let store = Some(CheckpointStore::open(dir.path().join("s")).unwrap());
+        let store = Some(ClientDb::open(dir.path().join("s")).unwrap());
         Fx { dir, store }
     }
-    fn s(&self) -> &CheckpointStore {
+    fn s(&self) -> &ClientDb {
         self.store.as_ref().unwrap()
     }
     fn restart(&mut self) {
         self.store.take().unwrap().close().unwrap();
-        self.store = Some(CheckpointStore::open(self.dir.path().join("s")).unwrap());
+        self.store = Some(ClientDb::open(self.dir.path().join("s")).unwrap());
     }
 }
 
@@ -304,7 +304,7 @@ fn unknown_source_or_generation_is_invalid_and_second_open_of_a_path_fails() {
     assert_eq!(fx.s().commit_batch(&key, 5, None, &open_body(&s), &opts()).unwrap_err().code, ErrorCode::Invalid);
     let bad = SourceKey { query_digest: "xyz".into(), ..key };
     assert_eq!(fx.s().begin_generation(&bad, None).unwrap_err().code, ErrorCode::Invalid);
-    let e = CheckpointStore::open(fx.dir.path().join("s")).err().expect("one open store per path");
+    let e = ClientDb::open(fx.dir.path().join("s")).err().expect("one open store per path");
     assert_eq!(e.code, ErrorCode::Unavailable);
 }
 

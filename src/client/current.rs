@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use super::journal::*;
 use super::parse::Chain;
 use super::reconcile::{anchor_confirmed, outpoint_edges};
-use super::store::{decode, CheckpointStore, Tx};
+use super::db::{decode, ClientDb, Tx};
 use crate::bitcoin::tx::{Hash32, Outpoint, Txid};
 use super::ClientError;
 
@@ -197,7 +197,7 @@ impl<'a> Loaded<'a> {
     }
 }
 
-impl CheckpointStore {
+impl ClientDb {
     /// Currentness of the given outputs (any outpoint; unknown ones are `unknown`).
     /// Reads only the records these outputs involve.
     pub fn output_states(&self, outpoints: &[Outpoint]) -> Result<Vec<OutputView>, ClientError> {
@@ -384,7 +384,7 @@ pub struct RevisionSnapshot {
     pub currentness: Vec<Option<OutputState>>,
 }
 
-impl CheckpointStore {
+impl ClientDb {
     pub fn revision_snapshot(&self, source: &super::SourceKey) -> Result<RevisionSnapshot, ClientError> {
         let _g = self.guard();
         let members = self.members(source)?;

@@ -29,7 +29,8 @@ use sha2::{Digest, Sha256};
 
 use super::journal::*;
 use super::parse::{Claim, ParsedGroup};
-use super::store::{GroupRecord, Membership, Tx};
+use super::db::Tx;
+use super::group::{GroupRecord, Membership};
 use super::ClientError;
 use crate::bitcoin::beef::{self, Beef, Entry};
 use crate::bitcoin::tx::{Hash32, Txid};
@@ -48,8 +49,6 @@ pub struct Item {
     pub group: Option<GroupRef>,
 }
 
-/// A group's evidence candidate: one transaction with one evidence variant.
-pub type Candidate = (Txid, Hash32);
 
 /// A claim whose evidence was refused at receipt.
 #[derive(Clone, Debug)]
@@ -182,19 +181,6 @@ fn journal_items(bytes: &[u8], target: &Txid, claim: &Claim) -> Result<Vec<Journ
     Ok(out)
 }
 
-/// A group's evidence verdict from its candidates' verdicts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum GroupEvidence {
-    /// A candidate has no verdict yet.
-    Pending,
-    /// Every candidate verified: the group's receipts count.
-    Verified,
-    /// A candidate is invalid: the group is quarantined (its receipts never count).
-    Invalid,
-    /// A candidate exceeded a bound (and none is invalid): refused under this budget.
-    Limited,
-}
 
 /// The verdict of one candidate's variant.
 fn candidate_verdict(tx: &Tx, c: &Candidate) -> Result<Option<Verdict>, ClientError> {
@@ -324,7 +310,7 @@ fn add_proven_anchor(tx: &mut Tx, s: &Supplied, at: u64, comps: &mut BTreeSet<u6
     }
     let rec = AnchorRecord { txid: s.txid, outputs: s.outputs, anchor: Anchor::Proven { proof: s.proof }, at: Some(at) };
     tx.put_json(anchor_key(&s.txid), &rec);
-    comps.extend(super::reconcile::spender_components(tx, &s.txid)?);
+    comps.extend(spender_components(tx, &s.txid)?);
     if let Some(member) = tx.get_json::<TxRecord>(&tx_key(&s.txid))? {
         comps.insert(member.component);
     }

@@ -24,7 +24,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use std::collections::BTreeSet;
+
 use super::chain::{Finality, Header};
+use super::db::Tx;
+use super::ClientError;
 use crate::bitcoin::tx::{Hash32, Input, Outpoint, RawTx, Txid};
 
 pub const META: &[u8] = b"Xm";
@@ -419,4 +423,32 @@ pub struct Component {
     /// Set while the component waits (`verification-pending`, `context-changed`).
     pub pending: Option<String>,
     pub replacements: Vec<Replacement>,
+}
+
+/// A group's evidence candidate: one transaction with one evidence variant.
+pub type Candidate = (Txid, Hash32);
+
+/// A group's evidence verdict from its candidates' verdicts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GroupEvidence {
+    /// A candidate has no verdict yet.
+    Pending,
+    /// Every candidate verified: the group's receipts count.
+    Verified,
+    /// A candidate is invalid: the group is quarantined (its receipts never count).
+    Invalid,
+    /// A candidate exceeded a bound (and none is invalid): refused under this budget.
+    Limited,
+}
+
+/// Components of the transactions spending any output of `txid`.
+pub(crate) fn spender_components(tx: &Tx, txid: &Txid) -> Result<BTreeSet<u64>, ClientError> {
+    let mut out = BTreeSet::new();
+    for (k, _) in tx.scan(&edges_of_tx(txid))? {
+        let (_, spender) = edge_of_key(&k);
+        let rec: TxRecord = tx.get_json(&tx_key(&spender))?.ok_or_else(|| ClientError::storage("corrupt journal: edge spender"))?;
+        out.insert(rec.component);
+    }
+    Ok(out)
 }

@@ -5,7 +5,9 @@
 //! - [`parse`]: the batch from its exact bytes (parsed by `wire`), reduced to what the store needs.
 //! - [`checks`]: pure invariant checks of a batch against the committed position.
 //! - [`membership`]: applying an accepted group to a source generation's rows.
-//! - [`store`]: the sled-backed [`CheckpointStore`].
+//! - [`db`]: [`ClientDb`], the client's whole database (one sled tree), and its commits ([`db::Tx`]).
+//! - [`group`]: a received group's record and its membership rule.
+//! - [`store`]: checkpoints, batch commits and per-source membership on it.
 //!
 //! Spend reconciliation (BRC-192 §10), one module per concept, on the same store:
 //! Raw transactions and BEEF bundles are read with [`crate::bitcoin`].
@@ -20,7 +22,9 @@
 pub mod chain;
 pub mod checks;
 pub mod current;
+pub mod db;
 pub mod evidence;
+pub mod group;
 pub mod journal;
 pub mod membership;
 pub mod order;
@@ -32,7 +36,9 @@ pub mod store;
 use serde::{Deserialize, Serialize};
 
 pub use parse::{parse_batch, Phase, Scope};
-pub use store::{CheckpointStore, CommitOptions, CommitOutcome, MemberView, Membership, SourceCheckpoint, SourceState};
+pub use db::ClientDb;
+pub use group::Membership;
+pub use store::{CommitOptions, CommitOutcome, MemberView, SourceCheckpoint, SourceState};
 
 /// Error codes are the package's one set (BRC-192 §6 plus `not-found`, [`crate::wire::ErrorCode`]).
 pub use crate::wire::ErrorCode;

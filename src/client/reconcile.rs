@@ -5,7 +5,7 @@
 //! the same records: nothing is derived from memory or from worker timing.
 //!
 //! Verification is a port: a receive creates a job per new evidence variant
-//! ([`CheckpointStore::pending_verifications`]); whoever verifies (trace steps in the
+//! ([`ClientDb::pending_verifications`]); whoever verifies (trace steps in the
 //! tests, a BEEF/SPV verifier later) hands back [`VerificationResult`]s for the
 //! current context. Results only add verdicts; the selection is a function of the
 //! journal and the verdict set, so it does not depend on the order results arrive in.
@@ -18,7 +18,8 @@ use super::chain::{self, Finality};
 use super::evidence::{self, variant_id, Item};
 use super::journal::*;
 use super::select::{self, ChainFacts};
-use super::store::{CheckpointStore, Tx};
+use super::db::{ClientDb, Tx};
+use super::group::GroupRecord;
 use super::{ClientError, ErrorCode};
 use crate::bitcoin::beef;
 use crate::bitcoin::tx::{parse_tx, Hash32, Outpoint, Txid};
@@ -94,7 +95,7 @@ fn corrupt(m: &str) -> ClientError {
     ClientError::storage(format!("reconciler record missing: {m}"))
 }
 
-impl CheckpointStore {
+impl ClientDb {
     fn meta(tx: &Tx) -> Result<Meta, ClientError> {
         tx.get_json(META)?.ok_or_else(|| ClientError::invalid("the reconciler is not configured"))
     }
@@ -268,77 +269,6 @@ impl CheckpointStore {
         Ok(StepOutcome { revision, position: Some(position), components: n, ..Default::default() })
     }
 
-    /// Accepts verification results, all in one commit. A result for another context
-    /// than the current one is stale and not recorded; unresolved, cancelled and
-    /// context-changed results leave the job pending. Groups whose candidates now all
-    /// have verdicts are settled in the same commit (`evidence::settle`).
-    pub fn accept_verifications(&self, results: &[VerificationResult]) -> Result<StepOutcome, ClientError> {
-        let _g = self.guard();
-        let mut tx = Tx::new(&self.tree);
-        let meta = Self::meta(&tx)?;
-        let mut out = StepOutcome::default();
-        let mut touched = BTreeSet::new();
-        let mut judged: BTreeMap<Txid, BTreeSet<Hash32>> = BTreeMap::new();
-        for r in results {
-            if r.context_id != meta.current().id {
-                out.stale += 1;
-                continue;
-            }
-            let status = match r.status {
-                VerificationStatus::Verified => VerdictStatus::Verified,
-                VerificationStatus::Invalid => VerdictStatus::Invalid,
-                VerificationStatus::Limited => VerdictStatus::Limited,
-                _ => {
-                    out.ignored += 1;
-                    continue;
-                }
-            };
-            let mut rec: TxRecord = tx.get_json(&tx_key(&r.txid))?.ok_or_else(|| ClientError::invalid(format!("unknown transaction {}", r.txid)))?;
-            if status == VerdictStatus::Verified {
-                // The fact must be the exact bytes of this txid (§8 integrity).
-                let raw = r.raw.as_deref().ok_or_else(|| ClientError::invalid("a verified result carries the transaction bytes"))?;
-                if Hash32::of_double_sha256(raw) != r.txid || raw != rec.raw.as_slice() {
-                    return Err(ClientError::invalid(format!("verified fact for {} is not its raw transaction", r.txid)));
-                }
-            }
-            let policy = if status == VerdictStatus::Limited { r.policy.clone() } else { None };
-            let verdict = Verdict { status, context_id: r.context_id.clone(), reason: r.reason.clone(), policy };
-            let v = rec.variants.iter_mut().find(|v| v.id == r.variant).ok_or_else(|| ClientError::invalid("unknown evidence variant"))?;
-            match &v.verdict {
-                Some(old) if old.status == verdict.status => {
-                    out.ignored += 1;
-                    continue;
-                }
-                Some(_) => return Err(ClientError::conflict(format!("variant of {} already has another verdict", r.txid))),
-                None => v.verdict = Some(verdict),
-            }
-            if let Some(p) = r.placement {
-                if !rec.placements.contains(&p) {
-                    rec.placements.push(p);
-                    rec.placements.sort();
-                }
-            }
-            touched.insert(rec.component);
-            judged.entry(r.txid).or_default().insert(r.variant);
-            if status == VerdictStatus::Limited {
-                tx.put(limited_key(&r.txid), vec![]);
-            }
-            tx.put_json(tx_key(&r.txid), &rec);
-            out.accepted += 1;
-        }
-        if out.accepted == 0 {
-            out.revision = self.revision()?;
-            return Ok(out);
-        }
-        let settled = settle_judged(&mut tx, &judged)?;
-        touched.extend(&settled.components);
-        out.components = recompute_all(&mut tx, &meta, &touched)?;
-        super::store::after_settle(&mut tx, &settled)?;
-        out.revision = tx.bump_revision()?;
-        crate::store::crash::crash_point("client-accept");
-        tx.finish(&self.db)?;
-        Ok(out)
-    }
 
     /// Clears `limited` verdicts measured against another verification budget than
     /// `policy`, so their jobs are pending again (a raised bound may now verify them);
@@ -375,9 +305,9 @@ impl CheckpointStore {
                 .collect();
             tx.put_json(tx_key(&rec.txid), &rec);
             for gref in groups {
-                let Some(mut g) = super::store::GroupRecord::load(&tx, &gref)? else { continue };
-                if g.evidence == Some(evidence::GroupEvidence::Limited) {
-                    g.evidence = Some(evidence::GroupEvidence::Pending);
+                let Some(mut g) = GroupRecord::load(&tx, &gref)? else { continue };
+                if g.evidence == Some(GroupEvidence::Limited) {
+                    g.evidence = Some(GroupEvidence::Pending);
                     g.evidence_reason = None;
                     evidence::set_receipts(&mut tx, &gref, &g.candidates, ReceiptState::Open, &mut comps)?;
                     g.save(&mut tx, &gref);
@@ -418,7 +348,7 @@ impl CheckpointStore {
         let meta = Self::meta(&tx)?;
         let recs: Vec<TxRecord> = match txid {
             Some(t) => tx.get_json(&tx_key(t))?.into_iter().collect(),
-            None => tx.scan(TX_PREFIX)?.iter().map(|(_, v)| super::store::decode(v)).collect::<Result<_, _>>()?,
+            None => tx.scan(TX_PREFIX)?.iter().map(|(_, v)| super::db::decode(v)).collect::<Result<_, _>>()?,
         };
         let mut jobs = Vec::new();
         for r in recs {
@@ -452,7 +382,7 @@ impl CheckpointStore {
     /// Evidence of `txid` refused at receipt, with its verdicts.
     pub fn rejections(&self, txid: &Txid) -> Result<Vec<Rejection>, ClientError> {
         let tx = Tx::new(&self.tree);
-        tx.scan(&rejections_of(txid))?.iter().map(|(_, v)| super::store::decode(v)).collect()
+        tx.scan(&rejections_of(txid))?.iter().map(|(_, v)| super::db::decode(v)).collect()
     }
 
     pub fn reconciler_meta(&self) -> Result<Option<Meta>, ClientError> {
@@ -581,16 +511,6 @@ fn add_receipt(rec: &mut TxRecord, it: &Item, at: IngressPosition, source: &str)
     }
 }
 
-/// Components of the transactions spending any output of `txid`.
-pub(crate) fn spender_components(tx: &Tx, txid: &Txid) -> Result<BTreeSet<u64>, ClientError> {
-    let mut out = BTreeSet::new();
-    for (k, _) in tx.scan(&edges_of_tx(txid))? {
-        let (_, spender) = edge_of_key(&k);
-        let rec: TxRecord = tx.get_json(&tx_key(&spender))?.ok_or_else(|| corrupt("edge spender"))?;
-        out.insert(rec.component);
-    }
-    Ok(out)
-}
 
 /// The component of a new transaction: its journal parents', its input competitors'
 /// and its children's components merged into one (the smallest id survives).
@@ -778,4 +698,70 @@ fn recompute(tx: &mut Tx, meta: &Meta, id: u64) -> Result<(), ClientError> {
 /// For modules reading the records.
 pub(crate) fn outpoint_edges(tx: &Tx, op: &Outpoint) -> Result<Vec<Txid>, ClientError> {
     Ok(tx.scan(&edges_of_outpoint(op))?.into_iter().map(|(k, _)| edge_of_key(&k).1).collect())
+}
+
+/// Accepts verification results, all in one commit. A result for another context
+/// than the current one is stale and not recorded; unresolved, cancelled and
+/// context-changed results leave the job pending. Groups whose candidates now all
+/// have verdicts are settled in the same commit (`evidence::settle`).
+/// The verdicts are written into `tx`; settles the groups they complete (the caller then
+/// advances the generations those groups unblock: `store.rs`). `None`: nothing accepted.
+pub(crate) fn apply_verifications(tx: &mut Tx, results: &[VerificationResult], out: &mut StepOutcome) -> Result<Option<evidence::Settled>, ClientError> {
+    let meta = ClientDb::meta(tx)?;
+    let mut touched = BTreeSet::new();
+    let mut judged: BTreeMap<Txid, BTreeSet<Hash32>> = BTreeMap::new();
+    for r in results {
+        if r.context_id != meta.current().id {
+            out.stale += 1;
+            continue;
+        }
+        let status = match r.status {
+            VerificationStatus::Verified => VerdictStatus::Verified,
+            VerificationStatus::Invalid => VerdictStatus::Invalid,
+            VerificationStatus::Limited => VerdictStatus::Limited,
+            _ => {
+                out.ignored += 1;
+                continue;
+            }
+        };
+        let mut rec: TxRecord = tx.get_json(&tx_key(&r.txid))?.ok_or_else(|| ClientError::invalid(format!("unknown transaction {}", r.txid)))?;
+        if status == VerdictStatus::Verified {
+            // The fact must be the exact bytes of this txid (§8 integrity).
+            let raw = r.raw.as_deref().ok_or_else(|| ClientError::invalid("a verified result carries the transaction bytes"))?;
+            if Hash32::of_double_sha256(raw) != r.txid || raw != rec.raw.as_slice() {
+                return Err(ClientError::invalid(format!("verified fact for {} is not its raw transaction", r.txid)));
+            }
+        }
+        let policy = if status == VerdictStatus::Limited { r.policy.clone() } else { None };
+        let verdict = Verdict { status, context_id: r.context_id.clone(), reason: r.reason.clone(), policy };
+        let v = rec.variants.iter_mut().find(|v| v.id == r.variant).ok_or_else(|| ClientError::invalid("unknown evidence variant"))?;
+        match &v.verdict {
+            Some(old) if old.status == verdict.status => {
+                out.ignored += 1;
+                continue;
+            }
+            Some(_) => return Err(ClientError::conflict(format!("variant of {} already has another verdict", r.txid))),
+            None => v.verdict = Some(verdict),
+        }
+        if let Some(p) = r.placement {
+            if !rec.placements.contains(&p) {
+                rec.placements.push(p);
+                rec.placements.sort();
+            }
+        }
+        touched.insert(rec.component);
+        judged.entry(r.txid).or_default().insert(r.variant);
+        if status == VerdictStatus::Limited {
+            tx.put(limited_key(&r.txid), vec![]);
+        }
+        tx.put_json(tx_key(&r.txid), &rec);
+        out.accepted += 1;
+    }
+    if out.accepted == 0 {
+        return Ok(None);
+    }
+    let settled = settle_judged(tx, &judged)?;
+    touched.extend(&settled.components);
+    out.components = recompute_all(tx, &meta, &touched)?;
+    Ok(Some(settled))
 }

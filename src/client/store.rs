@@ -31,19 +31,20 @@
 //!   whole snapshot is accepted, in the same commit.
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
 use super::checks::{self, BatchLimits, Position};
-use super::evidence::{self, Candidate, GroupEvidence};
+use super::db::{be_u64, decode, key, ClientDb, Tx, REVISION_KEY};
+use super::evidence;
+use super::journal::Candidate;
+use super::group::{GroupRecord, Membership};
+use super::journal::GroupEvidence;
 use super::journal::{GroupRef, ReceiptState};
 use super::membership::{self, MemberRow, RetainedObservation};
 use super::parse::{self, ParsedBatch, Phase, Scope};
 use super::{ClientError, ErrorCode, SourceKey};
 
-const REVISION_KEY: &[u8] = b"meta/revision";
 /// Bounded durable pending work: received but not yet accepted groups per generation.
 pub const MAX_PENDING_GROUPS: u64 = 65_536;
 /// Bounded quarantine per generation (the generation stops receiving after the first).
@@ -99,52 +100,6 @@ impl GenRecord {
             expires_at: self.expires_at,
             replay_until: self.replay_until,
         }
-    }
-}
-
-/// Which rule admits a received group into source membership.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Membership {
-    /// On receipt: membership is the source's claim (its evidence is judged apart, in
-    /// the reconciled graph). The default.
-    #[default]
-    Claims,
-    /// When the group's evidence has all verified (needs the reconciler); a group
-    /// without evidence (a withdrawal) needs nothing more. In receipt order.
-    Verified,
-    /// When the application calls [`CheckpointStore::mark_verified`]. In receipt order.
-    Manual,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub(crate) struct GroupRecord {
-    id: String,
-    sequence: u64,
-    phase: Phase,
-    digest: String,
-    observations: Vec<RetainedObservation>,
-    /// Cleared for membership (by its rule).
-    pub(crate) verified: bool,
-    accepted: bool,
-    #[serde(default)]
-    pub(crate) gate: Membership,
-    /// The evidence candidates it brought (with the reconciler configured).
-    #[serde(default)]
-    pub(crate) candidates: Vec<Candidate>,
-    /// `None` when it was received without the reconciler (nothing is tracked).
-    #[serde(default)]
-    pub(crate) evidence: Option<GroupEvidence>,
-    #[serde(default)]
-    pub(crate) evidence_reason: Option<String>,
-}
-
-impl GroupRecord {
-    pub(crate) fn load(tx: &Tx, g: &GroupRef) -> Result<Option<GroupRecord>, ClientError> {
-        tx.get_json(&key(b'R', &g.source.0, Some(g.generation), &g.ordinal.to_be_bytes()))
-    }
-    pub(crate) fn save(&self, tx: &mut Tx, g: &GroupRef) {
-        tx.put_json(key(b'R', &g.source.0, Some(g.generation), &g.ordinal.to_be_bytes()), self);
     }
 }
 
@@ -253,107 +208,6 @@ pub struct MemberView {
     pub partial: bool,
 }
 
-pub struct CheckpointStore {
-    pub(crate) db: sled::Db,
-    pub(crate) tree: sled::Tree,
-    lock: Mutex<()>,
-}
-
-/// A commit under construction: reads see its own writes; [`Tx::finish`] applies it
-/// as one sled batch and flushes.
-pub(crate) struct Tx<'a> {
-    tree: &'a sled::Tree,
-    pub(crate) writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
-}
-
-impl<'a> Tx<'a> {
-    pub(crate) fn new(tree: &'a sled::Tree) -> Self {
-        Tx { tree, writes: BTreeMap::new() }
-    }
-    pub(crate) fn get(&self, k: &[u8]) -> Result<Option<Vec<u8>>, ClientError> {
-        if let Some(v) = self.writes.get(k) {
-            return Ok(v.clone());
-        }
-        Ok(self.tree.get(k).map_err(ClientError::storage)?.map(|v| v.to_vec()))
-    }
-    pub(crate) fn get_json<T: serde::de::DeserializeOwned>(&self, k: &[u8]) -> Result<Option<T>, ClientError> {
-        self.get(k)?.map(|v| decode(&v)).transpose()
-    }
-    pub(crate) fn put(&mut self, k: Vec<u8>, v: Vec<u8>) {
-        self.writes.insert(k, Some(v));
-    }
-    pub(crate) fn put_json<T: Serialize>(&mut self, k: Vec<u8>, v: &T) {
-        self.put(k, serde_json::to_vec(v).expect("records serialize"));
-    }
-    pub(crate) fn delete_prefix(&mut self, prefix: &[u8]) -> Result<(), ClientError> {
-        for kv in self.tree.scan_prefix(prefix) {
-            let (k, _) = kv.map_err(ClientError::storage)?;
-            self.writes.insert(k.to_vec(), None);
-        }
-        let pending: Vec<Vec<u8>> = self.writes.keys().filter(|k| k.starts_with(prefix)).cloned().collect();
-        for k in pending {
-            self.writes.insert(k, None);
-        }
-        Ok(())
-    }
-    /// Keys and values under `prefix`, this commit's own writes included, in key order.
-    pub(crate) fn scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, ClientError> {
-        let mut out: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-        for kv in self.tree.scan_prefix(prefix) {
-            let (k, v) = kv.map_err(ClientError::storage)?;
-            out.insert(k.to_vec(), v.to_vec());
-        }
-        for (k, v) in self.writes.range(prefix.to_vec()..).take_while(|(k, _)| k.starts_with(prefix)) {
-            match v {
-                Some(v) => out.insert(k.clone(), v.clone()),
-                None => out.remove(k),
-            };
-        }
-        Ok(out.into_iter().collect())
-    }
-    pub(crate) fn bump_revision(&mut self) -> Result<u64, ClientError> {
-        let r = self.get(REVISION_KEY)?.map(|v| be_u64(&v)).unwrap_or(0) + 1;
-        self.put(REVISION_KEY.to_vec(), r.to_be_bytes().to_vec());
-        Ok(r)
-    }
-    pub(crate) fn finish(self, db: &sled::Db) -> Result<(), ClientError> {
-        let mut batch = sled::Batch::default();
-        for (k, v) in self.writes {
-            match v {
-                Some(v) => batch.insert(k, v),
-                None => batch.remove(k),
-            }
-        }
-        self.tree.apply_batch(batch).map_err(ClientError::storage)?;
-        // Fail point for the crash tests: applied, not yet flushed (nothing is
-        // acknowledged before the flush below).
-        crate::store::crash::crash_point("client-applied");
-        db.flush().map_err(ClientError::storage)?;
-        Ok(())
-    }
-}
-
-pub(crate) fn decode<T: serde::de::DeserializeOwned>(v: &[u8]) -> Result<T, ClientError> {
-    serde_json::from_slice(v).map_err(|e| ClientError::storage(format!("corrupt record: {e}")))
-}
-
-pub(crate) fn be_u64(v: &[u8]) -> u64 {
-    let mut b = [0u8; 8];
-    b.copy_from_slice(&v[..8]);
-    u64::from_be_bytes(b)
-}
-
-fn key(tag: u8, sid: &[u8; 32], gen: Option<u64>, rest: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(1 + 32 + 8 + rest.len());
-    k.push(tag);
-    k.extend_from_slice(sid);
-    if let Some(g) = gen {
-        k.extend_from_slice(&g.to_be_bytes());
-    }
-    k.extend_from_slice(rest);
-    k
-}
-
 fn pending_open_key(label: &str) -> Vec<u8> {
     let mut k = vec![b'P'];
     k.extend_from_slice(label.as_bytes());
@@ -377,27 +231,7 @@ enum Identity {
     Equivocation(String),
 }
 
-impl CheckpointStore {
-    /// Opens (or creates) the store at `path`. Only one open store per path.
-    pub fn open(path: impl AsRef<Path>) -> Result<CheckpointStore, ClientError> {
-        let db = open_db(path.as_ref())?;
-        let tree = db.open_tree("client-v1").map_err(ClientError::storage)?;
-        Ok(CheckpointStore { db, tree, lock: Mutex::new(()) })
-    }
-
-    /// Flushes and releases the path so it can be reopened.
-    pub fn close(self) -> Result<(), ClientError> {
-        self.db.flush().map_err(ClientError::storage)?;
-        drop(self.tree);
-        drop(self.db);
-        Ok(())
-    }
-
-    pub(crate) fn guard(&self) -> std::sync::MutexGuard<'_, ()> {
-        // A panic while holding the lock cannot leave a half-applied commit (writes
-        // are applied only by `finish`), so a poisoned lock is safe to reuse.
-        self.lock.lock().unwrap_or_else(|e| e.into_inner())
-    }
+impl ClientDb {
 
     pub fn revision(&self) -> Result<u64, ClientError> {
         Ok(Tx::new(&self.tree).get(REVISION_KEY)?.map(|v| be_u64(&v)).unwrap_or(0))
@@ -687,31 +521,7 @@ impl CheckpointStore {
     }
 }
 
-/// How long `open` waits for sled's file lock: a store closed a moment ago in this
-/// process can keep it while sled's background threads finish with the dropped Db.
-const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
-fn open_db(path: &Path) -> Result<sled::Db, ClientError> {
-    let started = std::time::Instant::now();
-    loop {
-        match sled::Config::new().path(path).open() {
-            Ok(db) => return Ok(db),
-            Err(sled::Error::Io(io))
-                if (io.kind() == std::io::ErrorKind::WouldBlock || io.to_string().contains("could not acquire lock"))
-                    && started.elapsed() < LOCK_WAIT =>
-            {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            Err(sled::Error::Io(io)) if io.kind() == std::io::ErrorKind::WouldBlock || io.to_string().contains("could not acquire lock") => {
-                return Err(ClientError::new(
-                    ErrorCode::Unavailable,
-                    format!("checkpoint store {} is open elsewhere (locked)", path.display()),
-                ))
-            }
-            Err(e) => return Err(ClientError::storage(e)),
-        }
-    }
-}
 
 fn no_outcome() -> CommitOutcome {
     CommitOutcome { revision: 0, applied: 0, duplicates: 0, accepted: 0, ignored: false, swapped: false }
@@ -927,6 +737,28 @@ fn accept(tx: &mut Tx, sid: &[u8; 32], src: &mut SourceRecord, gen: &mut GenReco
     Ok((n, swapped))
 }
 
+impl ClientDb {
+    /// Accepts verification results, all in one commit. A result for another context
+    /// than the current one is stale and not recorded; unresolved, cancelled and
+    /// context-changed results leave the job pending. Groups whose candidates now all
+    /// have verdicts are settled in the same commit (`evidence::settle`), and the
+    /// generations they unblock accept what follows.
+    pub fn accept_verifications(&self, results: &[super::reconcile::VerificationResult]) -> Result<super::reconcile::StepOutcome, ClientError> {
+        let _g = self.guard();
+        let mut tx = Tx::new(&self.tree);
+        let mut out = super::reconcile::StepOutcome::default();
+        let Some(settled) = super::reconcile::apply_verifications(&mut tx, results, &mut out)? else {
+            out.revision = self.revision()?;
+            return Ok(out);
+        };
+        after_settle(&mut tx, &settled)?;
+        out.revision = tx.bump_revision()?;
+        crate::store::crash::crash_point("client-accept");
+        tx.finish(&self.db)?;
+        Ok(out)
+    }
+}
+
 /// After evidence settled outside a receipt (verification results, a budget change):
 /// each generation holding a settled group accepts what it now unblocks, and a group
 /// under the `verified` rule with invalid evidence invalidates its generation.
@@ -977,7 +809,7 @@ fn retire(tx: &mut Tx, sid: &[u8; 32], generation: u64) -> Result<(), ClientErro
     Ok(())
 }
 
-impl CheckpointStore {
+impl ClientDb {
     /// Published memberships of every source (current generations), as §10.5
     /// `SourceMembership` rows sorted by scope, generation and outpoint.
     pub fn memberships_json(&self, chain: &parse::Chain) -> Result<Vec<serde_json::Value>, ClientError> {

@@ -71,11 +71,11 @@ pub struct CommitBatchOptions {
 /// Durable checkpoint store of the lookup-live client (BRC-193 §4, §9).
 #[napi(js_name = "CheckpointStore")]
 pub struct JsCheckpointStore {
-    inner: Mutex<Option<client::CheckpointStore>>,
+    inner: Mutex<Option<client::ClientDb>>,
 }
 
 impl JsCheckpointStore {
-    fn with<T>(&self, f: impl FnOnce(&client::CheckpointStore) -> Result<T, ClientError>) -> napi::Result<T> {
+    fn with<T>(&self, f: impl FnOnce(&client::ClientDb) -> Result<T, ClientError>) -> napi::Result<T> {
         let guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let store = guard.as_ref().ok_or_else(|| invalid("checkpoint store is closed"))?;
         f(store).map_err(err)
@@ -91,7 +91,7 @@ impl JsCheckpointStore {
     /// Opens (or creates) the store directory. One open store per path.
     #[napi(factory)]
     pub fn open(path: String) -> napi::Result<Self> {
-        let store = client::CheckpointStore::open(&path).map_err(err)?;
+        let store = client::ClientDb::open(&path).map_err(err)?;
         Ok(JsCheckpointStore { inner: Mutex::new(Some(store)) })
     }
 

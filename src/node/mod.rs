@@ -1,4 +1,5 @@
 //! napi glue: the only place that knows about Node.
+#![cfg_attr(test, allow(dead_code))] // the napi exports are used from JS, not by the Rust unit tests
 use napi_derive::napi;
 
 mod bitcoin;

@@ -29,7 +29,7 @@ use overlay_lookup_live::client::journal::{Anchor, Placement};
 use overlay_lookup_live::client::parse::Chain;
 use overlay_lookup_live::client::reconcile::{Received, ReconcilerConfig, VerificationResult, VerificationStatus};
 use overlay_lookup_live::bitcoin::tx::{parse_tx, Hash32, Outpoint, Txid};
-use overlay_lookup_live::client::{CheckpointStore, CommitOptions, SourceKey};
+use overlay_lookup_live::client::{ClientDb, CommitOptions, SourceKey};
 
 pub struct Corpus {
     pub vectors: Value,
@@ -103,7 +103,7 @@ struct GenState {
 pub struct Runner<'a> {
     corpus: &'a Corpus,
     dir: PathBuf,
-    store: Option<CheckpointStore>,
+    store: Option<ClientDb>,
     /// name -> txid, from the parsed raw bytes.
     pub txids: BTreeMap<String, Txid>,
     names: BTreeMap<Txid, String>,
@@ -118,7 +118,7 @@ pub struct Runner<'a> {
 impl<'a> Runner<'a> {
     /// Opens a store in `dir` and sets up the corpus's chain facts.
     pub fn new(corpus: &'a Corpus, dir: &Path, non_final: bool, journal: &str) -> Result<Runner<'a>, String> {
-        let store = CheckpointStore::open(dir.join("store")).map_err(|e| e.to_string())?;
+        let store = ClientDb::open(dir.join("store")).map_err(|e| e.to_string())?;
         let mut r = Runner {
             corpus,
             dir: dir.to_path_buf(),
@@ -133,13 +133,13 @@ impl<'a> Runner<'a> {
         Ok(r)
     }
 
-    pub fn store(&self) -> &CheckpointStore {
+    pub fn store(&self) -> &ClientDb {
         self.store.as_ref().expect("store is open")
     }
 
     pub fn restart(&mut self) -> Result<(), String> {
         self.store.take().expect("open").close().map_err(|e| e.to_string())?;
-        self.store = Some(CheckpointStore::open(self.dir.join("store")).map_err(|e| e.to_string())?);
+        self.store = Some(ClientDb::open(self.dir.join("store")).map_err(|e| e.to_string())?);
         Ok(())
     }
 

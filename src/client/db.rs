@@ -1,0 +1,170 @@
+//! The client's database: one sled tree (`client-v1`) and the commits on it. Every module of
+//! the client reads and writes through a [`Tx`]; [`ClientDb`] is the handle the bindings
+//! hold, with its operations grouped by concern (`store.rs`: checkpoints and batches,
+//! `reconcile.rs`: the spend graph and verification, `current.rs`: reconciled views).
+//!
+//! Invariants (enforced here): a commit is one sled batch applied all-or-nothing and flushed
+//! before [`Tx::finish`] returns; commits are serialized by [`ClientDb::guard`]; sled's file
+//! lock keeps a second process out. Values are JSON ([`decode`]); key layouts are in
+//! `store.rs` and `journal.rs`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Mutex;
+
+use serde::Serialize;
+
+use super::{ClientError, ErrorCode};
+
+pub(crate) const REVISION_KEY: &[u8] = b"meta/revision";
+
+/// How long `open` waits for sled's file lock: a store closed a moment ago in this
+/// process can keep it while sled's background threads finish with the dropped Db.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+pub struct ClientDb {
+    pub(crate) db: sled::Db,
+    pub(crate) tree: sled::Tree,
+    lock: Mutex<()>,
+}
+
+/// A commit under construction: reads see its own writes; [`Tx::finish`] applies it
+/// as one sled batch and flushes.
+pub(crate) struct Tx<'a> {
+    tree: &'a sled::Tree,
+    pub(crate) writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+}
+
+impl<'a> Tx<'a> {
+    pub(crate) fn new(tree: &'a sled::Tree) -> Self {
+        Tx { tree, writes: BTreeMap::new() }
+    }
+    pub(crate) fn get(&self, k: &[u8]) -> Result<Option<Vec<u8>>, ClientError> {
+        if let Some(v) = self.writes.get(k) {
+            return Ok(v.clone());
+        }
+        Ok(self.tree.get(k).map_err(ClientError::storage)?.map(|v| v.to_vec()))
+    }
+    pub(crate) fn get_json<T: serde::de::DeserializeOwned>(&self, k: &[u8]) -> Result<Option<T>, ClientError> {
+        self.get(k)?.map(|v| decode(&v)).transpose()
+    }
+    pub(crate) fn put(&mut self, k: Vec<u8>, v: Vec<u8>) {
+        self.writes.insert(k, Some(v));
+    }
+    pub(crate) fn put_json<T: Serialize>(&mut self, k: Vec<u8>, v: &T) {
+        self.put(k, serde_json::to_vec(v).expect("records serialize"));
+    }
+    pub(crate) fn delete_prefix(&mut self, prefix: &[u8]) -> Result<(), ClientError> {
+        for kv in self.tree.scan_prefix(prefix) {
+            let (k, _) = kv.map_err(ClientError::storage)?;
+            self.writes.insert(k.to_vec(), None);
+        }
+        let pending: Vec<Vec<u8>> = self.writes.keys().filter(|k| k.starts_with(prefix)).cloned().collect();
+        for k in pending {
+            self.writes.insert(k, None);
+        }
+        Ok(())
+    }
+    /// Keys and values under `prefix`, this commit's own writes included, in key order.
+    pub(crate) fn scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, ClientError> {
+        let mut out: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        for kv in self.tree.scan_prefix(prefix) {
+            let (k, v) = kv.map_err(ClientError::storage)?;
+            out.insert(k.to_vec(), v.to_vec());
+        }
+        for (k, v) in self.writes.range(prefix.to_vec()..).take_while(|(k, _)| k.starts_with(prefix)) {
+            match v {
+                Some(v) => out.insert(k.clone(), v.clone()),
+                None => out.remove(k),
+            };
+        }
+        Ok(out.into_iter().collect())
+    }
+    pub(crate) fn bump_revision(&mut self) -> Result<u64, ClientError> {
+        let r = self.get(REVISION_KEY)?.map(|v| be_u64(&v)).unwrap_or(0) + 1;
+        self.put(REVISION_KEY.to_vec(), r.to_be_bytes().to_vec());
+        Ok(r)
+    }
+    pub(crate) fn finish(self, db: &sled::Db) -> Result<(), ClientError> {
+        let mut batch = sled::Batch::default();
+        for (k, v) in self.writes {
+            match v {
+                Some(v) => batch.insert(k, v),
+                None => batch.remove(k),
+            }
+        }
+        self.tree.apply_batch(batch).map_err(ClientError::storage)?;
+        // Fail point for the crash tests: applied, not yet flushed (nothing is
+        // acknowledged before the flush below).
+        crate::store::crash::crash_point("client-applied");
+        db.flush().map_err(ClientError::storage)?;
+        Ok(())
+    }
+}
+
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(v: &[u8]) -> Result<T, ClientError> {
+    serde_json::from_slice(v).map_err(|e| ClientError::storage(format!("corrupt record: {e}")))
+}
+
+pub(crate) fn be_u64(v: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&v[..8]);
+    u64::from_be_bytes(b)
+}
+
+pub(crate) fn key(tag: u8, sid: &[u8; 32], gen: Option<u64>, rest: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + 32 + 8 + rest.len());
+    k.push(tag);
+    k.extend_from_slice(sid);
+    if let Some(g) = gen {
+        k.extend_from_slice(&g.to_be_bytes());
+    }
+    k.extend_from_slice(rest);
+    k
+}
+
+impl ClientDb {
+    /// Opens (or creates) the store at `path`. Only one open store per path.
+    pub fn open(path: impl AsRef<Path>) -> Result<ClientDb, ClientError> {
+        let db = open_db(path.as_ref())?;
+        let tree = db.open_tree("client-v1").map_err(ClientError::storage)?;
+        Ok(ClientDb { db, tree, lock: Mutex::new(()) })
+    }
+
+    /// Flushes and releases the path so it can be reopened.
+    pub fn close(self) -> Result<(), ClientError> {
+        self.db.flush().map_err(ClientError::storage)?;
+        drop(self.tree);
+        drop(self.db);
+        Ok(())
+    }
+
+    pub(crate) fn guard(&self) -> std::sync::MutexGuard<'_, ()> {
+        // A panic while holding the lock cannot leave a half-applied commit (writes
+        // are applied only by `finish`), so a poisoned lock is safe to reuse.
+        self.lock.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+}
+
+fn open_db(path: &Path) -> Result<sled::Db, ClientError> {
+    let started = std::time::Instant::now();
+    loop {
+        match sled::Config::new().path(path).open() {
+            Ok(db) => return Ok(db),
+            Err(sled::Error::Io(io))
+                if (io.kind() == std::io::ErrorKind::WouldBlock || io.to_string().contains("could not acquire lock"))
+                    && started.elapsed() < LOCK_WAIT =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(sled::Error::Io(io)) if io.kind() == std::io::ErrorKind::WouldBlock || io.to_string().contains("could not acquire lock") => {
+                return Err(ClientError::new(
+                    ErrorCode::Unavailable,
+                    format!("checkpoint store {} is open elsewhere (locked)", path.display()),
+                ))
+            }
+            Err(e) => return Err(ClientError::storage(e)),
+        }
+    }
+}
