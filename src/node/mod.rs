@@ -7,6 +7,7 @@ mod delivery;
 mod error;
 mod live;
 mod manifest;
+mod verify;
 mod wallet;
 mod wire;
 
