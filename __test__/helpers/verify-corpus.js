@@ -76,8 +76,8 @@ function caseOf (name, tx, extra = {}) {
 }
 
 /** A child spending `parent`'s outputs `indexes` with `unlockings` (bytes each). */
-function child (parent, indexes, unlockings, { version = 1, outSatoshis = 1000, lockTime = 0, sequence = SEQUENCE_FINAL, outputs = 1 } = {}) {
-  const out = Array.from({ length: outputs }, (_, k) => ({ lockingScript: LockingScript.fromBinary([0x51, 0x75 + (k % 2)]), satoshis: outSatoshis }))
+function child (parent, indexes, unlockings, { version = 1, outSatoshis = 1000, lockTime = 0, sequence = SEQUENCE_FINAL, outputs = 1, lock } = {}) {
+  const out = Array.from({ length: outputs }, (_, k) => ({ lockingScript: LockingScript.fromBinary(lock ?? [0x51, 0x75 + (k % 2)]), satoshis: outSatoshis }))
   return new Transaction(version, indexes.map((k, j) => ({
     sourceTransaction: parent, sourceOutputIndex: k, unlockingScript: UnlockingScript.fromBinary(unlockings[j]), sequence
   })), out, lockTime)
@@ -257,7 +257,7 @@ async function boundCases (tracker) {
   for (const s of [103, 104, 105]) cases.push(caseOf(`script bytes ${s}`, tx, { limits: { maxScriptBytes: s } }))
   // Depth and transactions: a chain of 3 unconfirmed spends above a mined parent.
   let prev = minedParent(tracker, [[0x51]])
-  for (let d = 0; d < 3; d++) prev = child(prev, [0], [[]], { outSatoshis: 9000 - d })
+  for (let d = 0; d < 3; d++) prev = child(prev, [0], [[]], { outSatoshis: 9000 - d, lock: [0x51] })
   for (const d of [2, 3, 4]) cases.push(caseOf(`depth ${d}`, prev, { limits: { maxDepth: d } }))
   for (const t of [3, 4, 5]) cases.push(caseOf(`transactions ${t}`, prev, { limits: { maxTransactions: t } }))
   // Amounts at the edge: outputs equal to the input, one satoshi over.
