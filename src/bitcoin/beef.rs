@@ -149,6 +149,16 @@ pub fn parse(bytes: &[u8]) -> Result<Beef<'_>, Error> {
     Ok(beef)
 }
 
+/// One BUMP on its own (BRC-74 binary), the whole input.
+pub fn parse_bump(bytes: &[u8]) -> Result<Bump, Error> {
+    let mut r = Reader::new(bytes);
+    let bump = read_bump(&mut r)?;
+    if r.at != bytes.len() {
+        return Err(Error::invalid("trailing bytes after the BUMP"));
+    }
+    Ok(bump)
+}
+
 fn read_bump(r: &mut Reader<'_>) -> Result<Bump, Error> {
     let height = r.varint()?;
     let tree = r.take(1)?[0] as usize;
