@@ -556,3 +556,46 @@ pub fn txid_of(raw: &[u8]) -> Txid {
     d.reverse();
     Hash32(d)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claimed(coinbase: bool) -> Verification {
+        Verification {
+            status: Status::Verified,
+            reason: "ok".into(),
+            claims: vec![RootClaim { height: 100, root: Hash32([1; 32]), txid: Hash32([2; 32]), coinbase }],
+            proof_height: Some(100),
+            raw: None,
+            work: Work::default(),
+        }
+    }
+
+    #[test]
+    fn settle_applies_height_then_claims_in_order() {
+        let v = claimed(false);
+        let s = v.settle(Some(99), |_| true);
+        assert_eq!((s.status, s.wait_height), (Status::Unresolved, Some(100)));
+        assert_eq!(v.settle(Some(100), |_| true).status, Status::Verified);
+        assert_eq!(v.settle(Some(100), |_| false).status, Status::Invalid);
+        // A coinbase more than 100 blocks below the tracker's height: refused, as the SDK does.
+        let c = claimed(true);
+        assert_eq!(c.settle(Some(200), |_| true).status, Status::Verified);
+        assert_eq!(c.settle(Some(201), |_| true).status, Status::Invalid);
+    }
+
+    #[test]
+    fn junk_and_truncation_are_verdicts_not_panics() {
+        let l = Limits::default();
+        let t = Hash32([3; 32]);
+        assert_eq!(verify_beef(&[], &t, &l).status, Status::Unresolved);
+        assert_eq!(verify_beef(&[1, 0, 0xbe, 0xef, 0, 0], &t, &l).status, Status::Invalid);
+        let mut big = vec![1, 0, 0xbe, 0xef];
+        big.extend_from_slice(&[0xff; 64]);
+        for cut in 0..big.len() {
+            let _ = verify_beef(&big[..cut], &t, &l);
+        }
+        assert_eq!(verify_beef(&vec![0; (1 << 20) + 1], &t, &l).status, Status::Limited);
+    }
+}
