@@ -69,10 +69,10 @@ test('P2PKH and PushDrop spends from the notes factory verify alike (and a one-b
   expect(cases.length).toBeGreaterThan(5)
 })
 
-test('every sighash type, both transaction versions, one to three inputs', async () => {
+test('every sighash type, both transaction versions, one to three inputs; OP_CODESEPARATOR before the check', async () => {
   const r = C.rng(SEED)
   const cases = []
-  for (let i = 0; i < SCALE; i++) cases.push(...C.sighashCases(tracker, r))
+  for (let i = 0; i < SCALE; i++) cases.push(...C.sighashCases(tracker, r), ...C.codeseparatorCases(tracker, r))
   expect(await compare(cases)).toEqual([])
   // Valid FORKID and original-digest signatures both occur, and so do refusals.
   const statuses = new Set()

@@ -139,6 +139,33 @@ function multisigCases (tracker, r) {
   return cases
 }
 
+/** OP_CODESEPARATOR before a signature check: the digest covers the script after the last one executed. */
+function codeseparatorCases (tracker, r) {
+  const cases = []
+  const key = PrivateKey.fromRandom()
+  const pk = key.toPublicKey().encode(true)
+  const h160 = Hash.hash160(pk)
+  const locks = [
+    { lock: [...push(pk), 0xab, 0xac], code: [0xac], withKey: false },
+    { lock: [0xab, 0x76, 0xa9, ...push(h160), 0x88, 0xab, 0xac], code: [0xac], withKey: true },
+    { lock: [0x51, 0x63, 0xab, 0x68, ...push(pk), 0xac], code: [0x68, ...push(pk), 0xac], withKey: false },
+    { lock: [0x00, 0x63, 0xab, 0x68, ...push(pk), 0xac], code: [0x00, 0x63, 0xab, 0x68, ...push(pk), 0xac], withKey: false }
+  ]
+  for (const { lock, code, withKey } of locks) {
+    for (const scope of [0x41, 0x01, 0xc3, 0x61, 0x02]) {
+      for (const right of [true, false]) {
+        const version = scope & 0x20 ? 2 : 1 + r.int(2)
+        const parent = minedParent(tracker, [lock])
+        const tx = child(parent, [0], [[]], { version })
+        const sig = signInput(tx, 0, key, scope, right ? code : lock)
+        tx.inputs[0].unlockingScript = UnlockingScript.fromBinary([...push(sig), ...(withKey ? push(pk) : [])])
+        cases.push(caseOf(`codeseparator ${Buffer.from(lock.slice(0, 3)).toString('hex')} scope ${scope.toString(16)} ${right ? 'right' : 'whole script'} v${version}`, tx))
+      }
+    }
+  }
+  return cases
+}
+
 // Opcodes the random programs draw from (every byte value appears in the whole-set draw).
 const OPS = [
   0x00, 0x4f, 0x50, 0x51, 0x52, 0x53, 0x60, 0x61, 0x62, 0x63, 0x64, 0x65, 0x66, 0x67, 0x68, 0x69, 0x6a,
@@ -273,6 +300,6 @@ async function boundCases (tracker) {
 }
 
 module.exports = {
-  LocalChainTracker, rng, minedParent, child, signInput, caseOf, p2pkhSpend, sighashCases, multisigCases,
+  LocalChainTracker, rng, minedParent, child, signInput, caseOf, p2pkhSpend, sighashCases, multisigCases, codeseparatorCases,
   randomScriptCases, malformedCases, corruptionCases, boundCases, SCOPES
 }
