@@ -17,6 +17,8 @@ const { NoteFactory } = require('./helpers/engine')
 const NIGHTLY = process.env.NATIVE_VERIFY_SCALE === 'nightly'
 const SCALE = NIGHTLY ? 20 : 1
 const SEED = Number(process.env.NATIVE_VERIFY_SEED ?? 33)
+// The nightly corpus takes minutes per test.
+const TIMEOUT = NIGHTLY ? 40 * 60 * 1000 : 60 * 1000
 
 const tracker = new C.LocalChainTracker()
 const counts = {}
@@ -67,7 +69,7 @@ test('P2PKH and PushDrop spends from the notes factory verify alike (and a one-b
   }
   expect(await compare(cases)).toEqual([])
   expect(cases.length).toBeGreaterThan(5)
-})
+}, TIMEOUT)
 
 test('every sighash type, both transaction versions, one to three inputs; OP_CODESEPARATOR before the check', async () => {
   const r = C.rng(SEED)
@@ -78,14 +80,14 @@ test('every sighash type, both transaction versions, one to three inputs; OP_COD
   const statuses = new Set()
   for (const c of cases) statuses.add(native.verifyBeef(c.beef, c.txid).status)
   expect(statuses).toEqual(new Set(['verified', 'invalid']))
-})
+}, TIMEOUT)
 
 test('multisig spends: right, reordered, missing, extra dummy, wrong key, CHECKMULTISIGVERIFY', async () => {
   const r = C.rng(SEED + 1)
   const cases = []
   for (let i = 0; i < SCALE; i++) cases.push(...C.multisigCases(tracker, r))
   expect(await compare(cases)).toEqual([])
-})
+}, TIMEOUT)
 
 test('random scripts over the whole opcode set, and malformed scripts', async () => {
   const r = C.rng(SEED + 2)
@@ -95,7 +97,7 @@ test('random scripts over the whole opcode set, and malformed scripts', async ()
   expect(mismatches.slice(0, 5)).toEqual([])
   // Few random programs need more than 1 MiB of stack.
   expect(heavy - before).toBeLessThan(cases.length / 50)
-})
+}, TIMEOUT)
 
 test('every single-byte corruption of a valid P2PKH spend', async () => {
   const cases = []
@@ -112,7 +114,7 @@ test('every single-byte corruption of a valid P2PKH spend', async () => {
     expect(native.verifyBeef(c.beef, c.txid).status).not.toBe('verified')
   }
   expect(consistent.length).toBeGreaterThan(cases.length / 2)
-})
+}, TIMEOUT)
 
 test('bounds at their edges give the same verdicts (limited, never invalid, when exceeded)', async () => {
   const cases = await C.boundCases(tracker)
@@ -123,7 +125,7 @@ test('bounds at their edges give the same verdicts (limited, never invalid, when
   expect([by['depth 2'], by['depth 3']]).toEqual(['limited', 'verified'])
   expect([by['transactions 3'], by['transactions 4']]).toEqual(['limited', 'verified'])
   expect([by['amount equal'], by['amount over']]).toEqual(['verified', 'invalid'])
-})
+}, TIMEOUT)
 
 test('the native verifier reports Merkle claims to settle and never blocks on bad input', async () => {
   const tx = await C.p2pkhSpend(tracker)
@@ -136,4 +138,4 @@ test('the native verifier reports Merkle claims to settle and never blocks on ba
   // A batch answers in order; junk and a wrong txid are verdicts, not exceptions.
   const [a, b, c] = await native.verifyBeefBatch([{ beef, txid: tx.id('hex') }, { beef: Buffer.from([1, 2, 3]), txid: tx.id('hex') }, { beef, txid: 'zz' }])
   expect([a.status, b.status, c.status]).toEqual(['verified', 'unresolved', 'invalid'])
-})
+}, TIMEOUT)
