@@ -82,6 +82,15 @@ test('every sighash type, both transaction versions, one to three inputs; OP_COD
   expect(statuses).toEqual(new Set(['verified', 'invalid']))
 }, TIMEOUT)
 
+test('signature and key encodings: high S by transaction version, padded DER, undefined hash types, uncompressed, hybrid and off-curve keys', async () => {
+  const cases = C.encodingCases(tracker)
+  expect(await compare(cases)).toEqual([])
+  const status = name => native.verifyBeef(cases.find(c => c.name === name).beef, cases.find(c => c.name === name).txid).status
+  expect([status('encoding compressed key, high S signature, v1'), status('encoding compressed key, high S signature, v2')]).toEqual(['invalid', 'verified'])
+  expect(status('encoding uncompressed key, low S signature, v1')).toBe('verified')
+  expect(status('encoding hybrid key, low S signature, v2')).toBe('invalid')
+}, TIMEOUT)
+
 test('multisig spends: right, reordered, missing, extra dummy, wrong key, CHECKMULTISIGVERIFY', async () => {
   const r = C.rng(SEED + 1)
   const cases = []

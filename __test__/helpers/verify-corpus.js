@@ -139,6 +139,40 @@ function multisigCases (tracker, r) {
   return cases
 }
 
+const N = new BigNumber('FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141', 16)
+
+/** Signature and key encodings: high S (refused in v1, accepted in v2), padded DER, undefined hash types, uncompressed, hybrid and off-curve keys, empty signatures. */
+function encodingCases (tracker) {
+  const cases = []
+  const key = PrivateKey.fromRandom()
+  const compressed = key.toPublicKey().encode(true)
+  const uncompressed = key.toPublicKey().encode(false)
+  const hybrid = [uncompressed[64] % 2 ? 0x07 : 0x06, ...uncompressed.slice(1)]
+  const offCurve = [0x02, ...new Array(31).fill(0), 5]
+  const p2pkh = pk => [0x76, 0xa9, ...push(Hash.hash160(pk)), 0x88, 0xac]
+  const variants = {
+    'low S': (sig) => sig,
+    'high S': (sig) => { const t = TransactionSignature.fromChecksigFormat(sig); return new TransactionSignature(t.r, N.sub(t.s), t.scope).toChecksigFormat() },
+    'padded r': (sig) => { const t = TransactionSignature.fromChecksigFormat(sig); const r = [0, ...t.r.toArray('be')]; const s2 = t.s.toArray('be'); const der = [0x02, r.length, ...r, 0x02, s2.length, ...s2]; return [0x30, der.length, ...der, t.scope] },
+    'hash type 0': (sig) => [...sig.slice(0, -1), 0x00],
+    'hash type 0x84': (sig) => [...sig.slice(0, -1), 0x84],
+    empty: () => []
+  }
+  for (const version of [1, 2]) {
+    for (const [kname, pk] of Object.entries({ compressed, uncompressed, hybrid, 'off curve': offCurve })) {
+      for (const [vname, edit] of Object.entries(variants)) {
+        const lock = p2pkh(pk)
+        const parent = minedParent(tracker, [lock])
+        const tx = child(parent, [0], [[]], { version })
+        const sig = edit(signInput(tx, 0, key, 0x41, lock))
+        tx.inputs[0].unlockingScript = UnlockingScript.fromBinary([...push(sig), ...push(pk)])
+        cases.push(caseOf(`encoding ${kname} key, ${vname} signature, v${version}`, tx))
+      }
+    }
+  }
+  return cases
+}
+
 /** OP_CODESEPARATOR before a signature check: the digest covers the script after the last one executed. */
 function codeseparatorCases (tracker, r) {
   const cases = []
@@ -300,6 +334,6 @@ async function boundCases (tracker) {
 }
 
 module.exports = {
-  LocalChainTracker, rng, minedParent, child, signInput, caseOf, p2pkhSpend, sighashCases, multisigCases, codeseparatorCases,
+  LocalChainTracker, rng, minedParent, child, signInput, caseOf, p2pkhSpend, sighashCases, multisigCases, codeseparatorCases, encodingCases,
   randomScriptCases, malformedCases, corruptionCases, boundCases, SCOPES
 }
