@@ -91,6 +91,26 @@ test('signature and key encodings: high S by transaction version, padded DER, un
   expect(status('encoding hybrid key, low S signature, v2')).toBe('invalid')
 }, TIMEOUT)
 
+test('bundle shapes and ancestry: V2, Atomic, unconfirmed chains, txid-only parents, bad and future proofs, a deep coinbase, amounts', async () => {
+  const cases = await C.bundleCases(tracker)
+  expect(await compare(cases)).toEqual([])
+  const by = {}
+  for (const c of cases) by[c.name] = (await checkEvidence({ txid: c.txid }, c.beef, tracker, VERIFIER_DEFAULTS)).status
+  expect(by).toEqual({
+    'chain of 3, V1': 'verified',
+    'chain of 3, V2': 'verified',
+    'chain of 3, Atomic': 'verified',
+    'ancestor inside the bundle': 'verified',
+    'txid-only parent': 'unresolved',
+    'two inputs of one parent': 'verified',
+    'two parents, outputs over inputs': 'invalid',
+    'two parents, outputs equal to inputs': 'verified',
+    'parent proof at the wrong height': 'invalid',
+    'proof above the tracker': 'unresolved',
+    'coinbase 150 blocks deep': 'invalid'
+  })
+}, TIMEOUT)
+
 test('multisig spends: right, reordered, missing, extra dummy, wrong key, CHECKMULTISIGVERIFY', async () => {
   const r = C.rng(SEED + 1)
   const cases = []

@@ -173,6 +173,57 @@ function encodingCases (tracker) {
   return cases
 }
 
+/** Bundle shapes and ancestry: V2 and Atomic, unconfirmed chains, txid-only parents, bad and future proofs, coinbase depth, amounts over several inputs. */
+async function bundleCases (tracker) {
+  const { Beef, MerklePath } = require('@bsv/sdk')
+  const cases = []
+  const key = PrivateKey.fromRandom()
+  const lock = new P2PKH().lock(key.toAddress())
+  const spend = async (sources, { version = 1, satoshis } = {}) => {
+    const tx = new Transaction(version, sources.map(([t, i]) => ({ sourceTransaction: t, sourceOutputIndex: i, unlockingScriptTemplate: new P2PKH().unlock(key), sequence: SEQUENCE_FINAL })),
+      [{ lockingScript: lock, satoshis: satoshis ?? sources.reduce((a, [t, i]) => a + t.outputs[i].satoshis, 0) - 100 }], 0)
+    await tx.sign()
+    return tx
+  }
+  const mined = (satoshis = 50000) => minedParent(tracker, [lock.toBinary(), lock.toBinary()], satoshis)
+  // An unconfirmed chain of three signed spends above a mined parent, in V1, V2 and Atomic form.
+  let t = await spend([[mined(), 0]])
+  t = await spend([[t, 0]], { version: 2 })
+  t = await spend([[t, 0]])
+  cases.push(caseOf('chain of 3, V1', t))
+  const v2 = new Beef(); v2.mergeTransaction(t)
+  cases.push({ name: 'chain of 3, V2', beef: Buffer.from(v2.toBinary()), txid: t.id('hex') })
+  cases.push({ name: 'chain of 3, Atomic', beef: Buffer.from(t.toAtomicBEEF()), txid: t.id('hex') })
+  // A job naming an ancestor of the bundle's subject: found inside it.
+  cases.push({ name: 'ancestor inside the bundle', beef: Buffer.from(t.toBEEF()), txid: t.inputs[0].sourceTransaction.id('hex') })
+  // The same parent known only by txid: the chain cannot be checked.
+  const p = mined()
+  const c = await spend([[p, 0], [p, 1]])
+  const only = new Beef(); only.mergeTransaction(c); only.makeTxidOnly(p.id('hex'))
+  cases.push({ name: 'txid-only parent', beef: Buffer.from(only.toBinary()), txid: c.id('hex') })
+  cases.push(caseOf('two inputs of one parent', c))
+  // Two parents, outputs one satoshi above the inputs.
+  const q = mined(1000); const r2 = mined(2000)
+  cases.push(caseOf('two parents, outputs over inputs', await spend([[q, 0], [r2, 1]], { satoshis: 3001 })))
+  cases.push(caseOf('two parents, outputs equal to inputs', await spend([[q, 1], [r2, 0]], { satoshis: 3000 })))
+  // A proof claiming the wrong height, and a proof for a block above the tracker's.
+  const bad = mined()
+  const badTx = await spend([[bad, 0]])
+  bad.merklePath = new MerklePath(bad.merklePath.blockHeight + 1, bad.merklePath.path)
+  cases.push(caseOf('parent proof at the wrong height', badTx))
+  const ahead = minedParent(tracker, [lock.toBinary()])
+  ahead.merklePath = new MerklePath(tracker.height + 50, ahead.merklePath.path)
+  cases.push(caseOf('proof above the tracker', await spend([[ahead, 0]])))
+  // A mined subject at offset 0 (a coinbase): judged against the tracker's height.
+  const cb = new Transaction(1, [{ sourceTXID: '00'.repeat(32), sourceOutputIndex: 0xffffffff, unlockingScript: UnlockingScript.fromBinary([0x51]), sequence: SEQUENCE_FINAL }], [{ lockingScript: lock, satoshis: 5000 }], 0)
+  const other = crypto.randomBytes(32).toString('hex')
+  const height = tracker.height - 150
+  cb.merklePath = new MerklePath(height, [[{ offset: 0, hash: cb.id('hex'), txid: true }, { offset: 1, hash: other }]])
+  tracker.roots.set(height, cb.merklePath.computeRoot(cb.id('hex')))
+  cases.push(caseOf('coinbase 150 blocks deep', cb))
+  return cases
+}
+
 /** OP_CODESEPARATOR before a signature check: the digest covers the script after the last one executed. */
 function codeseparatorCases (tracker, r) {
   const cases = []
@@ -334,6 +385,6 @@ async function boundCases (tracker) {
 }
 
 module.exports = {
-  LocalChainTracker, rng, minedParent, child, signInput, caseOf, p2pkhSpend, sighashCases, multisigCases, codeseparatorCases, encodingCases,
+  LocalChainTracker, rng, minedParent, child, signInput, caseOf, p2pkhSpend, sighashCases, multisigCases, codeseparatorCases, encodingCases, bundleCases,
   randomScriptCases, malformedCases, corruptionCases, boundCases, SCOPES
 }
