@@ -120,7 +120,7 @@ test('multisig spends: right, reordered, missing, extra dummy, wrong key, CHECKM
 
 test('random scripts over the whole opcode set, and malformed scripts', async () => {
   const r = C.rng(SEED + 2)
-  const cases = [...C.randomScriptCases(tracker, r, 2500 * SCALE), ...C.malformedCases(tracker, r, 200 * SCALE)]
+  const cases = [...C.randomScriptCases(tracker, r, 6000 * SCALE), ...C.malformedCases(tracker, r, 200 * SCALE)]
   const before = heavy
   const mismatches = await compare(cases)
   expect(mismatches.slice(0, 5)).toEqual([])
