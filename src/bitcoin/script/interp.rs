@@ -105,6 +105,8 @@ struct Machine<'a, 'b, 'c> {
     mem: usize,
     alt_mem: usize,
     if_stack: Vec<bool>,
+    /// How many entries of `if_stack` are false (so "is this branch executing" is O(1)).
+    if_false: usize,
     else_stack: Vec<bool>,
     returning: bool,
     last_sep: Option<usize>,
@@ -139,6 +141,7 @@ pub fn validate(spend: &Spend<'_, '_>, bounds: Bounds, cache: &mut Cache, work: 
         mem: 0,
         alt_mem: 0,
         if_stack: Vec::new(),
+        if_false: 0,
         else_stack: Vec::new(),
         returning: false,
         last_sep: None,
@@ -301,6 +304,7 @@ impl<'a, 'b, 'c> Machine<'a, 'b, 'c> {
     fn run(&mut self, chunks: &[Chunk<'_>], ctx: Ctx) -> Result<(), Fault> {
         self.pc = 0;
         self.if_stack.clear();
+        self.if_false = 0;
         self.else_stack.clear();
         self.returning = false;
         self.alt.clear();
@@ -313,6 +317,7 @@ impl<'a, 'b, 'c> Machine<'a, 'b, 'c> {
             return fail("Every OP_IF, OP_NOTIF, or OP_ELSE must be terminated with OP_ENDIF prior to the end of the script.");
         }
         self.if_stack.clear();
+        self.if_false = 0;
         self.else_stack.clear();
         self.alt.clear();
         self.alt_mem = 0;
@@ -336,7 +341,7 @@ impl<'a, 'b, 'c> Machine<'a, 'b, 'c> {
         if chunk.data.is_some_and(|d| d.len() > MAX_PUSH) {
             return fail("Data push over the maximum size.");
         }
-        let executing = !self.returning && !self.if_stack.contains(&false);
+        let executing = !self.returning && self.if_false == 0;
         if executing && op <= super::OP_PUSHDATA4 {
             if !self.relaxed && !minimal_push(&chunk) {
                 return fail(format!("This data is not minimally-encoded. (PC: {})", self.pc));
@@ -444,6 +449,7 @@ impl<'a, 'b, 'c> Machine<'a, 'b, 'c> {
                         f = !f;
                     }
                 }
+                self.if_false += usize::from(!f);
                 self.if_stack.push(f);
                 self.else_stack.push(false);
             }
@@ -459,11 +465,17 @@ impl<'a, 'b, 'c> Machine<'a, 'b, 'c> {
                         f = !f;
                     }
                 }
+                self.if_false += usize::from(!f);
                 self.if_stack.push(f);
                 self.else_stack.push(false);
             }
             0x67 => {
                 let Some(top) = self.if_stack.last_mut() else { return fail("OP_ELSE requires a preceeding OP_IF.") };
+                if *top {
+                    self.if_false += 1;
+                } else {
+                    self.if_false -= 1;
+                }
                 *top = !*top;
                 if let Some(e) = self.else_stack.last_mut() {
                     *e = true;
@@ -473,7 +485,9 @@ impl<'a, 'b, 'c> Machine<'a, 'b, 'c> {
                 if self.if_stack.is_empty() {
                     return fail("OP_ENDIF requires a preceeding OP_IF.");
                 }
-                self.if_stack.pop();
+                if self.if_stack.pop() == Some(false) {
+                    self.if_false -= 1;
+                }
                 self.else_stack.pop();
             }
             0x69 => {
@@ -1064,5 +1078,54 @@ mod tests {
         assert_eq!(shift_bytes_right(&[0x01, 0x80], 9), vec![0x00, 0x00]);
         assert_eq!(shift_bytes_right(&[0x01, 0x80], 16), vec![0x00, 0x00]);
         assert!(checksig_format(&hex::decode("3006020101020101").map(|mut v| { v.push(0x41); v }).unwrap()));
+    }
+}
+
+#[cfg(test)]
+mod nesting {
+    use super::*;
+    use crate::bitcoin::tx::view_prefix;
+
+    /// A transaction of one input (unlocking `unlock`) and one output, for spends in tests.
+    fn tx_with(unlock: &[u8]) -> Vec<u8> {
+        let mut t = vec![2, 0, 0, 0, 1];
+        t.extend_from_slice(&[0x11; 32]);
+        t.extend_from_slice(&[0, 0, 0, 0]);
+        t.extend_from_slice(&[0xfe]);
+        t.extend_from_slice(&(unlock.len() as u32).to_le_bytes());
+        t.extend_from_slice(unlock);
+        t.extend_from_slice(&[0xff; 4]);
+        t.push(1);
+        t.extend_from_slice(&[0; 8]);
+        t.push(1);
+        t.push(0x51);
+        t.extend_from_slice(&[0; 4]);
+        t
+    }
+
+    #[test]
+    fn deep_conditionals_run_in_linear_time() {
+        // 200,000 nested OP_1 OP_IF ... OP_ENDIF: each step asks "is this branch executing".
+        let n = 200_000;
+        let mut lock = Vec::new();
+        for _ in 0..n {
+            lock.extend_from_slice(&[0x51, 0x63]);
+        }
+        lock.push(0x00);
+        lock.push(0x63);
+        lock.extend(std::iter::repeat_n(0x51, 10));
+        lock.push(0x68);
+        lock.extend(std::iter::repeat_n(0x68, n));
+        lock.push(0x51);
+        let raw = tx_with(&[]);
+        let tx = view_prefix(&raw).unwrap();
+        let spend = Spend { tx: &tx, input: 0, locking: &lock, satoshis: 1 };
+        let mut work = Work::default();
+        assert_eq!(validate(&spend, Bounds::default(), &mut Cache::default(), &mut work), Ok(()));
+        // Every opcode but the ten skipped ones ran (the skipped branch costs its IF and ENDIF).
+        assert_eq!(work.ops, (3 * n + 4) as u64);
+        // The operation budget stops it, as `limited`.
+        let small = Bounds { memory_limit: DEFAULT_MEMORY_LIMIT, budget: 1000 };
+        assert!(matches!(validate(&spend, small, &mut Cache::default(), &mut Work::default()), Err(Fault::Budget(_))));
     }
 }
