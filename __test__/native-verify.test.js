@@ -27,6 +27,9 @@ const counts = {}
 // allocate gigabytes and exhaust the process. The native engine checks first; for these it must
 // say `limited` at the SDK's default bound, or at least never verify what it could not run.
 const PROBE = 1 << 20
+// Likewise programs whose work (opcodes, bytes hashed, the SDK's intermediate numbers) is over
+// 2^24: an OP_LSHIFT by 2^29 bits makes the SDK build a 64 MiB number first.
+const PROBE_BUDGET = 1 << 24
 let heavy = 0
 
 async function compare (cases) {
@@ -35,11 +38,11 @@ async function compare (cases) {
     const limits = { ...VERIFIER_DEFAULTS, ...c.limits }
     const job = { txid: c.txid }
     if (limits.memoryLimit === undefined || limits.memoryLimit > PROBE) {
-      const probe = native.verifyBeef(c.beef, c.txid, { memoryLimit: PROBE })
-      if (probe.status === 'limited' && /memory/.test(probe.reason)) {
+      const probe = native.verifyBeef(c.beef, c.txid, { memoryLimit: PROBE, budget: PROBE_BUDGET })
+      if (probe.status === 'limited' && /memory|budget/.test(probe.reason)) {
         heavy++
         const nat = await checkEvidence(job, c.beef, tracker, { ...limits, engine: 'native' })
-        if (nat.status === 'invalid' && /memory/.test(nat.reason)) mismatches.push({ name: c.name, native: nat.reason })
+        if (nat.status === 'invalid' && /memory|budget/.test(nat.reason)) mismatches.push({ name: c.name, native: nat.reason })
         continue
       }
     }

@@ -874,6 +874,11 @@ impl<'a, 'b, 'c> Machine<'a, 'b, 'c> {
                 return fail("Maximum BigInt size exceeded");
             }
             let s = n.to_u64().unwrap_or(u64::MAX);
+            // The SDK builds the whole shifted number (up to 2^30 bits) before masking it: that
+            // work is counted against the operation budget.
+            if value_bits > 0 {
+                self.charge((value_bits + s) / 8)?;
+            }
             shift_bytes_left(&buf, if s >= bits_total { bits_total } else { s })
         } else {
             let s = n.to_u64().unwrap_or(u64::MAX);
