@@ -1,7 +1,8 @@
 // Types of the package root (js/index.js).
 export { LiveLookup, LiveLookupOptions, Caller, LiveResponse, LiveStats, AuthorizeRequest, Chain } from './live'
 export { LiveLookupClient, CheckpointStore, LiveLookupError, SourceKey, Member, Checkpoint } from './client'
-export { EvidenceVerifier, VerificationSettings, EvidenceCheck } from './verifier'
+export { EvidenceVerifier, VerificationSettings, EvidenceCheck, EvidenceLimits, checkEvidence } from './verifier'
+export { verifyBeef, verifyBeefAsync, verifyBeefBatch, NativeVerification, NativeRootClaim, NativeVerifyOptions, NativeVerifyJob, NativeVerifyWork } from '../index'
 export { createRouter, RouterOptions, LiveRouter, PROFILE } from './router'
 export { mountOnOverlayExpress, createOutputLookupCompanion, OutputLookupError, OutputLookupCompanion, OutputLookupCaller, OutputLookupHTTPResponse, OutputLookupCompanionOptions, OutputLookupSlot } from './overlay-express'
 export { runChecks, formatReport, CheckOptions, CheckResult, CheckReport } from './check'

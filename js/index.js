@@ -26,6 +26,11 @@ module.exports = {
   NativeWallet,
   NativeAuthFetch,
   EvidenceVerifier: require('./verifier').EvidenceVerifier,
+  checkEvidence: require('./verifier').checkEvidence,
+  // Native evidence verification (docs/native-verify.md).
+  verifyBeef: require('./native').verifyBeef,
+  verifyBeefAsync: require('./native').verifyBeefAsync,
+  verifyBeefBatch: require('./native').verifyBeefBatch,
   digest: wire.digest,
   canonicalize: wire.canonicalize,
   parseOpen: wire.parseOpen,
