@@ -249,6 +249,18 @@ function codeseparatorCases (tracker, r) {
       }
     }
   }
+  // A signature check inside the unlocking script (v2 only: v1 wants push-only): its script code
+  // is the unlocking script after the signature's push is removed.
+  for (const scope of [0x41, 0x01, 0x61]) {
+    for (const version of [1, 2]) {
+      const parent = minedParent(tracker, [[0x69, 0x51]])
+      const tx = child(parent, [0], [[]], { version })
+      const code = [...push(pk), 0xac]
+      const sig = signInput(tx, 0, key, scope, code)
+      tx.inputs[0].unlockingScript = UnlockingScript.fromBinary([...push(sig), ...code])
+      cases.push(caseOf(`checksig in the unlocking script, scope ${scope.toString(16)} v${version}`, tx))
+    }
+  }
   return cases
 }
 
