@@ -474,6 +474,58 @@ export interface NativeResponse {
   body: Buffer
 }
 
+export interface NativeRootClaim {
+  height: number
+  /** Display hex, as `isValidRootForHeight` takes it. */
+  root: string
+  txid: string
+  /** The proven transaction is at offset 0 (the SDK compares a coinbase's height). */
+  coinbase: boolean
+}
+
+export interface NativeVerification {
+  /**
+   * 'verified' | 'invalid' | 'limited' | 'unresolved': the outcome once every claim
+   * is confirmed by the ChainTracker.
+   */
+  status: string
+  reason: string
+  /** Roots to confirm, in the order `Transaction.verify` asks for them. */
+  claims: Array<NativeRootClaim>
+  /** The highest block a proof relied on is in (compare with `currentHeight()`). */
+  proofHeight?: number
+  /** The subject transaction's bytes, when the bundle holds it. */
+  raw?: Buffer
+  work: NativeVerifyWork
+}
+
+export interface NativeVerifyJob {
+  beef: Buffer
+  txid: string
+}
+
+/** Bounds of a native verification (js/verifier.js's verification options). */
+export interface NativeVerifyOptions {
+  /** Largest evidence accepted (bytes; default 1 MiB). */
+  maxBytes?: number
+  /** Most transactions a bundle may carry (default 256). */
+  maxTransactions?: number
+  /** Deepest unconfirmed ancestry (default 64). */
+  maxDepth?: number
+  /** Most script bytes the unconfirmed ancestry may run (default 1 MiB). */
+  maxScriptBytes?: number
+  /** Stack memory bound of the interpreter (bytes; default 32,000,000 as the SDK's). */
+  memoryLimit?: number
+  /** Operation budget over the bundle: opcodes executed plus bytes hashed (default 2^32). */
+  budget?: number
+}
+
+export interface NativeVerifyWork {
+  ops: number
+  hashedBytes: number
+  signatures: number
+}
+
 /** Opens (or creates) the store and the provider on top of it. */
 export declare function openLive(config: LiveConfig): Promise<NativeLive>
 
@@ -540,6 +592,18 @@ export interface SubjectTransaction {
   inputs: Array<SubjectInput>
   outputs: Array<SubjectOutput>
 }
+
+/**
+ * Verifies `txid`'s evidence on the calling thread (see `verifyBeefAsync` to keep the
+ * JS thread free). Never throws for bad evidence: the status says what it is.
+ */
+export declare function verifyBeef(beef: Buffer, txid: string, opts?: NativeVerifyOptions | undefined | null): NativeVerification
+
+/** `verifyBeef` on the libuv thread pool: resolves with the same answer. */
+export declare function verifyBeefAsync(beef: Buffer, txid: string, opts?: NativeVerifyOptions | undefined | null): Promise<NativeVerification>
+
+/** Several jobs in one pool task (less handing over per job); answers in job order. */
+export declare function verifyBeefBatch(jobs: Array<NativeVerifyJob>, opts?: NativeVerifyOptions | undefined | null): Promise<Array<NativeVerification>>
 
 /** Verifies an anyone-verifiable BRC-77 signature; returns the signer identity hex. */
 export declare function verifyBrc77(message: Buffer, signature: Buffer): string

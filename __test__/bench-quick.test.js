@@ -7,7 +7,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { spawnSync } = require('node:child_process')
 
-const SECTIONS = ['catalogue', 'commits', 'waiters', 'http', 'disk', 'caps', 'auth', 'submit', 'gasp', 'access']
+const SECTIONS = ['catalogue', 'commits', 'waiters', 'http', 'disk', 'caps', 'auth', 'submit', 'gasp', 'access', 'nativeverify']
 
 test('npm run bench -- --quick runs every section and writes RESULTS.md, results.json and the plots', () => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-quick-'))
@@ -70,6 +70,9 @@ test('npm run bench -- --quick runs every section and writes RESULTS.md, results
     expect(access.polls.map(p => [p.partitions, p.pollers])).toEqual([[0, results.plans.access.pollers], [results.plans.access.partitions, results.plans.access.pollers]])
     expect(access.memory.map(m => m.partitions)).toEqual([0, results.plans.access.partitions])
     expect(results.sections.commits.eightOverOne.n).toBe(results.plans.commits.runs)
+    // Native verification: both kinds of evidence, every engine, one figure per run.
+    const nv = results.sections.nativeverify
+    for (const k of ['mined', 'p2pkh']) expect(nv.kinds[k].poolOverSdk.n).toBe(results.plans.nativeverify.runs)
     expect(results.sections.disk.afterCompactionBytesPerRow.n).toBe(results.plans.disk.runs)
 
     // Past every cap: an explicit status, and the process still served afterwards.

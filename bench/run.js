@@ -7,7 +7,7 @@
 //   npm run bench -- --quick           tiny sizes, 2 runs: checks the harness in under a minute
 //   npm run bench -- --out DIR         write the results elsewhere (the Jest test does this)
 //   npm run bench -- --cargo           also run the native `cargo bench` targets and include them
-//   npm run bench -- --only a,b        only these sections (catalogue, commits, waiters, http, disk, caps, auth, submit, gasp, access)
+//   npm run bench -- --only a,b        only these sections (catalogue, commits, waiters, http, disk, caps, auth, submit, gasp, access, nativeverify)
 //   npm run bench -- --engine-at-1m    also measure Engine.lookup at 1M rows (slow, several GB of heap)
 //   node bench/run.js --render FILE    rewrite RESULTS.md and the plots from an existing results.json
 // Figures are min/median/max of repeated runs; ratios pair values of the same run.
@@ -19,7 +19,7 @@ const { fork, execFileSync, spawn } = require('node:child_process')
 const { linePlot } = require('./lib/svg')
 const { renderReport } = require('./lib/report')
 
-const SECTIONS = ['catalogue', 'commits', 'waiters', 'http', 'disk', 'caps', 'auth', 'submit', 'gasp', 'access']
+const SECTIONS = ['catalogue', 'commits', 'waiters', 'http', 'disk', 'caps', 'auth', 'submit', 'gasp', 'access', 'nativeverify']
 
 function parseArgs (argv) {
   const a = { quick: false, out: __dirname, cargo: false, only: null, engineAt1m: false, tmp: os.tmpdir() }
@@ -51,7 +51,8 @@ function plans (args) {
       auth: { windowMs: 300, runs: 2, warmupMs: 300, clientHosts: 2, cpuClients: 2, clients: [1, 2], processEachClients: [2], pollers: [20], pollProcesses: 2, pollRuns: 1, firstContacts: 3 },
       submit: { widths: [1, 8], batch: 8, rounds: 2 },
       gasp: { intervals: [250], runs: 2 },
-      access: { rows: 2000, runs: 2, partitions: 10, pollers: 20, pollProcesses: 2, pollRuns: 1, memorySessions: 100, memoryRuns: 2 }
+      access: { rows: 2000, runs: 2, partitions: 10, pollers: 20, pollProcesses: 2, pollRuns: 1, memorySessions: 100, memoryRuns: 2 },
+      nativeverify: { jobs: 100, sdkJobs: 20, runs: 2, batch: 16, workers: 2 }
     }
   }
   return {
@@ -86,7 +87,8 @@ function plans (args) {
     gasp: { intervals: [250, 1000, 2000], runs: 7 },
     // Access partitions: first batch of a 1% partition at 100k rows, 1,000 authenticated polls of
     // 1,000 principals in 10 partitions, memory per waiting session with and without partitions.
-    access: { rows: 100000, runs: 5, partitions: 10, pollers: 1000, pollProcesses: 4, pollRuns: 3, memorySessions: 10000, memoryRuns: 3 }
+    access: { rows: 100000, runs: 5, partitions: 10, pollers: 1000, pollProcesses: 4, pollRuns: 3, memorySessions: 10000, memoryRuns: 3 },
+    nativeverify: { jobs: 4000, sdkJobs: 400, runs: 5, batch: 64, workers: 4 }
   }
 }
 

@@ -8,7 +8,7 @@
 //  2. verification lag behind receipt while a LiveLookupClient (public mode, loopback HTTP)
 //     drains an N-output snapshot from the project's server, verifying in the background.
 //
-//   node bench/verify.js [--jobs 1000] [--snapshot 10000] [--concurrency 4]
+//   node bench/verify.js [--jobs 1000] [--snapshot 10000] [--concurrency 4] [--engine native|sdk]
 
 const fs = require('node:fs')
 const os = require('node:os')
@@ -27,6 +27,7 @@ function arg (name, dflt) {
 const JOBS = arg('jobs', 1000)
 const SNAPSHOT = arg('snapshot', 10000)
 const CONCURRENCY = arg('concurrency', 4)
+const ENGINE = (() => { const i = process.argv.indexOf('--engine'); return i < 0 ? 'native' : process.argv[i + 1] })()
 
 function openStore (dir, tracker) {
   const store = CheckpointStore.open(dir)
@@ -53,14 +54,14 @@ async function rate (tmp) {
   }
   const jobs = store.pendingVerifications()
   // checkEvidence alone: decode, bounds, merkle path, scripts (no store writes).
-  const limits = { ...VERIFIER_DEFAULTS }
+  const limits = { ...VERIFIER_DEFAULTS, engine: ENGINE }
   let t0 = process.hrtime.bigint()
   for (const j of jobs) {
     const r = await checkEvidence(j, store.verificationEvidence(j.txid, j.variantId), tracker, limits)
     if (r.status !== 'verified') throw new Error(`unexpected ${r.status}: ${r.reason}`)
   }
   const checkS = Number(process.hrtime.bigint() - t0) / 1e9
-  const v = new EvidenceVerifier({ store, chainTracker: tracker, concurrency: CONCURRENCY })
+  const v = new EvidenceVerifier({ store, chainTracker: tracker, concurrency: CONCURRENCY, engine: ENGINE })
   t0 = process.hrtime.bigint()
   await v.run()
   const runS = Number(process.hrtime.bigint() - t0) / 1e9
@@ -107,7 +108,7 @@ async function lag (tmp) {
     }
     return r
   }
-  const client = new LiveLookupClient({ baseURL: origin, chain: CHAIN, allowInsecureHttp: true, fetch, store, limits: { waitMs: 0 }, chainTracker: tracker, verification: { concurrency: CONCURRENCY } })
+  const client = new LiveLookupClient({ baseURL: origin, chain: CHAIN, allowInsecureHttp: true, fetch, store, limits: { waitMs: 0 }, chainTracker: tracker, verification: { concurrency: CONCURRENCY, engine: ENGINE } })
   const ac = new AbortController()
   const t0 = performance.now()
   let lastReceipt = 0

@@ -1,7 +1,8 @@
 // Types of the package root (js/index.js).
 export { LiveLookup, LiveLookupOptions, Caller, LiveResponse, LiveStats, AuthorizeRequest, Chain } from './provider/live'
 export { LiveLookupClient, CheckpointStore, LiveLookupError, SourceKey, Member, Checkpoint } from './client/client'
-export { EvidenceVerifier, VerificationSettings, EvidenceCheck } from './client/verifier'
+export { EvidenceVerifier, VerificationSettings, EvidenceCheck, EvidenceLimits, checkEvidence } from './client/verifier'
+export { verifyBeef, verifyBeefAsync, verifyBeefBatch, NativeVerification, NativeRootClaim, NativeVerifyOptions, NativeVerifyJob, NativeVerifyWork } from '../index'
 export { createRouter, RouterOptions, LiveRouter, PROFILE } from './provider/router'
 export { mountOnOverlayExpress, createOutputLookupCompanion, OutputLookupError, OutputLookupCompanion, OutputLookupCaller, OutputLookupHTTPResponse, OutputLookupCompanionOptions, OutputLookupSlot } from './provider/overlay-express'
 export { runChecks, formatReport, CheckOptions, CheckResult, CheckReport } from './check'

@@ -26,6 +26,11 @@ module.exports = {
   NativeWallet,
   NativeAuthFetch,
   EvidenceVerifier: require('./client/verifier').EvidenceVerifier,
+  checkEvidence: require('./client/verifier').checkEvidence,
+  // Native evidence verification (docs/native-verify.md).
+  verifyBeef: require('./shared/native').verifyBeef,
+  verifyBeefAsync: require('./shared/native').verifyBeefAsync,
+  verifyBeefBatch: require('./shared/native').verifyBeefBatch,
   digest: wire.digest,
   canonicalize: wire.canonicalize,
   parseOpen: wire.parseOpen,

@@ -169,6 +169,27 @@ ${table(['', 'groups/s', 'median commit latency, ms'], [
 `
 }
 
+function nativeVerifySection (v) {
+  const row = (label, k) => [label, cell(k.sdkJobsPerSec), cell(k.nativeOneThreadJobsPerSec), cell(k.nativePoolJobsPerSec), cell(k.oneThreadOverSdk), cell(k.poolOverSdk)]
+  return `## 14. Evidence verification jobs per second: native engine against the SDK
+
+One job is the verifier's per-job work short of the store (\`bench/sections/nativeverify.js\`): bound
+and decode the BEEF, find the job's transaction, verify it, and settle its Merkle root claims with a
+ChainTracker (a \`LocalChainTracker\` behind the verifier's per-run cache). \`sdk\`: \`checkEvidence\` with
+\`engine: 'sdk'\` (\`Transaction.verify\` on the JS thread, ${v.sdkJobs} jobs per run); native, one thread:
+\`verifyBeef\` on the JS thread, then the settlement; native, pool: \`verifyBeefBatch\` on the libuv pool
+(${v.batch} jobs per task, ${v.workers} tasks in flight, UV_THREADPOOL_SIZE ${v.uvThreadpool}, ${v.cpus} CPUs), then
+the settlement, as \`EvidenceVerifier\` runs it; ${v.jobs.toLocaleString('en-US')} distinct jobs per kind, every
+verdict checked. The ratios pair figures of one run. Goals (issue 33): mined subject >= 20,000 jobs/s,
+1-input P2PKH >= 5,000 jobs/s.
+
+${table(['evidence', 'sdk, jobs/s', 'native one thread, jobs/s', 'native pool, jobs/s', 'one thread / sdk', 'pool / sdk'], [
+    row('mined subject (Merkle path only)', v.kinds.mined),
+    row('1-input P2PKH, mined parent', v.kinds.p2pkh)
+  ])}
+`
+}
+
 function waitersSection (w) {
   return `## 4. Commit-to-delivery latency with waiting sessions
 
@@ -607,8 +628,9 @@ flushes.
   if (s.submit) parts.push(submitSection(s.submit))
   if (s.gasp) parts.push(gaspSection(s.gasp))
   if (s.access) parts.push(accessSection(s.access))
+  if (s.nativeverify) parts.push(nativeVerifySection(s.nativeverify))
   parts.push(caveats(r))
   return parts.join('\n') + '\n'
 }
 
-module.exports = { renderReport }
+module.exports = { renderReport, nativeVerifySection }

@@ -36,7 +36,7 @@ class LiveLookupError extends Error {
 
 // --- native store wrapper --------------------------------------------------
 
-// Native errors arrive with their fields set (js/native.js); the client's own type carries them.
+// Native errors arrive with their fields set (js/shared/native.js); the client's own type carries them.
 function fromNative (e, prefix = '') {
   if (!e || typeof e.code !== 'string' || e.retryable === undefined) return e
   const extra = { retryable: e.retryable, cause: e.cause }

@@ -8,6 +8,11 @@ export interface ChainTrackerLike {
 
 /** Verification budget (docs/client.md "Verification"); over a bound gives `limited`. */
 export interface VerificationSettings {
+  /**
+   * 'native' (default): the Rust verifier on the libuv pool (docs/native-verify.md);
+   * 'sdk': @bsv/sdk's Transaction.verify on the JS thread. The verdicts are the same.
+   */
+  engine?: 'native' | 'sdk'
   /** Evidence bytes per job. Default 1 MiB. */
   maxBytes?: number
   /** Transactions in one BEEF. Default 256. */
@@ -16,9 +21,13 @@ export interface VerificationSettings {
   maxDepth?: number
   /** Unlocking plus locking script bytes evaluated per job. Default 1 MiB. */
   maxScriptBytes?: number
-  /** Passed to the @bsv/sdk interpreter as its memory limit. */
+  /** Stack memory bound of the interpreter (bytes; the SDK's default 32,000,000); over it is `limited`. */
   memoryLimit?: number
-  /** Concurrent workers. Default 4. */
+  /** Native engine only: opcodes executed plus bytes hashed per job (default 2^32); over it is `limited`. */
+  budget?: number
+  /** Native engine only: jobs per pool task. Default 16. */
+  batch?: number
+  /** Concurrent workers (native: pool tasks in flight). Default 4. */
   concurrency?: number
   /** Results accepted per store commit. Default 32. */
   acceptEvery?: number
@@ -38,7 +47,10 @@ export interface EvidenceCheck {
 
 export declare class EvidenceVerifier {
   constructor (o: { store: CheckpointStore; chainTracker: ChainTrackerLike } & VerificationSettings)
-  stats: { verified: number; invalid: number; limited: number; unresolved: number; deferred: number; runs: number }
+  /** Which engine verifies. */
+  engine: 'native' | 'sdk'
+  /** Counts of outcomes, and of the questions that reached the ChainTracker (after the per-run cache). */
+  stats: { verified: number; invalid: number; limited: number; unresolved: number; deferred: number; runs: number; rootQuestions: number; heightQuestions: number }
   /** Identifies this verifier's budget; `limited` verdicts of another budget are verified again. */
   policy: string
   /** Stops waiting for the chain tracker to advance (pending jobs stay in the store). */
@@ -49,7 +61,30 @@ export declare class EvidenceVerifier {
   idle (): Promise<void>
 }
 
+export interface EvidenceLimits {
+  engine?: 'native' | 'sdk'
+  maxBytes: number
+  maxTransactions: number
+  maxDepth: number
+  maxScriptBytes: number
+  memoryLimit?: number
+  budget?: number
+}
+
+/** Checks one job's evidence with `limits.engine` (native unless 'sdk'). */
 export declare function checkEvidence (
-  job: VerificationJob, evidence: Buffer | null, chainTracker: ChainTrackerLike,
-  limits: { maxBytes: number; maxTransactions: number; maxDepth: number; maxScriptBytes: number; memoryLimit?: number }
+  job: Pick<VerificationJob, 'txid'>, evidence: Buffer | null, chainTracker: ChainTrackerLike, limits: EvidenceLimits
 ): Promise<EvidenceCheck>
+
+/** The 'sdk' engine's check (Beef.fromBinary, findAtomicTransaction, Transaction.verify). */
+export declare function checkEvidenceSdk (
+  job: Pick<VerificationJob, 'txid'>, evidence: Buffer | null, chainTracker: ChainTrackerLike, limits: EvidenceLimits
+): Promise<EvidenceCheck>
+
+/** A tracker answering each distinct (height, root) once, and `currentHeight` once; failures are asked again. */
+export declare function cachedTracker (chainTracker: ChainTrackerLike): ChainTrackerLike & { questions: { roots: number; heights: number } }
+
+/** Applies a tracker's answers to a native verification (`verifyBeef`'s result). */
+export declare function settle (v: import('../index').NativeVerification, chainTracker: ChainTrackerLike): Promise<EvidenceCheck>
+
+export declare const VERIFIER_DEFAULTS: Required<Pick<VerificationSettings, 'engine' | 'maxBytes' | 'maxTransactions' | 'maxDepth' | 'maxScriptBytes' | 'concurrency' | 'acceptEvery' | 'heightPollMs' | 'batch'>>

@@ -15,8 +15,10 @@
 // the tracker has advanced (polled every `heightPollMs` while such jobs wait).
 
 const { Beef } = require('@bsv/sdk')
+const native = require('../shared/native')
 
-const DEFAULTS = { maxBytes: 1 << 20, maxTransactions: 256, maxDepth: 64, maxScriptBytes: 1 << 20, concurrency: 4, acceptEvery: 32, heightPollMs: 10000 }
+const DEFAULTS = { engine: 'native', maxBytes: 1 << 20, maxTransactions: 256, maxDepth: 64, maxScriptBytes: 1 << 20, concurrency: 4, acceptEvery: 32, heightPollMs: 10000, batch: 16 }
+const ENGINES = ['native', 'sdk']
 
 // A bound exceeded is a retained `limited` outcome, never `invalid` (BRC-192 §8).
 class Limited extends Error {}
@@ -24,8 +26,10 @@ class Limited extends Error {}
 class Unavailable extends Error {}
 
 function trackerOf (chainTracker) {
+  if (chainTracker && chainTracker[WRAPPED]) return chainTracker
   // Errors of the tracker itself are not evidence failures.
   return {
+    [WRAPPED]: true,
     async isValidRootForHeight (root, height) {
       try { return await chainTracker.isValidRootForHeight(root, height) } catch (e) { throw new Unavailable(`chain tracker: ${e.message}`) }
     },
@@ -33,6 +37,43 @@ function trackerOf (chainTracker) {
       try { return await chainTracker.currentHeight() } catch (e) { throw new Unavailable(`chain tracker: ${e.message}`) }
     }
   }
+}
+
+const WRAPPED = Symbol('wrapped tracker')
+
+/**
+ * A tracker that asks `isValidRootForHeight` once per distinct (height, root) and
+ * `currentHeight` once, for as long as it is used (one verifier run). A failed question
+ * is not kept: it is asked again. `questions` counts what reached the real tracker.
+ */
+function cachedTracker (chainTracker) {
+  const inner = trackerOf(chainTracker)
+  const roots = new Map()
+  let height = null
+  const t = {
+    [WRAPPED]: true,
+    questions: { roots: 0, heights: 0 },
+    isValidRootForHeight (root, h) {
+      const key = `${h}:${root}`
+      let p = roots.get(key)
+      if (!p) {
+        t.questions.roots++
+        p = inner.isValidRootForHeight(root, h)
+        roots.set(key, p)
+        p.catch(() => roots.delete(key))
+      }
+      return p
+    },
+    currentHeight () {
+      if (!height) {
+        t.questions.heights++
+        height = inner.currentHeight()
+        height.catch(() => { height = null })
+      }
+      return height
+    }
+  }
+  return t
 }
 
 // Depth of the unconfirmed ancestry below `tx` and the script bytes it would run.
@@ -77,10 +118,62 @@ const REASON_MAX = 512
 const bounded = m => (m.length > REASON_MAX ? m.slice(0, REASON_MAX - 1) + '…' : m)
 
 /**
- * Checks one job's evidence. Resolves with `{status, reason, raw?, retry?, waitHeight?}`;
- * never throws for bad evidence.
+ * Checks one job's evidence with `limits.engine` ('native' unless 'sdk'). Resolves with
+ * `{status, reason, raw?, retry?, waitHeight?}`; never throws for bad evidence.
  */
 async function checkEvidence (job, evidence, chainTracker, limits) {
+  if ((limits.engine ?? DEFAULTS.engine) === 'sdk') return checkEvidenceSdk(job, evidence, chainTracker, limits)
+  const pre = precheck(evidence, limits)
+  if (pre) return pre
+  return settle(await native.verifyBeefAsync(evidence, job.txid, nativeOptions(limits)), trackerOf(chainTracker))
+}
+
+// What both engines decide before reading the bundle.
+function precheck (evidence, limits) {
+  if (!evidence) return { status: 'unresolved', reason: 'the evidence bytes are not retained' }
+  if (evidence.length > limits.maxBytes) return { status: 'limited', reason: `evidence is ${evidence.length} bytes, over ${limits.maxBytes}` }
+  return null
+}
+
+function nativeOptions (limits) {
+  const o = { maxBytes: limits.maxBytes, maxTransactions: limits.maxTransactions, maxDepth: limits.maxDepth, maxScriptBytes: limits.maxScriptBytes }
+  if (limits.memoryLimit !== undefined) o.memoryLimit = limits.memoryLimit
+  if (limits.budget !== undefined) o.budget = limits.budget
+  return o
+}
+
+/**
+ * Applies the tracker's answers to a native verification, as `Transaction.verify` would
+ * have met them: a proof above the tracker's height defers the job; the root claims are
+ * asked together and read in the walk's order (the first refused one, or a coinbase over
+ * 100 blocks deep, makes the job invalid; the first that cannot be answered leaves it
+ * pending); otherwise the native outcome stands.
+ */
+async function settle (v, tracker) {
+  try {
+    let height = null
+    if (v.proofHeight !== undefined && v.proofHeight !== null) {
+      height = await tracker.currentHeight()
+      if (v.proofHeight > height) return { status: 'unresolved', reason: `a Merkle path is for height ${v.proofHeight}, above the chain tracker's ${height}`, retry: true, waitHeight: v.proofHeight }
+    }
+    const answers = await Promise.allSettled(v.claims.map(c => tracker.isValidRootForHeight(c.root, c.height)))
+    for (let i = 0; i < v.claims.length; i++) {
+      const c = v.claims[i]
+      if (c.coinbase && height !== null && c.height + 100 < height) return { status: 'invalid', reason: `Invalid merkle path for transaction ${c.txid}` }
+      if (answers[i].status === 'rejected') throw answers[i].reason
+      if (answers[i].value !== true) return { status: 'invalid', reason: `Invalid merkle path for transaction ${c.txid}` }
+    }
+  } catch (e) {
+    if (e instanceof Unavailable) return { status: 'unresolved', reason: bounded(e.message), retry: true }
+    throw e
+  }
+  const r = { status: v.status, reason: bounded(v.reason) }
+  if (v.status === 'verified') r.raw = v.raw
+  return r
+}
+
+/** The 'sdk' engine: @bsv/sdk's Beef and Transaction.verify on this thread. */
+async function checkEvidenceSdk (job, evidence, chainTracker, limits) {
   if (!evidence) return { status: 'unresolved', reason: 'the evidence bytes are not retained' }
   if (evidence.length > limits.maxBytes) return { status: 'limited', reason: `evidence is ${evidence.length} bytes, over ${limits.maxBytes}` }
   let beef
@@ -130,24 +223,33 @@ class EvidenceVerifier {
    * @param {import('./client').CheckpointStore} o.store a store with configureReconciler done
    * @param {{isValidRootForHeight: Function, currentHeight: Function}} o.chainTracker
    */
-  constructor ({ store, chainTracker, maxBytes, maxTransactions, maxDepth, maxScriptBytes, memoryLimit, concurrency, acceptEvery, heightPollMs } = {}) {
+  constructor ({ store, chainTracker, engine, maxBytes, maxTransactions, maxDepth, maxScriptBytes, memoryLimit, budget, concurrency, acceptEvery, heightPollMs, batch } = {}) {
     if (!store) throw new TypeError('a CheckpointStore is required')
     if (!chainTracker || typeof chainTracker.isValidRootForHeight !== 'function') throw new TypeError('a ChainTracker is required')
+    engine = engine ?? DEFAULTS.engine
+    if (!ENGINES.includes(engine)) throw new TypeError(`verification engine is 'native' or 'sdk', not ${JSON.stringify(engine)}`)
+    this.engine = engine
     this.store = store
     this.chainTracker = chainTracker
     this.limits = {
+      engine,
       maxBytes: maxBytes ?? DEFAULTS.maxBytes,
       maxTransactions: maxTransactions ?? DEFAULTS.maxTransactions,
       maxDepth: maxDepth ?? DEFAULTS.maxDepth,
       maxScriptBytes: maxScriptBytes ?? DEFAULTS.maxScriptBytes,
-      memoryLimit
+      memoryLimit,
+      budget
     }
     this.concurrency = Math.max(1, concurrency ?? DEFAULTS.concurrency)
+    // Jobs per native pool task (the 'sdk' engine takes one at a time).
+    this.batch = engine === 'sdk' ? 1 : Math.max(1, batch ?? DEFAULTS.batch)
     this.acceptEvery = Math.max(1, acceptEvery ?? DEFAULTS.acceptEvery)
     this.heightPollMs = Math.max(1, heightPollMs ?? DEFAULTS.heightPollMs)
     // The budget `limited` verdicts are recorded against: another budget tries them again.
-    this.policy = JSON.stringify(['sdk', this.limits.maxBytes, this.limits.maxTransactions, this.limits.maxDepth, this.limits.maxScriptBytes, this.limits.memoryLimit ?? null])
-    this.stats = { verified: 0, invalid: 0, limited: 0, unresolved: 0, deferred: 0, runs: 0 }
+    // (The native engine's operation budget is part of it: the SDK has none.)
+    const bounds = [this.limits.maxBytes, this.limits.maxTransactions, this.limits.maxDepth, this.limits.maxScriptBytes, this.limits.memoryLimit ?? null]
+    this.policy = JSON.stringify(engine === 'sdk' ? ['sdk', ...bounds] : ['native', ...bounds, budget ?? null])
+    this.stats = { verified: 0, invalid: 0, limited: 0, unresolved: 0, deferred: 0, runs: 0, rootQuestions: 0, heightQuestions: 0 }
     this._running = null
     this._again = false
     this._requeued = false
@@ -205,24 +307,41 @@ class EvidenceVerifier {
     const queue = jobs.filter(j => !skipped.has(j.variantId + j.txid))
     let next = 0
     let stop = false
+    // One cache of tracker answers for the run: each distinct (height, root) asked once.
+    const tracker = cachedTracker(this.chainTracker)
+    const record = (job, r) => {
+      this.stats[r.status]++
+      // Evidence that cannot complete is not retried in this process; a tracker
+      // failure is, on the next run; a proof above the tracker's height, once it moved.
+      if (r.status === 'unresolved') {
+        if (r.waitHeight !== undefined) { this.stats.deferred++; deferred = true } else if (!r.retry) skipped.add(job.variantId + job.txid)
+        return
+      }
+      results.push({ txid: job.txid, variantId: job.variantId, contextId: job.contextId, status: r.status, raw: r.raw, reason: r.reason, policy: r.status === 'limited' ? this.policy : undefined })
+      // Results go back in groups: one durable commit per group, not per job.
+      if (results.length >= this.acceptEvery) flush()
+    }
     const worker = async () => {
       while (next < queue.length && !stop) {
-        const job = queue[next++]
-        const evidence = this.store.verificationEvidence(job.txid, job.variantId)
-        const r = await checkEvidence(job, evidence, this.chainTracker, this.limits)
-        // Script checks are CPU work on this thread: yield to I/O between jobs so receipt
-        // (and anything else the application does) is not starved by a long run.
-        await new Promise(resolve => setImmediate(resolve))
-        this.stats[r.status]++
-        // Evidence that cannot complete is not retried in this process; a tracker
-        // failure is, on the next run; a proof above the tracker's height, once it moved.
-        if (r.status === 'unresolved') {
-          if (r.waitHeight !== undefined) { this.stats.deferred++; deferred = true } else if (!r.retry) skipped.add(job.variantId + job.txid)
+        const jobs = queue.slice(next, next + this.batch)
+        next += jobs.length
+        const evidence = jobs.map(job => this.store.verificationEvidence(job.txid, job.variantId))
+        if (this.engine === 'sdk') {
+          const r = await checkEvidenceSdk(jobs[0], evidence[0], tracker, this.limits)
+          // Script checks are CPU work on this thread: yield to I/O between jobs so receipt
+          // (and anything else the application does) is not starved by a long run.
+          await new Promise(resolve => setImmediate(resolve))
+          record(jobs[0], r)
           continue
         }
-        results.push({ txid: job.txid, variantId: job.variantId, contextId: job.contextId, status: r.status, raw: r.raw, reason: r.reason, policy: r.status === 'limited' ? this.policy : undefined })
-        // Results go back in groups: one durable commit per group, not per job.
-        if (results.length >= this.acceptEvery) flush()
+        // Native: the bundles go to the pool in one task; the JS thread only settles the claims.
+        const pre = evidence.map(e => precheck(e, this.limits))
+        const todo = jobs.map((job, i) => ({ job, i })).filter(x => !pre[x.i])
+        const computed = todo.length ? await native.verifyBeefBatch(todo.map(({ job, i }) => ({ beef: evidence[i], txid: job.txid })), nativeOptions(this.limits)) : []
+        const out = pre.slice()
+        const settled = await Promise.all(computed.map(v => settle(v, tracker)))
+        todo.forEach((x, k) => { out[x.i] = settled[k] })
+        jobs.forEach((job, i) => record(job, out[i]))
       }
     }
     const guarded = () => worker().catch(e => { stop = true; throw e })
@@ -234,10 +353,12 @@ class EvidenceVerifier {
     // failure is reported after the finished results are accepted.
     const settled = await Promise.allSettled(Array.from({ length: Math.min(this.concurrency, queue.length) }, guarded))
     flush()
+    this.stats.rootQuestions += tracker.questions.roots
+    this.stats.heightQuestions += tracker.questions.heights
     if (deferred) this._waitForHeight()
     const failed = settled.find(x => x.status === 'rejected')
     if (failed) throw failed.reason
   }
 }
 
-module.exports = { EvidenceVerifier, checkEvidence, VERIFIER_DEFAULTS: DEFAULTS }
+module.exports = { EvidenceVerifier, checkEvidence, checkEvidenceSdk, cachedTracker, settle, VERIFIER_DEFAULTS: DEFAULTS }

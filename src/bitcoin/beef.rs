@@ -14,8 +14,6 @@
 
 use std::collections::BTreeMap;
 
-use sha2::{Digest, Sha256};
-
 use crate::bitcoin::tx::{view_prefix, Hash32, Reader, TxView, Txid};
 use super::Error;
 
@@ -151,6 +149,16 @@ pub fn parse(bytes: &[u8]) -> Result<Beef<'_>, Error> {
     Ok(beef)
 }
 
+/// One BUMP on its own (BRC-74 binary), the whole input.
+pub fn parse_bump(bytes: &[u8]) -> Result<Bump, Error> {
+    let mut r = Reader::new(bytes);
+    let bump = read_bump(&mut r)?;
+    if r.at != bytes.len() {
+        return Err(Error::invalid("trailing bytes after the BUMP"));
+    }
+    Ok(bump)
+}
+
 fn read_bump(r: &mut Reader<'_>) -> Result<Bump, Error> {
     let height = r.varint()?;
     let tree = r.take(1)?[0] as usize;
@@ -170,30 +178,11 @@ fn read_bump(r: &mut Reader<'_>) -> Result<Bump, Error> {
     Ok(Bump { height, levels })
 }
 
-fn sha256d(a: &[u8]) -> [u8; 32] {
-    Sha256::digest(Sha256::digest(a)).into()
-}
-
 /// The Merkle root a BUMP computes for `txid`, in display order (as a block header's
 /// root is shown and as a ChainTracker is asked), or `None` when the path does not
-/// cover `txid` or lacks a sibling it needs.
+/// cover `txid` or lacks a sibling it needs. One implementation: [`super::merkle`].
 pub fn merkle_root(bump: &Bump, txid: &Txid) -> Option<Hash32> {
-    let mut wire = txid.0;
-    wire.reverse();
-    let mut offset = *bump.levels.first()?.iter().find(|(_, h)| **h == Some(wire))?.0;
-    let mut h = wire;
-    for (depth, level) in bump.levels.iter().enumerate() {
-        let sib = match level.get(&(offset ^ 1)) {
-            Some(Some(x)) => *x,
-            Some(None) => h,
-            // A block of one transaction: its root is the txid itself.
-            None if depth + 1 == bump.levels.len() && offset == 0 && level.len() == 1 => break,
-            None => return None,
-        };
-        h = if offset & 1 == 0 { sha256d(&[h, sib].concat()) } else { sha256d(&[sib, h].concat()) };
-        offset >>= 1;
-    }
-    Some(Hash32::from_wire(&h))
+    super::merkle::compute_root(bump, txid).ok()
 }
 
 #[cfg(test)]

@@ -7,9 +7,15 @@
 //!
 //! - [`tx`]: raw transactions (txid, ordered inputs, outputs, locktime).
 //! - [`beef`]: BEEF bundles and the transactions, txid-only references and BUMPs they carry.
+//! - [`merkle`]: the root a BUMP computes for a txid.
+//! - [`script`]: the script interpreter and signature digests.
+//! - [`verify`]: native evidence verification (the verdict of `@bsv/sdk`'s `Transaction.verify`).
 
 pub mod beef;
+pub mod merkle;
+pub mod script;
 pub mod tx;
+pub mod verify;
 
 /// Why bytes are not the format they claim to be.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -132,6 +132,10 @@ impl<'a> Reader<'a> {
     pub fn new(b: &'a [u8]) -> Self {
         Reader { b, at: 0 }
     }
+    /// The whole input.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.b
+    }
     pub fn rest(&self) -> &'a [u8] {
         &self.b[self.at..]
     }

@@ -8,6 +8,7 @@ mod delivery;
 mod error;
 mod live;
 mod manifest;
+mod verify;
 mod wallet;
 mod wire;
 
