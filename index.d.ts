@@ -504,7 +504,7 @@ export interface NativeVerifyJob {
   txid: string
 }
 
-/** Bounds of a native verification (js/verifier.js's verification options). */
+/** Bounds of a native verification (js/client/verifier.js's verification options). */
 export interface NativeVerifyOptions {
   /** Largest evidence accepted (bytes; default 1 MiB). */
   maxBytes?: number
