@@ -1,4 +1,4 @@
-const native = require('../js/shared/native')
+const native = require('../js/common/native')
 
 test('the native addon loads and reports the crate version', () => {
   expect(native.version()).toBe(require('../package.json').version)

@@ -6,7 +6,7 @@
 const path = require('node:path')
 const { Transaction, Beef } = require('@bsv/sdk')
 const { NoteFactory, LocalChainTracker } = require('./helpers/engine')
-const { beefSubject: subjectOfAtomicBeef } = require('../js/shared/native')
+const { beefSubject: subjectOfAtomicBeef } = require('../js/common/native')
 
 // The @bsv/sdk the Engine uses (0.4.6 nests 1.x): its toAtomicBEEF is what whole-tx hooks receive.
 const hostSdk = require(require.resolve('@bsv/sdk', { paths: [path.dirname(require.resolve('@bsv/overlay'))] }))

@@ -14,7 +14,7 @@ const express = require('express')
 const { createAuthMiddleware } = require('@bsv/auth-express-middleware')
 const { AuthFetch, ProtoWallet, PrivateKey } = require('@bsv/sdk')
 const { LiveLookupClient, CheckpointStore, digest, PROFILE } = require('../js/client/client.js')
-const native = require('../js/shared/native')
+const native = require('../js/common/native')
 
 const GENESIS = '000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f'
 const SERVICE = 'ls_notes'

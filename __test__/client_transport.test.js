@@ -86,7 +86,7 @@ describe('the BRC-194 manifest is verified before any request selects it', () =>
     'a body that its signature does not cover': rewriteBody(r => r.method === 'GET', m => ({ ...m, body: { ...m.body, expiresAt: String(Number(m.body.expiresAt) + 1) } })),
     'a valid signature by another identity': rewriteBody(r => r.method === 'GET', m => {
       const other = PrivateKey.fromRandom()
-      return require('../js/shared/native').signManifest({ ...m.body, identity: other.toPublicKey().toString() }, other.toHex())
+      return require('../js/common/native').signManifest({ ...m.body, identity: other.toPublicKey().toString() }, other.toHex())
     })
   }
   test.each(Object.keys(cases))('%s', async (name) => {

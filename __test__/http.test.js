@@ -7,7 +7,7 @@ const { AuthFetch, PrivateKey, ProtoWallet, SignedMessage, Utils } = require('@b
 const h = require('./helpers/live')
 const { startProxy, observeVerdicts, flush } = require('./helpers/net')
 const { startNode, authClient, publicClient, openReq, readReq, drain, openCaughtUp, PROFILE } = require('./helpers/node')
-const wire = require('../js/shared/wire')
+const wire = require('../js/common/wire')
 
 const ALLOWED_ORIGIN = 'http://app.example.test'
 

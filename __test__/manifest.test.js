@@ -7,9 +7,9 @@
 // merged the addon computes the preimage itself.
 const crypto = require('crypto')
 const { PrivateKey, SignedMessage, Utils } = require('@bsv/sdk')
-const native = require('../js/shared/native')
+const native = require('../js/common/native')
 
-// Native errors carry their code as a field (js/shared/native.js), not in the message.
+// Native errors carry their code as a field (js/common/native.js), not in the message.
 function expectCode (fn, code) {
   let err
   try { fn() } catch (e) { err = e }
@@ -153,7 +153,7 @@ describe('BRC-194 manifest', () => {
     const signed = native.signManifest(body, key.toHex())
     const ownPreimage = [...preimage('capabilities', body)]
     expect(SignedMessage.verify(ownPreimage, Utils.toArray(signed.signature, 'base64'))).toBe(true)
-    expect(native.capabilityDigest(body)).toBe(require('../js/shared/wire').digest('capabilities', body))
+    expect(native.capabilityDigest(body)).toBe(require('../js/common/wire').digest('capabilities', body))
     expect(native.verifySignedManifest(signed)).toBe(identity)
   })
 })

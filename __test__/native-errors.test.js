@@ -1,6 +1,6 @@
-// The one native error path (src/node/error.rs, js/shared/native.js): every error the addon throws or
+// The one native error path (src/node/error.rs, js/common/native.js): every error the addon throws or
 // rejects with reaches JS with its fields set, and its message is the plain message.
-const native = require('../js/shared/native')
+const native = require('../js/common/native')
 const { CheckpointStore } = require('../js/client/client')
 const h = require('./helpers/live')
 

@@ -10,7 +10,7 @@
 // NATIVE_VERIFY_SCALE=nightly multiplies the random parts (docs/native-verify.md).
 
 const { checkEvidence, VERIFIER_DEFAULTS } = require('../js/client/verifier')
-const native = require('../js/shared/native')
+const native = require('../js/common/native')
 const C = require('./helpers/verify-corpus')
 const { NoteFactory } = require('./helpers/engine')
 

@@ -21,8 +21,8 @@ const { createNotesCompanion } = require('../demo/notes/notesCompanion')
 const { mountOnOverlayExpress, createOutputLookupCompanion } = require('../js/provider/overlay-express')
 const { runChecks, CHECKS } = require('../js/check')
 const { PROFILE } = require('../js/provider/router')
-const native = require('../js/shared/native')
-const wire = require('../js/shared/wire')
+const native = require('../js/common/native')
+const wire = require('../js/common/wire')
 
 const closers = []
 afterEach(async () => {

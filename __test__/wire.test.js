@@ -1,7 +1,7 @@
 const fs = require('fs')
 const path = require('path')
 const crypto = require('crypto')
-const wire = require('../js/shared/wire.js')
+const wire = require('../js/common/wire.js')
 
 // The vendored spec vectors (tests/fixtures/spec); a missing file fails the test.
 const vectors = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'tests', 'fixtures', 'spec', 'digest-vectors.json'), 'utf8'))

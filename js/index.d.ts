@@ -9,5 +9,5 @@ export { runChecks, formatReport, CheckOptions, CheckResult, CheckReport } from 
 export { gaspRouter, scheduleGASPSync, GASPSchedule, GASPSyncOptions } from './provider/gasp'
 export { NativeWallet, WalletProtocol, WalletCounterparty } from './auth/wallet'
 export { NativeAuthFetch, NativeAuthFetchOptions, NativeAuthFetchRequest, NativeAuthPeer, AuthWallet } from './auth/authfetch'
-export { digest, canonicalize, parseOpen, parseRead, parseClose, Open, Read, Close, WireError, WireErrorCode } from './shared/wire'
+export { digest, canonicalize, parseOpen, parseRead, parseClose, Open, Read, Close, WireError, WireErrorCode } from './common/wire'
 export { LiveCompanion, LookupService, Change } from './provider/ingest'

@@ -1,6 +1,6 @@
 'use strict'
 // Package entry point: the hand-written JS layer over the native core.
-const wire = require('./shared/wire')
+const wire = require('./common/wire')
 const { LiveLookup } = require('./provider/live')
 const { LiveLookupClient, CheckpointStore, LiveLookupError } = require('./client/client')
 const { createRouter, PROFILE } = require('./provider/router')
@@ -28,9 +28,9 @@ module.exports = {
   EvidenceVerifier: require('./client/verifier').EvidenceVerifier,
   checkEvidence: require('./client/verifier').checkEvidence,
   // Native evidence verification (docs/native-verify.md).
-  verifyBeef: require('./shared/native').verifyBeef,
-  verifyBeefAsync: require('./shared/native').verifyBeefAsync,
-  verifyBeefBatch: require('./shared/native').verifyBeefBatch,
+  verifyBeef: require('./common/native').verifyBeef,
+  verifyBeefAsync: require('./common/native').verifyBeefAsync,
+  verifyBeefBatch: require('./common/native').verifyBeefBatch,
   digest: wire.digest,
   canonicalize: wire.canonicalize,
   parseOpen: wire.parseOpen,

@@ -37,11 +37,11 @@ function isDevelopmentTree () {
 }
 
 /**
- * Loads the binding in a child process, through js/shared/native.js (the package's one loader of
+ * Loads the binding in a child process, through js/common/native.js (the package's one loader of
  * the generated index.js); returns null when it loads, else its error.
  */
 function bindingLoadError () {
-  const probe = `require(${JSON.stringify(path.join(ROOT, 'js', 'shared', 'native.js'))})`
+  const probe = `require(${JSON.stringify(path.join(ROOT, 'js', 'common', 'native.js'))})`
   const r = spawnSync(process.execPath, ['-e', probe], { encoding: 'utf8' })
   if (r.status === 0) return null
   return (r.stderr || r.error?.message || 'unknown error').trim().split('\n').slice(0, 6).join('\n')

@@ -17,7 +17,7 @@ const { NotesLookupService } = require('../../demo/notes/NotesLookupService')
 const { NotesTopicManager } = require('../../demo/notes/NotesTopicManager')
 const { createNotesCompanion } = require('../../demo/notes/notesCompanion')
 const { NOTES_TOPIC } = require('../../demo/notes/notesProtocol')
-const wire = require('../../js/shared/wire')
+const wire = require('../../js/common/wire')
 const { PROFILE } = require('../../js/provider/router')
 const { gaspRouter } = require('../../js/provider/gasp')
 

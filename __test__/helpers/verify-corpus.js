@@ -10,7 +10,7 @@ const {
   Transaction, PrivateKey, P2PKH, LockingScript, UnlockingScript, TransactionSignature, Hash, ECDSA, BigNumber
 } = require('@bsv/sdk')
 const { LocalChainTracker, SEQUENCE_FINAL } = require('../../demo/chain')
-const native = require('../../js/shared/native')
+const native = require('../../js/common/native')
 
 /** A small deterministic PRNG (mulberry32). */
 function rng (seed) {

@@ -14,7 +14,7 @@
 // Every job's verdict is checked (all must verify), so a fast wrong answer cannot pass.
 
 const os = require('node:os')
-const native = require('../../js/shared/native')
+const native = require('../../js/common/native')
 const { checkEvidence, cachedTracker, settle, VERIFIER_DEFAULTS } = require('../../js/client/verifier')
 const C = require('../../__test__/helpers/verify-corpus')
 const { now, summary, progress } = require('../lib/common')

@@ -10,7 +10,7 @@
 // is never stored, logged or returned on the JS side.
 
 const { BigNumber, Hash, Signature, Utils } = require('@bsv/sdk')
-const { NativeWalletCore } = require('../shared/native')
+const { NativeWalletCore } = require('../common/native')
 
 /**
  * Bytes of `data` as the SDK hashes it: `Hash.sha256` and `sha256hmac` read

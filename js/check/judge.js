@@ -2,7 +2,7 @@
 // Judgements of the conformance checker that need no network: is this a Batch, is this an
 // error envelope, how do two answers differ. js/check/run.js applies them to what arrived.
 
-const wire = require('../shared/wire')
+const wire = require('../common/wire')
 
 const U32_MAX = 4294967295
 const U64_MAX = (1n << 64n) - 1n

@@ -6,8 +6,8 @@
 
 const crypto = require('node:crypto')
 const { execFile } = require('node:child_process')
-const native = require('../shared/native')
-const wire = require('../shared/wire')
+const native = require('../common/native')
+const wire = require('../common/wire')
 const { CheckTransport } = require('./transport')
 const { ruleOf } = require('./rules')
 const { U32_MAX, u64, isU32, snippet, errorOf, describe, batchProblem, firstDifference, replayDifference, forge, tokens, envelopeProblem } = require('./judge')

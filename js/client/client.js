@@ -7,10 +7,10 @@
 // BRC-193 §9 / BRC-192 §10.5.
 
 const crypto = require('node:crypto')
-const native = require('../shared/native')
+const native = require('../common/native')
 const { NativeAuthFetch } = require('../auth/authfetch')
 
-const { PROFILE, PROFILE_LIMITS, canonicalize: canonicalJson, digest } = require('../shared/wire')
+const { PROFILE, PROFILE_LIMITS, canonicalize: canonicalJson, digest } = require('../common/wire')
 const PROFILE_MAX_BYTES = PROFILE_LIMITS.maxResponseBytes // BRC-193 §2
 const PROFILE_MAX_OBSERVATIONS = PROFILE_LIMITS.maxObservations
 const PROFILE_MAX_WAIT_MS = PROFILE_LIMITS.maxWaitMs
@@ -36,7 +36,7 @@ class LiveLookupError extends Error {
 
 // --- native store wrapper --------------------------------------------------
 
-// Native errors arrive with their fields set (js/shared/native.js); the client's own type carries them.
+// Native errors arrive with their fields set (js/common/native.js); the client's own type carries them.
 function fromNative (e, prefix = '') {
   if (!e || typeof e.code !== 'string' || e.retryable === undefined) return e
   const extra = { retryable: e.retryable, cause: e.cause }

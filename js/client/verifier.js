@@ -15,7 +15,7 @@
 // the tracker has advanced (polled every `heightPollMs` while such jobs wait).
 
 const { Beef } = require('@bsv/sdk')
-const native = require('../shared/native')
+const native = require('../common/native')
 
 const DEFAULTS = { engine: 'native', maxBytes: 1 << 20, maxTransactions: 256, maxDepth: 64, maxScriptBytes: 1 << 20, concurrency: 4, acceptEvery: 32, heightPollMs: 10000, batch: 16 }
 const ENGINES = ['native', 'sdk']

@@ -13,7 +13,7 @@ const path = require('node:path')
 const { AsyncLocalStorage } = require('node:async_hooks')
 const { Transaction, MerklePath } = require('@bsv/sdk')
 // The subject transaction of an Atomic BEEF, read natively (src/bitcoin/beef.rs: the client's reader).
-const { beefSubject: subjectOfAtomicBeef } = require('../shared/native')
+const { beefSubject: subjectOfAtomicBeef } = require('../common/native')
 
 const LEGACY_CONTEXT_SCHEMA = 'https://bsv.brc.dev/apps/0192#legacy-lookup-context-json-v1'
 const SEQUENCE_FINAL = 0xffffffff

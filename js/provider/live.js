@@ -3,8 +3,8 @@
 // sessions, cursors, long polls) and runs the host callbacks that must stay in JS:
 // the companion's `select(query)` and `visibility(scope)`, and the host's `authorize(...)`.
 
-const native = require('../shared/native')
-const wire = require('../shared/wire')
+const native = require('../common/native')
+const wire = require('../common/wire')
 const ingest = require('./ingest')
 const anchor = require('./anchor')
 const { createHash } = require('node:crypto')

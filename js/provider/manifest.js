@@ -5,8 +5,8 @@
 // which capability digests requests may still select.
 
 const { PrivateKey } = require('@bsv/sdk')
-const native = require('../shared/native')
-const wire = require('../shared/wire')
+const native = require('../common/native')
+const wire = require('../common/wire')
 
 const { PROFILE, PROFILE_LIMITS } = wire
 const KEEP_DIGESTS = 32

@@ -16,7 +16,7 @@
 
 const { CapabilityManifest, PROFILE } = require('./manifest')
 const { validateProvider } = require('./router')
-const wire = require('../shared/wire')
+const wire = require('../common/wire')
 
 /**
  * @param {object} server an OverlayExpress instance, after configureEngine() and before start()

@@ -7,7 +7,7 @@
 // bytes the native core produced. BRC-103/104 is js/auth/authserver.js.
 
 const express = require('express')
-const wire = require('../shared/wire')
+const wire = require('../common/wire')
 const { CapabilityManifest, PROFILE } = require('./manifest')
 const { NativeWallet } = require('../auth/wallet')
 const { AuthServer } = require('../auth/authserver')

@@ -5,7 +5,7 @@
 //! help, and where they apply `retryAfterMs`, the BRC-193 §8 limit kind and the cause chain.
 //! napi can only give a JS error a message (class methods and promise rejections carry no
 //! custom code), so those fields travel in a first line of the message,
-//! `oll-error {json}`, which `js/shared/native.js` (the one loader of the binding) turns into
+//! `oll-error {json}`, which `js/common/native.js` (the one loader of the binding) turns into
 //! `err.code`, `err.status`, `err.retryable`, `err.retryAfterMs`, `err.limit` and
 //! `err.cause` before any caller sees the error. JS never reads message text.
 
@@ -45,7 +45,7 @@ impl Coded {
         }
     }
 
-    /// The message with its fields in the first line, as `js/shared/native.js` reads it.
+    /// The message with its fields in the first line, as `js/common/native.js` reads it.
     fn encode(&self) -> String {
         let mut meta = Map::new();
         meta.insert("code".into(), json!(self.code.as_str()));

@@ -1,5 +1,5 @@
 //! napi exports of the wire module: request parsers, canonical JSON, digests,
-//! error bodies and the code → HTTP status table. `js/shared/wire.js` wraps them.
+//! error bodies and the code → HTTP status table. `js/common/wire.js` wraps them.
 
 // The #[napi] registrations are compiled out of unit-test builds.
 #![cfg_attr(test, allow(dead_code))]

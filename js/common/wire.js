@@ -1,7 +1,7 @@
 'use strict'
 // JS face of the Rust `wire` module: strict request parsing, RFC 8785 canonical
 // JSON and BRC-192 digests. Every failure is an Error with `.code` (the wire
-// error code, e.g. 'invalid') and `.status` (its HTTP status, BRC-193 §6), set by js/shared/native.js.
+// error code, e.g. 'invalid') and `.status` (its HTTP status, BRC-193 §6), set by js/common/native.js.
 
 const native = require('./native')
 
