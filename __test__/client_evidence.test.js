@@ -12,7 +12,7 @@ const { LiveLookupClient, CheckpointStore } = require('../js/client/client.js')
 const { checkEvidence, VERIFIER_DEFAULTS } = require('../js/client/verifier')
 const { CHAIN, tempDir, admit } = require('./helpers/live')
 const { LocalChainTracker } = require('./helpers/engine')
-const { startNode, NOTES_TOPIC } = require('./helpers/node')
+const { startNode, NOTES_TOPIC, followClientUntil } = require('./helpers/node')
 
 let dir, tracker, nodes, engine
 beforeEach(() => {
@@ -43,22 +43,8 @@ function clientOf (n, store, extra = {}) {
   return new LiveLookupClient({ baseURL: n.origin, chain: CHAIN, allowInsecureHttp: true, fetch, store, limits: { waitMs: 0 }, ...extra, verification })
 }
 
-// Follows until `done(snapshot)` holds (checked after the verifier, if any, is idle).
-async function followUntil (client, done, opts = {}) {
-  const ac = new AbortController()
-  let last = null
-  await client.follow('ls_notes', {}, {
-    pollIntervalMs: 20,
-    ...opts,
-    signal: ac.signal,
-    async onRevision (e) {
-      if (client.verifier) await client.verifier.idle()
-      last = { ...client.store.revisionSnapshot(e.sourceKey), sourceKey: e.sourceKey }
-      if (done(last)) ac.abort()
-    }
-  })
-  return last
-}
+// Follows until `done(snapshot)` holds (helpers/node.js), polling every 20 ms.
+const followUntil = (client, done, opts = {}) => followClientUntil(client, done, { pollIntervalMs: 20, ...opts })
 
 const op = (txid, outputIndex = 0) => ({ txid, outputIndex })
 const currentness = (store, key) => Object.fromEntries(store.revisionSnapshot(key).members.filter(m => m.present).map(m => [`${m.outpoint.txid}.${m.outpoint.outputIndex}`, m.currentness]))

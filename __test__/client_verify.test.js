@@ -13,7 +13,7 @@ const { LiveLookupClient, CheckpointStore } = require('../js/client/client.js')
 const { EvidenceVerifier } = require('../js/index.js')
 const { CHAIN, plainService, notesCompanion, admit } = require('./helpers/live')
 const { LocalChainTracker, NoteFactory } = require('./helpers/engine')
-const { startNode } = require('./helpers/node')
+const { startNode, followClientUntil } = require('./helpers/node')
 
 let dir, node, live, origin, tracker, factory, engine
 beforeEach(async () => {
@@ -35,20 +35,8 @@ function openStore (name = 'client') {
   return store
 }
 
-// Follows until `done(snapshot)` holds after the verifier went idle.
-async function followUntil (client, done) {
-  const ac = new AbortController()
-  let last = null
-  await client.follow('ls_notes', { author: 'alice' }, {
-    signal: ac.signal,
-    async onRevision (e) {
-      if (client.verifier) await client.verifier.idle()
-      last = { ...client.store.revisionSnapshot(e.sourceKey), sourceKey: e.sourceKey }
-      if (done(last)) ac.abort()
-    }
-  })
-  return last
-}
+// Follows alice's notes until `done(snapshot)` holds after the verifier went idle (helpers/node.js).
+const followUntil = (client, done) => followClientUntil(client, done, { query: { author: 'alice' } })
 
 // txid -> currentness of output 0 (other outputs are keyed `txid:index`).
 const currentnessOf = snap => Object.fromEntries(snap.members.map(m => [m.outpoint.outputIndex === 0 ? m.outpoint.txid : `${m.outpoint.txid}:${m.outpoint.outputIndex}`, m.currentness]))

@@ -268,7 +268,28 @@ function summary (batch) {
   }))
 }
 
+/**
+ * Follows `service` (default ls_notes) with `query` (default {}) until `done(snapshot)` holds,
+ * where snapshot is the store's revisionSnapshot (with its sourceKey) taken after the client's
+ * verifier, if any, went idle; resolves with that snapshot. Other options go to `follow`.
+ */
+async function followClientUntil (client, done, { service = 'ls_notes', query = {}, ...opts } = {}) {
+  const ac = new AbortController()
+  let last = null
+  await client.follow(service, query, {
+    ...opts,
+    signal: ac.signal,
+    async onRevision (e) {
+      if (client.verifier) await client.verifier.idle()
+      last = { ...client.store.revisionSnapshot(e.sourceKey), sourceKey: e.sourceKey }
+      if (done(last)) ac.abort()
+    }
+  })
+  return last
+}
+
 module.exports = {
+  followClientUntil,
   startNode,
   startEngineNode,
   capabilityOf,

@@ -300,3 +300,22 @@ mod tests {
         assert!(parse_tx(&huge).is_err());
     }
 }
+
+/// Appends a Bitcoin CompactSize integer (the shortest form, as serializers write it).
+pub(crate) fn write_varint(out: &mut Vec<u8>, n: u64) {
+    match n {
+        0..=0xfc => out.push(n as u8),
+        0xfd..=0xffff => {
+            out.push(0xfd);
+            out.extend_from_slice(&(n as u16).to_le_bytes());
+        }
+        0x10000..=0xffff_ffff => {
+            out.push(0xfe);
+            out.extend_from_slice(&(n as u32).to_le_bytes());
+        }
+        _ => {
+            out.push(0xff);
+            out.extend_from_slice(&n.to_le_bytes());
+        }
+    }
+}

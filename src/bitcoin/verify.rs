@@ -169,41 +169,24 @@ fn take<'a>(r: &mut Reader<'a>, n: usize) -> Result<&'a [u8], String> {
     r.take(n).map_err(|e| e.to_string())
 }
 
-fn write_varint(out: &mut Vec<u8>, n: u64) {
-    match n {
-        0..=0xfc => out.push(n as u8),
-        0xfd..=0xffff => {
-            out.push(0xfd);
-            out.extend_from_slice(&(n as u16).to_le_bytes());
-        }
-        0x10000..=0xffff_ffff => {
-            out.push(0xfe);
-            out.extend_from_slice(&(n as u32).to_le_bytes());
-        }
-        _ => {
-            out.push(0xff);
-            out.extend_from_slice(&n.to_le_bytes());
-        }
-    }
-}
 
 fn serialize(v: &TxView<'_>) -> Vec<u8> {
     let mut o = Vec::with_capacity(v.raw.len());
     o.extend_from_slice(&v.version.to_le_bytes());
-    write_varint(&mut o, v.inputs.len() as u64);
+    super::tx::write_varint(&mut o, v.inputs.len() as u64);
     for i in &v.inputs {
         let mut w = i.prev.txid.0;
         w.reverse();
         o.extend_from_slice(&w);
         o.extend_from_slice(&i.prev.vout.to_le_bytes());
-        write_varint(&mut o, i.script.len() as u64);
+        super::tx::write_varint(&mut o, i.script.len() as u64);
         o.extend_from_slice(i.script);
         o.extend_from_slice(&i.sequence.to_le_bytes());
     }
-    write_varint(&mut o, v.outputs.len() as u64);
+    super::tx::write_varint(&mut o, v.outputs.len() as u64);
     for out in &v.outputs {
         o.extend_from_slice(&out.satoshis.to_le_bytes());
-        write_varint(&mut o, out.script.len() as u64);
+        super::tx::write_varint(&mut o, out.script.len() as u64);
         o.extend_from_slice(out.script);
     }
     o.extend_from_slice(&v.locktime.to_le_bytes());

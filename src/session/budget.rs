@@ -138,7 +138,7 @@ impl GroupBudget for ProviderBudget {
 mod tests {
     use super::*;
     use crate::select::Selection;
-    use crate::session::{Caps, Provider};
+    use crate::session::Provider;
     use crate::store::{Change, Context, Outpoint, RemoveReason, SpendInput, Store, StoreConfig};
 
     #[test]
@@ -159,15 +159,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("oll-budget-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let store = Store::open(StoreConfig { create: true, ..StoreConfig::new(&dir) }).unwrap();
-        let cfg = ProviderConfig {
-            provider: "02".to_string() + &"ab".repeat(32),
-            network: "test".into(),
-            genesis_hash: "00".repeat(32),
-            session_seconds: 60,
-            replay_seconds: 60,
-            limits: Limits::PROFILE_MAX,
-            caps: Caps::default(),
-        };
+        let cfg = ProviderConfig::for_tests("02".to_string() + &"ab".repeat(32));
         let provider = Provider::new(store.clone(), cfg.clone()).unwrap();
         let svc = "svc \"quoted\"".to_string();
         let admit = |n: u8, i: u32, ctx: Option<Context>| Change::Admit {

@@ -68,6 +68,23 @@ pub struct ProviderConfig {
     pub caps: Caps,
 }
 
+#[cfg(test)]
+impl ProviderConfig {
+    /// The configuration the unit tests use: profile limits, default caps, 60 s sessions and
+    /// replay, on a test chain.
+    pub(crate) fn for_tests(provider: impl Into<String>) -> ProviderConfig {
+        ProviderConfig {
+            provider: provider.into(),
+            network: "test".into(),
+            genesis_hash: "00".repeat(32),
+            session_seconds: 60,
+            replay_seconds: 60,
+            limits: Limits::PROFILE_MAX,
+            caps: Caps::default(),
+        }
+    }
+}
+
 /// Who is calling, as established by the transport.
 #[derive(Clone, Debug)]
 pub struct Caller {

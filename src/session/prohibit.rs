@@ -351,21 +351,12 @@ fn prohibition_key(number: u64) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::{CancelToken, Caller, Caps, ProviderConfig};
+    use crate::session::{CancelToken, Caller, ProviderConfig};
     use crate::store::{Store, StoreConfig};
-    use crate::wire::Limits;
 
     fn provider(dir: &std::path::Path) -> Arc<Provider> {
         let store = Store::open(StoreConfig { create: true, ..StoreConfig::new(dir) }).unwrap();
-        let cfg = ProviderConfig {
-            provider: "https://provider.example".into(),
-            network: "test".into(),
-            genesis_hash: "00".repeat(32),
-            session_seconds: 60,
-            replay_seconds: 60,
-            limits: Limits::PROFILE_MAX,
-            caps: Caps::default(),
-        };
+        let cfg = ProviderConfig::for_tests("https://provider.example");
         let p = Provider::new(store, cfg).unwrap();
         p.register_service("svc", &json!({"id": "urn:test", "parameters": {}})).unwrap();
         p

@@ -245,7 +245,7 @@ mod tests {
         tokio::task::yield_now().await;
         assert!(!waiter.is_finished());
         drop(held);
-        waiter.await.unwrap();
+        drop(waiter.await.unwrap());
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::bitcoin::tx::TxView;
+use crate::bitcoin::tx::{write_varint, TxView};
 
 pub const ALL: u8 = 0x01;
 pub const NONE: u8 = 0x02;
@@ -21,23 +21,6 @@ fn sha256d(b: &[u8]) -> [u8; 32] {
     Sha256::digest(Sha256::digest(b)).into()
 }
 
-fn varint(out: &mut Vec<u8>, n: u64) {
-    match n {
-        0..=0xfc => out.push(n as u8),
-        0xfd..=0xffff => {
-            out.push(0xfd);
-            out.extend_from_slice(&(n as u16).to_le_bytes());
-        }
-        0x10000..=0xffff_ffff => {
-            out.push(0xfe);
-            out.extend_from_slice(&(n as u32).to_le_bytes());
-        }
-        _ => {
-            out.push(0xff);
-            out.extend_from_slice(&n.to_le_bytes());
-        }
-    }
-}
 
 fn wire(txid: &crate::bitcoin::tx::Hash32) -> [u8; 32] {
     let mut w = txid.0;
@@ -114,7 +97,7 @@ pub fn bip143(s: &Signing<'_, '_>, cache: &mut Cache) -> Vec<u8> {
     }
     let write_output = |b: &mut Vec<u8>, o: &crate::bitcoin::tx::OutputView<'_>| {
         b.extend_from_slice(&o.satoshis.to_le_bytes());
-        varint(b, o.script.len() as u64);
+        write_varint(b, o.script.len() as u64);
         b.extend_from_slice(o.script);
     };
     if base != SINGLE && base != NONE {
@@ -137,7 +120,7 @@ pub fn bip143(s: &Signing<'_, '_>, cache: &mut Cache) -> Vec<u8> {
     w.extend_from_slice(&sequence);
     w.extend_from_slice(&wire(&me.prev.txid));
     w.extend_from_slice(&me.prev.vout.to_le_bytes());
-    varint(&mut w, s.subscript.len() as u64);
+    write_varint(&mut w, s.subscript.len() as u64);
     w.extend_from_slice(s.subscript);
     w.extend_from_slice(&s.satoshis.to_le_bytes());
     w.extend_from_slice(&me.sequence.to_le_bytes());
@@ -161,15 +144,15 @@ pub fn original(s: &Signing<'_, '_>) -> Vec<u8> {
     let write_me = |w: &mut Vec<u8>| {
         w.extend_from_slice(&wire(&me.prev.txid));
         w.extend_from_slice(&me.prev.vout.to_le_bytes());
-        varint(w, code.len() as u64);
+        write_varint(w, code.len() as u64);
         w.extend_from_slice(&code);
         w.extend_from_slice(&me.sequence.to_le_bytes());
     };
     if acp {
-        varint(&mut w, 1);
+        write_varint(&mut w, 1);
         write_me(&mut w);
     } else {
-        varint(&mut w, tx.inputs.len() as u64);
+        write_varint(&mut w, tx.inputs.len() as u64);
         for (k, i) in tx.inputs.iter().enumerate() {
             if k == s.input {
                 write_me(&mut w);
@@ -184,23 +167,23 @@ pub fn original(s: &Signing<'_, '_>) -> Vec<u8> {
     }
     if single {
         let n = s.input + usize::from(s.input < tx.outputs.len());
-        varint(&mut w, n as u64);
+        write_varint(&mut w, n as u64);
         for _ in 0..s.input {
             w.extend_from_slice(&[0xff; 8]);
             w.push(0);
         }
         if let Some(o) = tx.outputs.get(s.input) {
             w.extend_from_slice(&o.satoshis.to_le_bytes());
-            varint(&mut w, o.script.len() as u64);
+            write_varint(&mut w, o.script.len() as u64);
             w.extend_from_slice(o.script);
         }
     } else if none {
-        varint(&mut w, 0);
+        write_varint(&mut w, 0);
     } else {
-        varint(&mut w, tx.outputs.len() as u64);
+        write_varint(&mut w, tx.outputs.len() as u64);
         for o in &tx.outputs {
             w.extend_from_slice(&o.satoshis.to_le_bytes());
-            varint(&mut w, o.script.len() as u64);
+            write_varint(&mut w, o.script.len() as u64);
             w.extend_from_slice(o.script);
         }
     }
