@@ -1,4 +1,5 @@
 import type { CheckpointStore, VerificationJob } from './client'
+import type { NativeVerifyOptions } from '../../index'
 
 /** The @bsv/sdk ChainTracker interface. */
 export interface ChainTrackerLike {
@@ -6,25 +7,17 @@ export interface ChainTrackerLike {
   currentHeight (): Promise<number>
 }
 
-/** Verification budget (docs/client.md "Verification"); over a bound gives `limited`. */
-export interface VerificationSettings {
+/**
+ * Verification budget (docs/client.md "Verification"); over a bound gives `limited`, with
+ * either engine. The bounds are the native verifier's own (`NativeVerifyOptions`: maxBytes,
+ * maxTransactions, maxDepth, maxScriptBytes, memoryLimit, and the native-only budget).
+ */
+export interface VerificationSettings extends NativeVerifyOptions {
   /**
    * 'native' (default): the Rust verifier on the libuv pool (docs/native-verify.md);
    * 'sdk': @bsv/sdk's Transaction.verify on the JS thread. The verdicts are the same.
    */
   engine?: 'native' | 'sdk'
-  /** Evidence bytes per job. Default 1 MiB. */
-  maxBytes?: number
-  /** Transactions in one BEEF. Default 256. */
-  maxTransactions?: number
-  /** Unconfirmed ancestry depth. Default 64. */
-  maxDepth?: number
-  /** Unlocking plus locking script bytes evaluated per job. Default 1 MiB. */
-  maxScriptBytes?: number
-  /** Stack memory bound of the interpreter (bytes; the SDK's default 32,000,000); over it is `limited`. */
-  memoryLimit?: number
-  /** Native engine only: opcodes executed plus bytes hashed per job (default 2^32); over it is `limited`. */
-  budget?: number
   /** Native engine only: jobs per pool task. Default 16. */
   batch?: number
   /** Concurrent workers (native: pool tasks in flight). Default 4. */
