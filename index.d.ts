@@ -369,6 +369,7 @@ export interface LiveConfig {
   dataDir: string
   /** Create the store when it does not exist yet. Without it a missing store is an error. */
   create?: boolean
+  /** scope.provider: identity key (BRC-103) or exact HTTPS origin (public mode). */
   provider: string
   network: string
   genesisHash: string

@@ -1,7 +1,7 @@
 // Types for js/provider/live.js: the operator-facing LiveLookup.
 import type { LookupService, LiveCompanion, Change } from './ingest'
 import type { RouterOptions, LiveRouter } from './router'
-import type { LiveStats as NativeLiveStats } from '../../index'
+import type { LiveStats as NativeLiveStats, LiveConfig as NativeLiveConfig } from '../../index'
 
 export interface Chain {
   network: string
@@ -32,24 +32,15 @@ export interface ProhibitResult {
   sessions: number
 }
 
-export interface LiveLookupOptions {
-  dataDir: string
-  /** Create the store when missing. Without it a missing store is an error. */
-  create?: boolean
+/**
+ * The native store's settings (`LiveConfig`, generated from `src/node/live.rs`) with the chain
+ * given as one object and the session and replay windows optional (defaults in live.js), plus
+ * the options only the JS layer reads.
+ */
+export interface LiveLookupOptions
+  extends Omit<NativeLiveConfig, 'network' | 'genesisHash' | 'sessionSeconds' | 'replaySeconds'>,
+  Partial<Pick<NativeLiveConfig, 'sessionSeconds' | 'replaySeconds'>> {
   chain: Chain
-  /** scope.provider: identity key (BRC-103) or exact HTTPS origin (public mode). */
-  provider: string
-  sessionSeconds?: number
-  replaySeconds?: number
-  maxBytes?: number
-  maxObservations?: number
-  maxWaitMs?: number
-  maxRows?: number
-  maxRetainedBytes?: number
-  maxSessionsPerPrincipal?: number
-  maxWaiters?: number
-  maxWaitersPerPrincipal?: number
-  maxConcurrentWork?: number
   /**
    * The access policy: places the caller in an access partition (an opaque label, 1-1024
    * bytes, never a credential), or denies with a falsy value. Called on every request and

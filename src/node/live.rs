@@ -31,6 +31,7 @@ pub struct LiveConfig {
     pub data_dir: String,
     /// Create the store when it does not exist yet. Without it a missing store is an error.
     pub create: Option<bool>,
+    /// scope.provider: identity key (BRC-103) or exact HTTPS origin (public mode).
     pub provider: String,
     pub network: String,
     pub genesis_hash: String,
