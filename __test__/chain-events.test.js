@@ -14,10 +14,7 @@ const { createNotesCompanion } = require('../demo/notes/notesCompanion')
 const { NOTES_TOPIC } = require('../demo/notes/notesProtocol')
 
 const { ALICE, readBody, openBody, json } = h
-const cleanup = []
-afterEach(async () => {
-  while (cleanup.length > 0) await cleanup.pop()()
-})
+const cleanup = require('./helpers/live').cleanupAfterEach()
 
 /** The notes companion, except that notes whose text starts with 'off-list' are not members. */
 function companionWithOffList () {

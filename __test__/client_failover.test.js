@@ -9,11 +9,10 @@
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { AuthFetch, ProtoWallet, PrivateKey } = require('@bsv/sdk')
-const { LiveLookupClient, CheckpointStore } = require('../js/client/client.js')
-const { startNode } = require('./helpers/node')
+const { PrivateKey } = require('@bsv/sdk')
+const { CheckpointStore } = require('../js/client/client.js')
+const { startNode, brc103LiveClient } = require('./helpers/node')
 const { LocalChainTracker, NoteFactory } = require('./helpers/engine')
-const { CHAIN } = require('./helpers/live')
 
 jest.setTimeout(60000)
 
@@ -36,15 +35,7 @@ test('a node going away leaves its membership stale while the other continues; b
     const second = await b.factory.createNotes(['on B'])
     await b.submit(second)
 
-    const client = new LiveLookupClient({
-      baseURL: a.origin,
-      chain: CHAIN,
-      allowInsecureHttp: true,
-      authFetch: new AuthFetch(new ProtoWallet(PrivateKey.fromRandom())),
-      store,
-      limits: { waitMs: 1000 },
-      retry: { initialMs: 50, maxMs: 200 }
-    })
+    const client = brc103LiveClient(a.origin, store)
     const keys = {}
     const states = []
     let waiter = null

@@ -13,11 +13,9 @@
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { AuthFetch, ProtoWallet, PrivateKey } = require('@bsv/sdk')
-const { LiveLookupClient, CheckpointStore } = require('../js/client/client.js')
-const { startNode } = require('./helpers/node')
+const { CheckpointStore } = require('../js/client/client.js')
+const { startNode, brc103LiveClient } = require('./helpers/node')
 const { LocalChainTracker } = require('./helpers/engine')
-const { CHAIN } = require('./helpers/live')
 
 jest.setTimeout(20000)
 
@@ -70,15 +68,7 @@ test('two providers: a spend seen on one settles the output for both; resets and
       return verifying
     }
 
-    const client = new LiveLookupClient({
-      baseURL: a.origin,
-      chain: CHAIN,
-      allowInsecureHttp: true,
-      authFetch: new AuthFetch(new ProtoWallet(PrivateKey.fromRandom())),
-      store,
-      limits: { waitMs: 1000 },
-      retry: { initialMs: 50, maxMs: 200 }
-    })
+    const client = brc103LiveClient(a.origin, store)
     const latest = {}
     const keys = {}
     const states = []

@@ -11,39 +11,25 @@
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
+const { describeInChromium, launchChromium } = require('./helpers/browser')
 const { PrivateKey } = require('@bsv/sdk')
 const { startDemo } = require('../demo/server')
 const { publishNote } = require('../demo/publish')
 
-const CHROMIUM = '/usr/bin/chromium'
 const ARTIFACTS = path.join(__dirname, 'artifacts')
 const WAIT = { timeout: 20000 }
 const SEEDED = ['seed one', 'seed two', 'seed three', 'seed four', 'seed five']
 
-const haveChromium = fs.existsSync(CHROMIUM)
-if (!haveChromium) {
-  console.warn(`demo.browser.test.js SKIPPED: ${CHROMIUM} is missing (CI installs it with apt-get install chromium)`)
-}
-const maybe = haveChromium ? describe : describe.skip
-
-maybe('the demo page in chromium', () => {
+describeInChromium(__filename, 'the demo page in chromium', () => {
   jest.setTimeout(90000)
-  let chromium, browser, demo, dataDir
+  let browser, demo, dataDir
   const log = []
   const contexts = []
 
   beforeAll(async () => {
-    ({ chromium } = require('playwright-core'))
     dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'demo-browser-'))
     demo = await startDemo({ port: 0, dataDir, log: (e) => log.push(e) })
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      // launch() always gives chromium a fresh temporary --user-data-dir of its own and refuses
-      // one in args (that is launchPersistentContext, which allows a single context only).
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-        '--disable-background-networking', '--disable-component-update', '--disable-sync']
-    })
+    browser = await launchChromium()
   })
 
   afterAll(async () => {

@@ -7,34 +7,22 @@
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
+const { describeInChromium, launchChromium } = require('./helpers/browser')
 const { startCluster } = require('../demo/server')
 
-const CHROMIUM = '/usr/bin/chromium'
 const ARTIFACTS = path.join(__dirname, 'artifacts')
 const WAIT = { timeout: 20000 }
 
-const haveChromium = fs.existsSync(CHROMIUM)
-if (!haveChromium) {
-  console.warn(`demo.cluster.browser.test.js SKIPPED: ${CHROMIUM} is missing (CI installs it with apt-get install chromium)`)
-}
-const maybe = haveChromium ? describe : describe.skip
-
-maybe('the demo page with two nodes, in chromium', () => {
+describeInChromium(__filename, 'the demo page with two nodes, in chromium', () => {
   jest.setTimeout(90000)
   let browser, cluster, dataDir
   const log = []
   const contexts = []
 
   beforeAll(async () => {
-    const { chromium } = require('playwright-core')
     dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'demo-cluster-browser-'))
     cluster = await startCluster({ nodes: 2, port: 0, dataDir, syncMs: 300, log: (e) => log.push(e) })
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-        '--disable-background-networking', '--disable-component-update', '--disable-sync']
-    })
+    browser = await launchChromium()
   })
 
   afterAll(async () => {

@@ -13,10 +13,7 @@ const { startEngineNode, expiringNotesCompanion } = require('./helpers/node')
 const { NOTES_TOPIC } = require('../demo/notes/notesProtocol')
 
 const { ALICE, readBody, openBody, json } = h
-const cleanup = []
-afterEach(async () => {
-  while (cleanup.length > 0) await cleanup.pop()()
-})
+const cleanup = require('./helpers/live').cleanupAfterEach()
 
 async function setup (options = {}) {
   // The node without HTTP; its submit resolves once the group is published.

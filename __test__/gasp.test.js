@@ -11,10 +11,7 @@ const { startNode, summary } = require('./helpers/node')
 const { scheduleGASPSync, gaspRouter } = require('../js/provider/gasp')
 
 const { ALICE, openBody, readBody, json } = h
-const cleanup = []
-afterEach(async () => {
-  while (cleanup.length > 0) await cleanup.pop()()
-})
+const cleanup = require('./helpers/live').cleanupAfterEach()
 
 async function twoNodes () {
   const chainTracker = new LocalChainTracker()

@@ -13,10 +13,7 @@ const { LocalChainTracker } = require('./helpers/engine')
 const { startNode, publicClient, readReq, openAndDrain, summary } = require('./helpers/node')
 const { scheduleGASPSync } = require('../js/provider/gasp')
 
-const cleanup = []
-afterEach(async () => {
-  while (cleanup.length > 0) await cleanup.pop()()
-})
+const cleanup = require('./helpers/live').cleanupAfterEach()
 
 function tempDir (prefix) {
   const dir = h.tempDir(prefix)

@@ -11,10 +11,7 @@ const { NOTES_TOPIC } = require('../demo/notes/notesProtocol')
 const { startEngineNode } = require('./helpers/node')
 const { ALICE, admit, openBody, readBody, json, drainSnapshot } = h
 
-const cleanup = []
-afterEach(async () => {
-  while (cleanup.length > 0) await cleanup.pop()()
-})
+const cleanup = require('./helpers/live').cleanupAfterEach()
 
 async function setup (opts = {}, dir = h.tempDir()) {
   const logged = []

@@ -11,10 +11,7 @@ const { createNotesCompanion } = require('../demo/notes/notesCompanion')
 const { NOTES_TOPIC } = require('../demo/notes/notesProtocol')
 
 const { ALICE, readBody, openBody, json } = h
-const cleanup = []
-afterEach(async () => {
-  while (cleanup.length > 0) await cleanup.pop()()
-})
+const cleanup = require('./helpers/live').cleanupAfterEach()
 
 async function setup (options = {}) {
   // The node without HTTP; its submit resolves once the group is published.

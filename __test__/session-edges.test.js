@@ -12,10 +12,7 @@ const { ALICE, admit, openBody, readBody, json, drainSnapshot } = h
 
 const SESSION_SECONDS = 600
 const REPLAY_SECONDS = 900
-const cleanup = []
-afterEach(async () => {
-  while (cleanup.length > 0) await cleanup.pop()()
-})
+const cleanup = require('./helpers/live').cleanupAfterEach()
 
 async function store (dir = h.tempDir(), extra = {}) {
   const live = await h.openLive(dir, { sessionSeconds: SESSION_SECONDS, replaySeconds: REPLAY_SECONDS, compactionIntervalMs: 0, ...extra })

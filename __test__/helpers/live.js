@@ -126,8 +126,20 @@ async function drainSnapshot (live, first, caller = ALICE, limits = {}) {
   return batches
 }
 
+/**
+ * A list a test pushes its teardown functions on; after each test they run, newest first
+ * (so a server closes before the store it serves).
+ */
+function cleanupAfterEach () {
+  const cleanup = []
+  afterEach(async () => {
+    while (cleanup.length > 0) await cleanup.pop()()
+  })
+  return cleanup
+}
+
 module.exports = {
-  CHAIN, PROVIDER, ALICE, BOB,
+  CHAIN, PROVIDER, ALICE, BOB, cleanupAfterEach,
   tempDir, openLive, plainService, notesCompanion, txid, admit, remove,
   requestId, openBody, readBody, json, drainSnapshot
 }

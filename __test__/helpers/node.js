@@ -269,6 +269,25 @@ function summary (batch) {
 }
 
 /**
+ * A LiveLookupClient of its own fresh BRC-103 identity on `origin` (loopback HTTP allowed),
+ * committing to `store`, with short long polls and quick retries so failover shows in seconds.
+ * `options` override any of these.
+ */
+function brc103LiveClient (origin, store, options = {}) {
+  const { LiveLookupClient } = require('../../js/client/client.js')
+  return new LiveLookupClient({
+    baseURL: origin,
+    chain: h.CHAIN,
+    allowInsecureHttp: true,
+    authFetch: new AuthFetch(new ProtoWallet(PrivateKey.fromRandom())),
+    store,
+    limits: { waitMs: 1000 },
+    retry: { initialMs: 50, maxMs: 200 },
+    ...options
+  })
+}
+
+/**
  * Follows `service` (default ls_notes) with `query` (default {}) until `done(snapshot)` holds,
  * where snapshot is the store's revisionSnapshot (with its sourceKey) taken after the client's
  * verifier, if any, went idle; resolves with that snapshot. Other options go to `follow`.
@@ -289,6 +308,7 @@ async function followClientUntil (client, done, { service = 'ls_notes', query = 
 }
 
 module.exports = {
+  brc103LiveClient,
   followClientUntil,
   startNode,
   startEngineNode,
