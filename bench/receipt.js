@@ -16,10 +16,10 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const express = require('express')
 const { PrivateKey, Transaction, LockingScript, UnlockingScript, P2PKH } = require('@bsv/sdk')
-const { LiveLookup, createRouter, LiveLookupClient, CheckpointStore } = require('../js')
-const { CHAIN, plainService, notesCompanion, admit } = require('../__test__/helpers/live')
+const { LiveLookupClient, CheckpointStore } = require('../js')
+const { CHAIN } = require('../__test__/helpers/live')
+const { serveNotes } = require('./lib/notes-node')
 const { LocalChainTracker, SEQUENCE_FINAL } = require('../demo/chain')
 
 function arg (name, dflt) {
@@ -62,18 +62,9 @@ async function main () {
     let t = performance.now()
     const txs = outputs(tracker, SNAPSHOT)
     const buildS = (performance.now() - t) / 1000
-    let routerRef
-    const app = express()
-    app.use((req, res, next) => routerRef(req, res, next))
-    const server = await new Promise(resolve => { const s = app.listen(0, '127.0.0.1', () => resolve(s)) })
-    const origin = `http://127.0.0.1:${server.address().port}`
-    const live = await LiveLookup.open({ dataDir: path.join(tmp, 'server'), create: true, chain: CHAIN, provider: origin })
-    live.wrap('ls_notes', plainService(), notesCompanion())
-    routerRef = createRouter(live, { authentication: 'none', baseURL: origin, allowLocalHttp: true, privateKey: PrivateKey.fromRandom().toHex() })
     t = performance.now()
-    for (let i = 0; i < txs.length; i += 1000) {
-      await live.commit(txs.slice(i, i + 1000).map((x, k) => admit(i + k, { txid: x.txid, beef: x.beef })))
-    }
+    const node = await serveNotes(tmp, txs)
+    const origin = node.origin
     const loadS = (performance.now() - t) / 1000
 
     const store = CheckpointStore.open(path.join(tmp, 'client'))
@@ -108,9 +99,7 @@ async function main () {
     const current = view.current.length
     if (VERIFY && (pending !== 0 || current !== SNAPSHOT)) throw new Error(`not all current: pending ${pending}, current ${current}`)
     store.close()
-    server.closeAllConnections()
-    await new Promise(resolve => server.close(resolve))
-    await live.close()
+    await node.close()
     const f = x => x.toFixed(0)
     const c = atReceipt.commitBatch
     const verifierMs = ['pendingVerifications', 'verificationEvidence', 'acceptVerifications', 'requeueLimited'].reduce((s, k) => s + atReceipt[k].ms, 0)

@@ -13,11 +13,11 @@
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const express = require('express')
-const { PrivateKey } = require('@bsv/sdk')
-const { LiveLookup, createRouter, LiveLookupClient, CheckpointStore, EvidenceVerifier } = require('../js')
+
+const { LiveLookupClient, CheckpointStore, EvidenceVerifier } = require('../js')
 const { checkEvidence, VERIFIER_DEFAULTS } = require('../js/client/verifier')
-const { CHAIN, plainService, notesCompanion, admit } = require('../__test__/helpers/live')
+const { CHAIN } = require('../__test__/helpers/live')
+const { serveNotes } = require('./lib/notes-node')
 const { LocalChainTracker, NoteFactory } = require('../__test__/helpers/engine')
 
 function arg (name, dflt) {
@@ -75,17 +75,8 @@ async function lag (tmp) {
   const tracker = new LocalChainTracker()
   const factory = new NoteFactory(tracker)
   const txs = await p2pkh(factory, SNAPSHOT)
-  let routerRef
-  const app = express()
-  app.use((req, res, next) => routerRef(req, res, next))
-  const server = await new Promise(resolve => { const s = app.listen(0, '127.0.0.1', () => resolve(s)) })
-  const origin = `http://127.0.0.1:${server.address().port}`
-  const live = await LiveLookup.open({ dataDir: path.join(tmp, 'server'), create: true, chain: CHAIN, provider: origin })
-  live.wrap('ls_notes', plainService(), notesCompanion())
-  routerRef = createRouter(live, { authentication: 'none', baseURL: origin, allowLocalHttp: true, privateKey: PrivateKey.fromRandom().toHex() })
-  for (let i = 0; i < txs.length; i += 1000) {
-    await live.commit(txs.slice(i, i + 1000).map((t, k) => admit(i + k, { txid: t.txid, beef: Buffer.from(t.beef) })))
-  }
+  const node = await serveNotes(tmp, txs)
+  const origin = node.origin
 
   const store = openStore(path.join(tmp, 'lag'), tracker)
   const received = new Map()
@@ -133,9 +124,7 @@ async function lag (tmp) {
   if (missing) throw new Error(`${missing} outputs not verified; stats ${JSON.stringify(client.verifier.stats)}; pending ${store.pendingVerifications().length}; error ${client.verificationError}`)
   const current = store.reconciledView().current.length
   store.close()
-  server.closeAllConnections()
-  await new Promise(resolve => server.close(resolve))
-  await live.close()
+  await node.close()
   return {
     outputs: SNAPSHOT,
     receiptS: (lastReceipt - t0) / 1000,
