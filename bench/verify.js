@@ -13,7 +13,6 @@
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-
 const { LiveLookupClient, CheckpointStore, EvidenceVerifier } = require('../js')
 const { checkEvidence, VERIFIER_DEFAULTS } = require('../js/client/verifier')
 const { CHAIN } = require('../__test__/helpers/live')

@@ -1,6 +1,6 @@
 'use strict'
 // Debian's chromium for the browser tests, driven by playwright-core. A test file uses
-// `describeInChromium(name, fn)`: without /usr/bin/chromium (CI installs it with
+// `describeInChromium(__filename, name, fn)`: without /usr/bin/chromium (CI installs it with
 // `apt-get install chromium`) the suite is skipped with a warning naming the file.
 const fs = require('node:fs')
 const path = require('node:path')
