@@ -33,10 +33,13 @@ export declare class CheckpointStore {
   commitBatch(sourceKey: SourceKey, generation: number, expectedCursor: string | undefined | null, batch: Buffer, options?: CommitBatchOptions | undefined | null): any /* see js/client/client.d.ts: CommitOutcome */
   /** Marks a received group verified; accepts what that unblocks, in order. */
   markVerified(sourceKey: SourceKey, generation: number, groupId: string): any /* see js/client/client.d.ts: CommitOutcome */
-  /** Published membership (current generation), present and absent rows. */
-  members(sourceKey: SourceKey): any /* see js/client/client.d.ts: Member[] */
+  /**
+   * Published membership (current generation), present and absent rows, as JSON text
+   * (see `json_text`).
+   */
+  members(sourceKey: SourceKey): string /* JSON: js/client/client.d.ts Member[] */
   /** The replacement generation's accepted rows while it is incomplete. */
-  partialMembers(sourceKey: SourceKey): any /* see js/client/client.d.ts: Member[] */
+  partialMembers(sourceKey: SourceKey): string /* JSON: js/client/client.d.ts Member[] */
   state(sourceKey: SourceKey): any /* see js/client/client.d.ts: SourceState */
   revision(): number
   /** Creates the reconciliation journal (or checks an existing one's configuration). */
@@ -72,14 +75,15 @@ export declare class CheckpointStore {
   /** Records a verified Merkle placement of a journal transaction. */
   addPlacement(txid: string, placement: JsPlacement): any /* see js/client/client.d.ts: StepOutcome */
   /** Current / spent / pending / conflicting / stale summary, or null before configuration. */
-  reconciledView(): any /* see js/client/client.d.ts: ReconciledView | null */
+  reconciledView(): string /* JSON: js/client/client.d.ts ReconciledView | null */
   /** The BRC-192 §10.5 ReconciledState (U64 values as strings), or null. */
   reconciledState(network: string, genesisHash: string): any /* see js/client/client.d.ts: ReconciledState | null */
   /**
    * Members, partial members, source state and the reconciled view of one revision,
-   * read together under the commit lock.
+   * read together under the commit lock, as JSON text; with `atRevision`, a
+   * `conflict` error once the store has moved past that revision.
    */
-  revisionSnapshot(sourceKey: SourceKey): any /* see js/client/client.d.ts: RevisionSnapshot */
+  revisionSnapshot(sourceKey: SourceKey, atRevision?: number | undefined | null): string /* JSON: js/client/client.d.ts RevisionSnapshot */
 }
 export type JsCheckpointStore = CheckpointStore
 

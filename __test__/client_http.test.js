@@ -219,7 +219,9 @@ async function followUntil (store, until, { step, waitMs = 5000, limits } = {}) 
   await client.follow(SERVICE, QUERY, {
     signal: ac.signal,
     onRevision (e) {
-      events.push(e)
+      // The lists as of each revision, kept for assertions after the follow (an event's
+      // unread lists throw once the store has moved on).
+      events.push({ ...e, members: e.members, partialMembers: e.partialMembers, reconciled: e.reconciled })
       if (step) step(e, events)
       if (until(e)) ac.abort()
     }
@@ -256,6 +258,36 @@ test('drains a paged snapshot, then follows live enter/leave/re-enter with long 
   // Before the snapshot completed nothing was published.
   expect(events[0].members).toEqual([])
   expect(events[0].partialMembers.length).toBe(2)
+  store.close()
+})
+
+test('a revision event reads its lists only when asked, as of its own revision', async () => {
+  provider.seed([0, 1, 2, 3, 4])
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  const reads = []
+  const snapshot = store.revisionSnapshot.bind(store)
+  store.revisionSnapshot = (...args) => { reads.push(args[1]); return snapshot(...args) }
+  const ac = new AbortController()
+  const kept = []
+  const client = new LiveLookupClient({ baseURL: provider.origin, fetch, store, chain: CHAIN, allowInsecureHttp: true, limits: { waitMs: 0 } })
+  await client.follow(SERVICE, QUERY, {
+    signal: ac.signal,
+    onRevision (e) {
+      kept.push(e)
+      if (e.state.currentGeneration === 0) ac.abort()
+    }
+  })
+  // Three commits (pages of two), not one list read among them.
+  expect(kept.map(e => e.outcome.applied)).toEqual([2, 2, 1])
+  expect(reads).toEqual([])
+  // The last event is still the store's revision: its lists are that commit's.
+  const last = kept[kept.length - 1]
+  expect(last.revision).toBe(store.revision())
+  expect(present(last.members)).toEqual([0, 1, 2, 3, 4])
+  expect(last.partialMembers).toEqual([])
+  expect(reads).toEqual([last.revision])
+  // An earlier one is past: reading it now would mix revisions, so it says so.
+  expect(() => kept[0].members).toThrow(expect.objectContaining({ code: 'conflict' }))
   store.close()
 })
 

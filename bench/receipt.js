@@ -71,7 +71,7 @@ async function main () {
     store.defineContext('tip', { tipHeight: String(tracker.height + 1000000), medianTimePast: '4000000000' })
     store.configureReconciler({ journalId: 'bench', nonFinal: true, initialContext: 'tip' })
     const spent = {}
-    for (const m of ['commitBatch', 'pendingVerifications', 'verificationEvidence', 'acceptVerifications', 'requeueLimited', 'state']) timed(store, m, spent)
+    for (const m of ['commitBatch', 'pendingVerifications', 'verificationEvidence', 'acceptVerifications', 'requeueLimited', 'state', 'revisionSnapshot']) timed(store, m, spent)
     let received = 0
     const commit = store.commitBatch
     store.commitBatch = (...args) => { const r = commit(...args); received += r.applied; return r }
@@ -108,7 +108,7 @@ async function main () {
       (VERIFY ? `, all current ${(doneMs / 1000).toFixed(2)} s after the start (${(doneMs / receiptMs).toFixed(2)}x receipt); current ${current}` : ' (no verifier)'))
     console.log(`until receipt: commitBatch ${f(c.ms)} ms in ${c.calls} calls (${(c.ms / c.calls).toFixed(1)} ms per batch); verifier store calls ${f(verifierMs)} ms ` +
       `(pendingVerifications ${f(atReceipt.pendingVerifications.ms)} ms / ${atReceipt.pendingVerifications.calls}, acceptVerifications ${f(atReceipt.acceptVerifications.ms)} ms / ${atReceipt.acceptVerifications.calls}, ` +
-      `verificationEvidence ${f(atReceipt.verificationEvidence.ms)} ms); state ${f(atReceipt.state.ms)} ms; rest (HTTP, JSON, client loop, verifier JS) ${f(receiptMs - c.ms - verifierMs - atReceipt.state.ms)} ms`)
+      `verificationEvidence ${f(atReceipt.verificationEvidence.ms)} ms); state ${f(atReceipt.state.ms)} ms; revisionSnapshot ${f(atReceipt.revisionSnapshot.ms)} ms; rest (HTTP, JSON, client loop, verifier JS) ${f(receiptMs - c.ms - verifierMs - atReceipt.state.ms - atReceipt.revisionSnapshot.ms)} ms`)
     if (VERIFY) console.log(`after receipt: pendingVerifications ${f(spent.pendingVerifications.ms - atReceipt.pendingVerifications.ms)} ms, acceptVerifications ${f(spent.acceptVerifications.ms - atReceipt.acceptVerifications.ms)} ms`)
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true })

@@ -102,3 +102,49 @@ proptest! {
         prop_assert_eq!(got, want);
     }
 }
+
+/// A store written before the pending-job markers existed (journal.rs, `Xq`) lists the
+/// same jobs: by a full scan until it is configured again, then from the markers the
+/// configure wrote.
+#[test]
+fn a_store_without_job_markers_gets_them_on_configure() {
+    use overlay_lookup_live::client::journal::{JOBS_INDEXED, JOB_PREFIX};
+    use overlay_lookup_live::client::reconcile::ReconcilerConfig;
+    let corpus = conformance::load(&conformance::vendored()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = Runner::new(&corpus, dir.path(), true, "prop").unwrap();
+    for (i, names) in [vec!["A", "B"], vec!["AC", "Q"], vec!["X", "E", "N"]].iter().enumerate() {
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        r.receive(&names, &format!("host-{i}")).unwrap();
+    }
+    let jobs = r.store().pending_verifications(None).unwrap();
+    r.answer(&jobs[..1]).unwrap();
+    let want = r.store().pending_verifications(None).unwrap();
+    assert!(want.len() > 1, "the corpus leaves jobs pending");
+    r.reopen_with(|path| {
+        let db = sled::open(path).unwrap();
+        let tree = db.open_tree("client-v1").unwrap();
+        let markers: Vec<_> = tree.scan_prefix(JOB_PREFIX).keys().map(|k| k.unwrap()).collect();
+        assert_eq!(markers.len(), want.len(), "one marker per pending job");
+        for k in markers {
+            tree.remove(k).unwrap();
+        }
+        tree.remove(JOBS_INDEXED).unwrap();
+        db.flush().unwrap();
+    })
+    .unwrap();
+    assert_eq!(r.store().pending_verifications(None).unwrap(), want, "the full scan, before configure");
+    r.store().configure_reconciler(&ReconcilerConfig { journal_id: "prop".into(), non_final: true, initial_context: "base".into() }).unwrap();
+    r.reopen_with(|path| {
+        let db = sled::open(path).unwrap();
+        let tree = db.open_tree("client-v1").unwrap();
+        assert_eq!(tree.scan_prefix(JOB_PREFIX).count(), want.len(), "configure wrote the markers");
+        assert!(tree.contains_key(JOBS_INDEXED).unwrap());
+    })
+    .unwrap();
+    assert_eq!(r.store().pending_verifications(None).unwrap(), want, "the markers, after configure");
+    let rest = r.store().pending_verifications(None).unwrap();
+    r.answer(&rest).unwrap();
+    assert!(r.store().pending_verifications(None).unwrap().is_empty());
+    r.close().unwrap();
+}

@@ -143,7 +143,8 @@ export declare class CheckpointStore {
   addPlacement (txid: string, placement: Placement): StepOutcome
   reconciledView (): ReconciledView | null
   reconciledState (chain: { network: string; genesisHash: string }): ReconciledState | null
-  revisionSnapshot (sourceKey: SourceKey): RevisionSnapshot
+  /** With `atRevision`, a `conflict` error once the store has moved past that revision. */
+  revisionSnapshot (sourceKey: SourceKey, atRevision?: number): RevisionSnapshot
 }
 
 export interface ReconcilerConfig {
@@ -268,18 +269,26 @@ export interface Limits {
   waitMs?: number
 }
 
+/**
+ * One committed revision of a followed source. `members`, `partialMembers` and `reconciled`
+ * are read from the store on first use, together, as of `revision`: read them in the callback
+ * before its first await (a later commit makes an unread list throw `conflict`), or call
+ * `store.revisionSnapshot(sourceKey)` for the newest revision.
+ */
 export interface RevisionEvent {
   /** The provider's base URL this revision came from. */
   source: string
   sourceKey: SourceKey
-  members: MemberWithCurrentness[]
-  partialMembers: Member[]
+  /** The store's revision this event describes (CheckpointStore.revision()). */
+  readonly revision: number
+  readonly members: MemberWithCurrentness[]
+  readonly partialMembers: Member[]
   state: SourceState
   /**
    * The reconciled state of the same commit (null before configureReconciler): `current` and
    * `spent` among this source's present members; `pending`, `stale`, `conflicting` store-wide.
    */
-  reconciled: ReconciledView | null
+  readonly reconciled: ReconciledView | null
   outcome: CommitOutcome
   /** The exact response bytes that were committed. */
   batch: Buffer

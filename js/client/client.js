@@ -53,6 +53,37 @@ function nativeCall (fn) {
   }
 }
 
+/**
+ * What onRevision receives: the commit's outcome and bytes, the source's state, and its
+ * membership and reconciled state read on first use from the store as of the event's
+ * revision (one native read under the commit lock, so they describe the same commit).
+ * Reading the lists costs time in the size of the catalogue; a follow whose callback does
+ * not read them commits at the speed of its batches (bench/receipt.js). Once a later
+ * commit has landed (after the callback's first await, say), a list not yet read throws
+ * `conflict`: read them before awaiting, or call store.revisionSnapshot().
+ */
+class RevisionEvent {
+  constructor (store, source, sourceKey, outcome, batch) {
+    this.source = source
+    this.sourceKey = sourceKey
+    this.outcome = outcome
+    /** The exact response bytes that were committed. */
+    this.batch = batch
+    this.revision = store.revision()
+    this.state = store.state(sourceKey)
+    Object.defineProperty(this, '_store', { value: store })
+  }
+
+  _snapshot () {
+    if (!this._snap) Object.defineProperty(this, '_snap', { value: this._store.revisionSnapshot(this.sourceKey, this.revision) })
+    return this._snap
+  }
+
+  get members () { return this._snapshot().members }
+  get partialMembers () { return this._snapshot().partialMembers }
+  get reconciled () { return this._snapshot().reconciled }
+}
+
 /** Durable checkpoint store (one sled directory). See docs/client.md. */
 class CheckpointStore {
   constructor (inner) { this._inner = inner }
@@ -67,8 +98,9 @@ class CheckpointStore {
     return nativeCall(() => this._inner.commitBatch(sourceKey, generation, expectedCursor ?? null, batch, options ?? null))
   }
   markVerified (sourceKey, generation, groupId) { return nativeCall(() => this._inner.markVerified(sourceKey, generation, groupId)) }
-  members (sourceKey) { return nativeCall(() => this._inner.members(sourceKey)) }
-  partialMembers (sourceKey) { return nativeCall(() => this._inner.partialMembers(sourceKey)) }
+  // Lists that grow with the catalogue arrive as JSON text (src/node/client.rs json_text).
+  members (sourceKey) { return JSON.parse(nativeCall(() => this._inner.members(sourceKey))) }
+  partialMembers (sourceKey) { return JSON.parse(nativeCall(() => this._inner.partialMembers(sourceKey))) }
   state (sourceKey) { return nativeCall(() => this._inner.state(sourceKey)) }
   revision () { return nativeCall(() => this._inner.revision()) }
 
@@ -86,10 +118,15 @@ class CheckpointStore {
   acceptVerifications (results) { return nativeCall(() => this._inner.acceptVerifications(results)) }
   requeueLimited (policy) { return nativeCall(() => this._inner.requeueLimited(policy)) }
   addPlacement (txid, placement) { return nativeCall(() => this._inner.addPlacement(txid, placement)) }
-  reconciledView () { return nativeCall(() => this._inner.reconciledView()) }
+  reconciledView () { return JSON.parse(nativeCall(() => this._inner.reconciledView())) }
   reconciledState (chain) { return nativeCall(() => this._inner.reconciledState(chain.network, chain.genesisHash)) }
-  /** Membership and reconciled state of one revision, read together. */
-  revisionSnapshot (sourceKey) { return nativeCall(() => this._inner.revisionSnapshot(sourceKey)) }
+  /**
+   * Membership and reconciled state of one revision, read together. With `atRevision`,
+   * a `conflict` error once the store has moved past it.
+   */
+  revisionSnapshot (sourceKey, atRevision) {
+    return JSON.parse(nativeCall(() => this._inner.revisionSnapshot(sourceKey, atRevision ?? null)))
+  }
 }
 
 // Digests (BRC-192 §1): the package's one RFC 8785 and digest(T, B) (Rust wire module), above.
@@ -534,22 +571,12 @@ class LiveLookupClient {
     await this._post('close', { version: 1, session }, signal).catch(() => {})
   }
 
-  // One revision per accepted commit: membership and reconciled state come from a
-  // single native read under the store's commit lock, so they describe the same commit.
+  // One revision per accepted commit (a RevisionEvent: its lists are read on demand).
   async _emit (onRevision, key, outcome, bytes) {
     if (!onRevision) return
-    const snap = this.store.revisionSnapshot(key)
+    const event = new RevisionEvent(this.store, this.baseURL, key, outcome, bytes)
     try {
-      await onRevision({
-        source: this.baseURL,
-        sourceKey: key,
-        members: snap.members,
-        partialMembers: snap.partialMembers,
-        state: snap.state,
-        reconciled: snap.reconciled,
-        outcome,
-        batch: bytes
-      })
+      await onRevision(event)
     } catch (e) {
       throw new CallbackFailure(e)
     }

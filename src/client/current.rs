@@ -385,8 +385,16 @@ pub struct RevisionSnapshot {
 }
 
 impl ClientDb {
-    pub fn revision_snapshot(&self, source: &super::SourceKey) -> Result<RevisionSnapshot, ClientError> {
+    /// With `at`, the snapshot of that revision only: a `conflict` error once a later
+    /// commit has landed (a revision event read after the store moved on).
+    pub fn revision_snapshot(&self, source: &super::SourceKey, at: Option<u64>) -> Result<RevisionSnapshot, ClientError> {
         let _g = self.guard();
+        if let Some(at) = at {
+            let now = self.revision()?;
+            if now != at {
+                return Err(ClientError::conflict(format!("revision {at} is past (the store is at {now}): read a revision event's lists in its callback, or call revisionSnapshot")));
+            }
+        }
         let members = self.members(source)?;
         let partial_members = self.partial_members(source)?;
         let state = self.state(source)?;

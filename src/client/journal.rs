@@ -18,9 +18,16 @@
 //! | `Xb` variant id | the exact evidence bytes of a variant (kept for the verifier) |
 //! | `Xr` txid variant | [`Rejection`]: evidence refused at receipt, with its verdict |
 //! | `Xl` txid | marker: a variant of the transaction has a `limited` verdict |
+//! | `Xq` first position, index, txid, variant | marker: the variant has no verdict (a pending verification job) |
 //!
 //! Positions, component ids and heights are u64 big-endian; txids are 32 bytes in
 //! display order (so `Xt` scans are in txid order).
+//!
+//! Invariant: an `Xq` marker exists exactly while its variant's verdict is `None`. A
+//! variant's first receipt never changes, so its marker key is fixed; the three places
+//! that set or clear a verdict (a new variant in `reconcile::receive_in`,
+//! `reconcile::apply_verifications`, `ClientDb::requeue_limited`) write the marker in the
+//! same commit, and `pending_verifications` reads the markers alone, in job order.
 
 use serde::{Deserialize, Serialize};
 
@@ -93,6 +100,22 @@ pub fn limited_key(txid: &Txid) -> Vec<u8> {
     [b"Xl".as_slice(), &txid.0].concat()
 }
 pub const LIMITED_PREFIX: &[u8] = b"Xl";
+pub fn job_key(first: IngressPosition, txid: &Txid, variant: &Hash32) -> Vec<u8> {
+    [b"Xq".as_slice(), &first.position.to_be_bytes(), &first.index.to_be_bytes(), &txid.0, &variant.0].concat()
+}
+pub const JOB_PREFIX: &[u8] = b"Xq";
+/// The first receipt, txid and variant of a job marker key.
+pub fn job_of_key(k: &[u8]) -> Option<(IngressPosition, Txid, Hash32)> {
+    if k.len() != 2 + 8 + 4 + 32 + 32 {
+        return None;
+    }
+    let position = u64::from_be_bytes(k[2..10].try_into().ok()?);
+    let index = u32::from_be_bytes(k[10..14].try_into().ok()?);
+    Some((IngressPosition { position, index }, Hash32(k[14..46].try_into().ok()?), Hash32(k[46..78].try_into().ok()?)))
+}
+/// Set when every pending job has its `Xq` marker (stores written before the markers
+/// existed get them on open).
+pub const JOBS_INDEXED: &[u8] = b"meta/jobs-indexed";
 pub fn rejection_key(txid: &Txid, variant: &Hash32) -> Vec<u8> {
     [b"Xr".as_slice(), &txid.0, &variant.0].concat()
 }

@@ -109,6 +109,10 @@ impl ClientDb {
             if m.journal_id != cfg.journal_id || m.non_final != cfg.non_final || m.contexts[0].id != cfg.initial_context {
                 return Err(ClientError::conflict("the journal exists with another configuration"));
             }
+            if tx.get(JOBS_INDEXED)?.is_none() {
+                index_jobs(&mut tx)?;
+                tx.finish(&self.db)?;
+            }
             return Ok(());
         }
         let def: ContextDef = tx
@@ -122,6 +126,7 @@ impl ClientDb {
             next_component: 0,
         };
         tx.put_json(META.to_vec(), &meta);
+        tx.put(JOBS_INDEXED.to_vec(), vec![]);
         tx.bump_revision()?;
         tx.finish(&self.db)
     }
@@ -287,6 +292,7 @@ impl ClientDb {
                 if matches!(&var.verdict, Some(d) if d.status == VerdictStatus::Limited && d.policy.as_deref() != Some(policy)) {
                     var.verdict = None;
                     changed.insert(var.id);
+                    tx.put(job_key(var.first(), &txid, &var.id), vec![]);
                 }
             }
             if changed.is_empty() {
@@ -346,6 +352,17 @@ impl ClientDb {
     pub fn pending_verifications(&self, txid: Option<&Txid>) -> Result<Vec<Job>, ClientError> {
         let tx = Tx::new(&self.tree);
         let meta = Self::meta(&tx)?;
+        let context_id = &meta.current().id;
+        if txid.is_none() && tx.get(JOBS_INDEXED)?.is_some() {
+            // The markers alone, already in job order: no record is read (journal.rs).
+            let mut jobs = Vec::new();
+            for kv in self.tree.scan_prefix(JOB_PREFIX) {
+                let (k, _) = kv.map_err(ClientError::storage)?;
+                let (first, txid, variant) = job_of_key(&k).ok_or_else(|| corrupt("job marker"))?;
+                jobs.push(Job { txid, variant, context_id: context_id.clone(), first });
+            }
+            return Ok(jobs);
+        }
         let recs: Vec<TxRecord> = match txid {
             Some(t) => tx.get_json(&tx_key(t))?.into_iter().collect(),
             None => tx.scan(TX_PREFIX)?.iter().map(|(_, v)| super::db::decode(v)).collect::<Result<_, _>>()?,
@@ -472,6 +489,9 @@ pub(crate) fn receive_in(tx: &mut Tx, source: &str, items: &[Item], bundles: &BT
         };
         touched.insert(rec.component);
         rec.variants.sort_by_key(|v| v.first());
+        for v in rec.variants.iter().filter(|v| v.verdict.is_none()) {
+            tx.put(job_key(v.first(), txid, &v.id), vec![]);
+        }
         tx.put_json(tx_key(txid), &rec);
     }
     tx.put_json(entry_key(position), &Entry::Receive { source: source.to_string(), txids: by_tx.keys().copied().collect(), context });
@@ -479,6 +499,19 @@ pub(crate) fn receive_in(tx: &mut Tx, source: &str, items: &[Item], bundles: &BT
     // Components may have merged while linking: the survivors.
     let touched = touched.into_iter().filter(|c| tx.get(&component_key(*c)).ok().flatten().is_some()).collect();
     Ok((position, touched))
+}
+
+/// Writes the `Xq` marker of every variant without a verdict (a store written before
+/// the markers existed), once.
+fn index_jobs(tx: &mut Tx) -> Result<(), ClientError> {
+    for (_, v) in tx.scan(TX_PREFIX)? {
+        let rec: TxRecord = super::db::decode(&v)?;
+        for var in rec.variants.iter().filter(|v| v.verdict.is_none()) {
+            tx.put(job_key(var.first(), &rec.txid, &var.id), vec![]);
+        }
+    }
+    tx.put(JOBS_INDEXED.to_vec(), vec![]);
+    Ok(())
 }
 
 fn define(tx: &mut Tx, def: ContextDef) -> Result<(), ClientError> {
@@ -743,6 +776,7 @@ pub(crate) fn apply_verifications(tx: &mut Tx, results: &[VerificationResult], o
             Some(_) => return Err(ClientError::conflict(format!("variant of {} already has another verdict", r.txid))),
             None => v.verdict = Some(verdict),
         }
+        tx.writes.insert(job_key(v.first(), &r.txid, &v.id), None);
         if let Some(p) = r.placement {
             if !rec.placements.contains(&p) {
                 rec.placements.push(p);

@@ -188,18 +188,19 @@ impl JsCheckpointStore {
         Ok(serde_json::to_value(out).expect("outcome serializes"))
     }
 
-    /// Published membership (current generation), present and absent rows.
-    #[napi(ts_return_type = "any /* see js/client/client.d.ts: Member[] */")]
-    pub fn members(&self, source_key: JsSourceKey) -> napi::Result<Value> {
+    /// Published membership (current generation), present and absent rows, as JSON text
+    /// (see `json_text`).
+    #[napi(ts_return_type = "string /* JSON: js/client/client.d.ts Member[] */")]
+    pub fn members(&self, source_key: JsSourceKey) -> napi::Result<String> {
         let k = key(source_key)?;
-        members_json(self.with(|s| s.members(&k))?)
+        json_text(&members_json(self.with(|s| s.members(&k))?)?)
     }
 
     /// The replacement generation's accepted rows while it is incomplete.
-    #[napi(ts_return_type = "any /* see js/client/client.d.ts: Member[] */")]
-    pub fn partial_members(&self, source_key: JsSourceKey) -> napi::Result<Value> {
+    #[napi(ts_return_type = "string /* JSON: js/client/client.d.ts Member[] */")]
+    pub fn partial_members(&self, source_key: JsSourceKey) -> napi::Result<String> {
         let k = key(source_key)?;
-        members_json(self.with(|s| s.partial_members(&k))?)
+        json_text(&members_json(self.with(|s| s.partial_members(&k))?)?)
     }
 
     #[napi(ts_return_type = "any /* see js/client/client.d.ts: SourceState */")]
@@ -217,6 +218,14 @@ impl JsCheckpointStore {
     pub fn revision(&self) -> napi::Result<i64> {
         self.with(|s| s.revision()).map(|r| r as i64)
     }
+}
+
+/// Lists that grow with the catalogue (members, the reconciled view) cross as JSON text
+/// that JS parses: napi's value conversion stops at a million JSON values (about
+/// 80,000 members), and `JSON.parse` of one string is faster than building the
+/// objects one property at a time.
+fn json_text(v: &Value) -> napi::Result<String> {
+    serde_json::to_string(v).map_err(|e| invalid(format!("serializing a result: {e}")))
 }
 
 fn members_json(rows: Vec<client::MemberView>) -> napi::Result<Value> {
@@ -428,9 +437,9 @@ impl JsCheckpointStore {
     }
 
     /// Current / spent / pending / conflicting / stale summary, or null before configuration.
-    #[napi(ts_return_type = "any /* see js/client/client.d.ts: ReconciledView | null */")]
-    pub fn reconciled_view(&self) -> napi::Result<Value> {
-        Ok(self.with(|s| s.reconciled_view())?.map(view_json).unwrap_or(Value::Null))
+    #[napi(ts_return_type = "string /* JSON: js/client/client.d.ts ReconciledView | null */")]
+    pub fn reconciled_view(&self) -> napi::Result<String> {
+        json_text(&self.with(|s| s.reconciled_view())?.map(view_json).unwrap_or(Value::Null))
     }
 
     /// The BRC-192 §10.5 ReconciledState (U64 values as strings), or null.
@@ -441,11 +450,13 @@ impl JsCheckpointStore {
     }
 
     /// Members, partial members, source state and the reconciled view of one revision,
-    /// read together under the commit lock.
-    #[napi(ts_return_type = "any /* see js/client/client.d.ts: RevisionSnapshot */")]
-    pub fn revision_snapshot(&self, source_key: JsSourceKey) -> napi::Result<Value> {
+    /// read together under the commit lock, as JSON text; with `atRevision`, a
+    /// `conflict` error once the store has moved past that revision.
+    #[napi(ts_return_type = "string /* JSON: js/client/client.d.ts RevisionSnapshot */")]
+    pub fn revision_snapshot(&self, source_key: JsSourceKey, at_revision: Option<i64>) -> napi::Result<String> {
         let k = key(source_key)?;
-        let snap = self.with(|s| s.revision_snapshot(&k))?;
+        let at = at_revision.map(|r| u64::try_from(r).map_err(|_| invalid("atRevision is negative"))).transpose()?;
+        let snap = self.with(|s| s.revision_snapshot(&k, at))?;
         let mut members = members_json(snap.members)?;
         for (m, c) in members.as_array_mut().into_iter().flatten().zip(snap.currentness) {
             m["currentness"] = serde_json::to_value(c).expect("state serializes");
@@ -454,7 +465,7 @@ impl JsCheckpointStore {
         for p in state["pendingGroups"].as_array_mut().into_iter().flatten() {
             p["sequence"] = u64s(p["sequence"].as_u64().unwrap_or(0));
         }
-        Ok(json!({
+        json_text(&json!({
             "members": members,
             "partialMembers": members_json(snap.partial_members)?,
             "state": state,

@@ -143,6 +143,14 @@ impl<'a> Runner<'a> {
         Ok(())
     }
 
+    /// Closes the store, lets `edit` change its files at rest, and opens it again.
+    pub fn reopen_with(&mut self, edit: impl FnOnce(&Path)) -> Result<(), String> {
+        self.store.take().expect("open").close().map_err(|e| e.to_string())?;
+        edit(&self.dir.join("store"));
+        self.store = Some(ClientDb::open(self.dir.join("store")).map_err(|e| e.to_string())?);
+        Ok(())
+    }
+
     pub fn close(mut self) -> Result<(), String> {
         self.store.take().expect("open").close().map_err(|e| e.to_string())
     }
