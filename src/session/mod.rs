@@ -176,6 +176,17 @@ impl LiveSession {
     }
 }
 
+/// What a batch is built for: the session record, its view and compiled selection, the
+/// session id the cursor names, and the read's limits.
+#[derive(Clone, Copy)]
+struct BatchOf<'a> {
+    rec: &'a SessionRecord,
+    view: &'a SessionView,
+    id: &'a [u8; 16],
+    sel: &'a Selection,
+    limits: Limits,
+}
+
 /// A rendered snapshot batch and a digest of the row keys it holds, in order.
 struct SnapshotPage {
     body: Vec<u8>,
@@ -672,7 +683,7 @@ impl Provider {
         // so is its compiled selection (this one, or an equal one's).
         rec.selection = view.selection_json.clone();
         let selection = view.selection.as_ref().ok_or_else(|| err(ErrorCode::Unavailable, "the selection no longer compiles"))?;
-        let page = self.snapshot_batch(&rec, &view, &id, selection, limits, None, first_high_water, stop)?;
+        let page = self.snapshot_batch(BatchOf { rec: &rec, view: &view, id: &id, sel: selection, limits }, None, first_high_water, stop)?;
         let first = page.body;
         rec.first = Some(FirstBatch { high_water: first_high_water, rows_sha256: hex::encode(page.rows_digest) });
         let fence = FenceRecord { open_digest, session: rec.id.clone() };
@@ -708,7 +719,7 @@ impl Provider {
         // The view holds the selection compiled; an open retry does not compile it again.
         let view = self.session_view(&session, &rec);
         let sel = view.selection.as_ref().ok_or_else(|| err(ErrorCode::Unavailable, "the stored selection no longer compiles"))?;
-        let page = self.snapshot_batch(&rec, &view, &id, sel, rec.limits, None, first.high_water, None)?;
+        let page = self.snapshot_batch(BatchOf { rec: &rec, view: &view, id: &id, sel, limits: rec.limits }, None, first.high_water, None)?;
         if hex::encode(page.rows_digest) != first.rows_sha256 {
             return Err(err(ErrorCode::Unavailable, "the first batch could not be reproduced"));
         }
@@ -771,17 +782,8 @@ impl Provider {
     /// Builds a snapshot batch continuing after `after` (BRC-193 §3). `high_water` is
     /// the watermark the envelope echoes (the current one, except when a first batch
     /// is reproduced).
-    fn snapshot_batch(
-        &self,
-        rec: &SessionRecord,
-        view: &SessionView,
-        id: &[u8; 16],
-        sel: &Selection,
-        limits: Limits,
-        after: Option<&[u8]>,
-        high_water: u64,
-        stop: Option<StopCheck>,
-    ) -> Result<SnapshotPage, WireError> {
+    fn snapshot_batch(&self, of: BatchOf<'_>, after: Option<&[u8]>, high_water: u64, stop: Option<StopCheck>) -> Result<SnapshotPage, WireError> {
+        let BatchOf { rec, view, id, sel, limits } = of;
         let frame = self.frame(rec, limits, view.scope_json.clone());
         let epoch = self.epoch_bytes();
         let boundary = Cursor { session: *id, epoch, position: Position::Live { through: rec.w } }
@@ -886,15 +888,8 @@ impl Provider {
 
     /// Builds a live batch after `through`. Returns the body and whether it holds
     /// no groups (a long poll then waits).
-    fn live_batch(
-        &self,
-        rec: &SessionRecord,
-        view: &SessionView,
-        id: &[u8; 16],
-        sel: &Selection,
-        limits: Limits,
-        through: u64,
-    ) -> Result<(Ready, bool), WireError> {
+    fn live_batch(&self, of: BatchOf<'_>, through: u64) -> Result<(Ready, bool), WireError> {
+        let BatchOf { rec, view, id, sel, limits } = of;
         if through < self.store.compacted_through() {
             return Err(err(ErrorCode::ResetRequired, "the log interval after this cursor is no longer retained"));
         }
@@ -1049,10 +1044,10 @@ impl Provider {
         let sel = view.selection()?;
         match &cursor.position {
             Position::Snapshot { after } => {
-                let page = self.snapshot_batch(rec, view, &cursor.session, sel, limits, after.as_deref(), self.store.high_water(), stop)?;
+                let page = self.snapshot_batch(BatchOf { rec, view, id: &cursor.session, sel, limits }, after.as_deref(), self.store.high_water(), stop)?;
                 Ok((page.body.into(), false))
             }
-            Position::Live { through } => self.live_batch(rec, view, &cursor.session, sel, limits, *through),
+            Position::Live { through } => self.live_batch(BatchOf { rec, view, id: &cursor.session, sel, limits }, *through),
         }
     }
 
