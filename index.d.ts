@@ -11,8 +11,11 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 
 /** Durable checkpoint store of the lookup-live client (BRC-193 §4, §9). */
 export declare class CheckpointStore {
-  /** Opens (or creates) the store directory. One open store per path. */
-  static open(path: string): CheckpointStore
+  /**
+   * Opens (or creates) the store directory. One open store per path. `cacheBytes`
+   * bounds sled's page cache (default 1 GiB).
+   */
+  static open(path: string, options?: JsStoreOptions | undefined | null): CheckpointStore
   /** Flushes and releases the path. Further calls throw. */
   close(): void
   /**
@@ -56,8 +59,11 @@ export declare class CheckpointStore {
   receiveTransactions(source: string, items: Array<JsReceived>): any /* see js/client/client.d.ts: StepOutcome */
   /** Makes a defined context active (takes a journal position; reassesses affected components). */
   setContext(id: string): any /* see js/client/client.d.ts: StepOutcome */
-  /** Verification work for the current context (of one txid, or all). */
-  pendingVerifications(txid?: string | undefined | null): any /* see js/client/client.d.ts: VerificationJob[] */
+  /**
+   * Verification work for the current context (of one txid, or all), as JSON text
+   * (see `json_text`); `page` bounds it to `limit` jobs after the job `after`.
+   */
+  pendingVerifications(txid?: string | undefined | null, page?: JsJobPage | undefined | null): string /* JSON: js/client/client.d.ts VerificationJob[] */
   /** The exact evidence bytes of a verification job (null if unknown). */
   verificationEvidence(txid: string, variantId: string): Buffer | null
   /**
@@ -322,6 +328,26 @@ export interface EpochReset {
   sequence?: string
 }
 
+export interface JsFirstRaw {
+  /** U64 as a decimal string. */
+  position: string
+  index: number
+}
+
+export interface JsJobPage {
+  /** List the jobs after this one (exclusive), in job order. */
+  after?: JsJobRef
+  /** At most this many (default: all). */
+  limit?: number
+}
+
+/** A job as pendingVerifications lists it (the fields a page position needs). */
+export interface JsJobRef {
+  txid: string
+  variantId: string
+  firstRaw: JsFirstRaw
+}
+
 export interface JsPlacement {
   /** Block hash, display hex. */
   block: string
@@ -340,6 +366,11 @@ export interface JsReconcilerConfig {
   nonFinal: boolean
   /** A context defined beforehand (defineView / defineContext), active at position 0. */
   initialContext: string
+}
+
+export interface JsStoreOptions {
+  /** Bound of sled's page cache in bytes (default 1 GiB, sled's own). */
+  cacheBytes?: number
 }
 
 export interface JsVerificationResult {

@@ -61,6 +61,18 @@ test('commit publishes after the snapshot and a restart keeps the checkpoint', (
   again.close()
 })
 
+test('a bounded page cache holds the same store; a bad bound is refused before anything opens', () => {
+  const s = scope('02aa')
+  const { store, key } = opened(s)
+  store.close()
+  for (const cacheBytes of [0, -1, 1.5e300, NaN]) {
+    expect(() => CheckpointStore.open(path.join(dir, 'store'), { cacheBytes })).toThrow(expect.objectContaining({ code: 'invalid' }))
+  }
+  const small = CheckpointStore.open(path.join(dir, 'store'), { cacheBytes: 1024 * 1024 })
+  expect(small.members(key).map(r => [r.outpoint.outputIndex, r.present])).toEqual([[0, true]])
+  small.close()
+})
+
 test('a replayed batch is a no-op; a stale cursor with new content is a conflict', () => {
   const s = scope('02aa')
   const { store, key, gen } = opened(s)

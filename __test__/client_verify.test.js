@@ -78,7 +78,8 @@ describe.each(['native', 'sdk'])('verification engine %s', (name) => {
       admit(4, { txid: honest.txid, outputIndex: 7, beef: Buffer.from(honest.beef) })
     ])
     const store = openStore()
-    const client = new LiveLookupClient({ baseURL: origin, chain: CHAIN, allowInsecureHttp: true, fetch, store, limits: { waitMs: 0 }, chainTracker: tracker, verification: { engine, concurrency: 3 } })
+    // Pages of two jobs: a run walks its backlog page by page (three jobs here).
+    const client = new LiveLookupClient({ baseURL: origin, chain: CHAIN, allowInsecureHttp: true, fetch, store, limits: { waitMs: 0 }, chainTracker: tracker, verification: { engine, concurrency: 3, page: 2 } })
     const snap = await followUntil(client, s => s.members.length === 3 && s.reconciled.pending.length === 0)
     const c = currentnessOf(snap)
     expect(c[honest.txid]).toBe('current')
@@ -147,6 +148,13 @@ describe.each(['native', 'sdk'])('verification engine %s', (name) => {
     // Complete evidence not checked yet: 'pending' ("checking..."), never 'unknown'.
     expect(currentnessOf(snap)[note.txid]).toBe('pending')
     expect(store.pendingVerifications()).toHaveLength(1)
+    // Pages: the one job, then nothing after it; a page of one transaction is not offered.
+    const [job] = store.pendingVerifications(null, { limit: 1 })
+    expect(job).toEqual(store.pendingVerifications()[0])
+    expect(store.pendingVerifications(null, { after: job, limit: 5 })).toEqual([])
+    expect(() => store.pendingVerifications(null, { limit: 0 })).toThrow(expect.objectContaining({ code: 'invalid' }))
+    expect(() => store.pendingVerifications(note.txid, { limit: 1 })).toThrow(expect.objectContaining({ code: 'invalid' }))
+    expect(() => store.pendingVerifications(null, { after: { ...job, firstRaw: { position: 'x', index: 0 } } })).toThrow(expect.objectContaining({ code: 'invalid' }))
     // A tracker that cannot answer leaves the job pending (unresolved is not recorded).
     const down = { isValidRootForHeight: async () => { throw new Error('offline') }, currentHeight: async () => tracker.height }
     const v = new EvidenceVerifier({ store, chainTracker: down, engine })

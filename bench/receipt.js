@@ -15,12 +15,10 @@
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const crypto = require('node:crypto')
-const { PrivateKey, Transaction, LockingScript, UnlockingScript, P2PKH } = require('@bsv/sdk')
 const { LiveLookupClient, CheckpointStore } = require('../js')
 const { CHAIN } = require('../__test__/helpers/live')
-const { serveNotes } = require('./lib/notes-node')
-const { LocalChainTracker, SEQUENCE_FINAL } = require('../demo/chain')
+const { serveNotes, opTrueSpends } = require('./lib/notes-node')
+const { LocalChainTracker } = require('../demo/chain')
 
 function arg (name, dflt) {
   const i = process.argv.indexOf('--' + name)
@@ -30,20 +28,6 @@ const SNAPSHOT = Number(arg('snapshot', 10000))
 const VERIFY = arg('verify', '1') !== '0'
 const CONCURRENCY = Number(arg('concurrency', 4))
 const ENGINE = arg('engine', 'native')
-
-function outputs (tracker, n) {
-  const to = new P2PKH().lock(PrivateKey.fromRandom().toAddress())
-  const out = []
-  for (let i = 0; i < n; i++) {
-    const funding = new Transaction(1, [{ sourceTXID: crypto.randomBytes(32).toString('hex'), sourceOutputIndex: 0, unlockingScript: new UnlockingScript([]), sequence: SEQUENCE_FINAL }],
-      [{ lockingScript: LockingScript.fromHex('51'), satoshis: 1000 }], 0)
-    funding.merklePath = tracker.mint(funding.id('hex'))
-    const tx = new Transaction(1, [{ sourceTransaction: funding, sourceOutputIndex: 0, unlockingScript: UnlockingScript.fromHex(''), sequence: SEQUENCE_FINAL }],
-      [{ lockingScript: to, satoshis: 900 }], 0)
-    out.push({ txid: tx.id('hex'), beef: Buffer.from(tx.toBEEF()) })
-  }
-  return out
-}
 
 // Wraps a store method to add its time (ms) to `spent[name]` and count calls.
 function timed (store, name, spent) {
@@ -60,7 +44,7 @@ async function main () {
   try {
     const tracker = new LocalChainTracker()
     let t = performance.now()
-    const txs = outputs(tracker, SNAPSHOT)
+    const txs = opTrueSpends(tracker, SNAPSHOT)
     const buildS = (performance.now() - t) / 1000
     t = performance.now()
     const node = await serveNotes(tmp, txs)

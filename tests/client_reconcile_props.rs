@@ -134,6 +134,7 @@ fn a_store_without_job_markers_gets_them_on_configure() {
     })
     .unwrap();
     assert_eq!(r.store().pending_verifications(None).unwrap(), want, "the full scan, before configure");
+    assert_eq!(pages(r.store(), 2), want, "pages of the full scan");
     r.store().configure_reconciler(&ReconcilerConfig { journal_id: "prop".into(), non_final: true, initial_context: "base".into() }).unwrap();
     r.reopen_with(|path| {
         let db = sled::open(path).unwrap();
@@ -143,8 +144,25 @@ fn a_store_without_job_markers_gets_them_on_configure() {
     })
     .unwrap();
     assert_eq!(r.store().pending_verifications(None).unwrap(), want, "the markers, after configure");
+    for size in [1, 2, want.len(), want.len() + 1] {
+        assert_eq!(pages(r.store(), size), want, "pages of {size} from the markers");
+    }
     let rest = r.store().pending_verifications(None).unwrap();
     r.answer(&rest).unwrap();
     assert!(r.store().pending_verifications(None).unwrap().is_empty());
     r.close().unwrap();
+}
+
+/// Every pending job, read `size` at a time after the last one listed.
+fn pages(store: &overlay_lookup_live::client::ClientDb, size: usize) -> Vec<overlay_lookup_live::client::reconcile::Job> {
+    let mut all = Vec::new();
+    loop {
+        let page = store.pending_page(all.last(), size).unwrap();
+        assert!(page.len() <= size);
+        let done = page.len() < size;
+        all.extend(page);
+        if done {
+            return all;
+        }
+    }
 }

@@ -4,7 +4,9 @@
 // commits of 1,000 rows.
 const path = require('node:path')
 const express = require('express')
-const { PrivateKey } = require('@bsv/sdk')
+const crypto = require('node:crypto')
+const { PrivateKey, Transaction, LockingScript, UnlockingScript, P2PKH } = require('@bsv/sdk')
+const { SEQUENCE_FINAL } = require('../../demo/chain')
 const { LiveLookup, createRouter } = require('../../js')
 const { CHAIN, plainService, notesCompanion, admit } = require('../../__test__/helpers/live')
 
@@ -28,4 +30,23 @@ async function serveNotes (dir, txs) {
   return { origin, live, close }
 }
 
-module.exports = { serveNotes }
+/**
+ * `n` one-input transactions, each spending the OP_TRUE output of its own funding
+ * transaction that `tracker` mints a Merkle path for (no signing: a 1,000,000-output
+ * catalogue builds in under two minutes); `{txid, beef}` as serveNotes takes them.
+ */
+function opTrueSpends (tracker, n) {
+  const to = new P2PKH().lock(PrivateKey.fromRandom().toAddress())
+  const out = []
+  for (let i = 0; i < n; i++) {
+    const funding = new Transaction(1, [{ sourceTXID: crypto.randomBytes(32).toString('hex'), sourceOutputIndex: 0, unlockingScript: new UnlockingScript([]), sequence: SEQUENCE_FINAL }],
+      [{ lockingScript: LockingScript.fromHex('51'), satoshis: 1000 }], 0)
+    funding.merklePath = tracker.mint(funding.id('hex'))
+    const tx = new Transaction(1, [{ sourceTransaction: funding, sourceOutputIndex: 0, unlockingScript: UnlockingScript.fromHex(''), sequence: SEQUENCE_FINAL }],
+      [{ lockingScript: to, satoshis: 900 }], 0)
+    out.push({ txid: tx.id('hex'), beef: Buffer.from(tx.toBEEF()) })
+  }
+  return out
+}
+
+module.exports = { serveNotes, opTrueSpends }

@@ -109,7 +109,8 @@ export declare class LiveLookupError extends Error {
 }
 
 export declare class CheckpointStore {
-  static open (path: string): CheckpointStore
+  /** `cacheBytes` bounds sled's page cache (default 1 GiB); memory beyond it is the store's working set. */
+  static open (path: string, options?: { cacheBytes?: number }): CheckpointStore
   close (): void
   beginGeneration (sourceKey: SourceKey, label?: string | null): number
   sourceForLabel (label: string): SourceKey | null
@@ -132,7 +133,11 @@ export declare class CheckpointStore {
   addAnchor (raw: Buffer, placement?: Placement | null): StepOutcome
   receiveTransactions (source: string, items: Array<{ raw: Buffer; evidence?: Buffer }>): StepOutcome
   setContext (id: string): StepOutcome
-  pendingVerifications (txid?: string | null): VerificationJob[]
+  /**
+   * Pending jobs of one transaction, or of all in job order; with `page` (and no txid), at most
+   * `limit` of them after the job `after`, so a large backlog is walked a page at a time.
+   */
+  pendingVerifications (txid?: string | null, page?: { after?: VerificationJob | null; limit?: number } | null): VerificationJob[]
   acceptVerifications (results: VerificationResultInput[]): StepOutcome
   /** Clears `limited` verdicts recorded under another budget than `policy` (they are verified again); returns how many. */
   requeueLimited (policy: string): number

@@ -87,7 +87,7 @@ class RevisionEvent {
 /** Durable checkpoint store (one sled directory). See docs/client.md. */
 class CheckpointStore {
   constructor (inner) { this._inner = inner }
-  static open (path) { return new CheckpointStore(nativeCall(() => native.CheckpointStore.open(path))) }
+  static open (path, options) { return new CheckpointStore(nativeCall(() => native.CheckpointStore.open(path, options ?? null))) }
   close () { return nativeCall(() => this._inner.close()) }
   beginGeneration (sourceKey, label) { return nativeCall(() => this._inner.beginGeneration(sourceKey, label ?? null)) }
   sourceForLabel (label) { return nativeCall(() => this._inner.sourceForLabel(label)) }
@@ -112,7 +112,11 @@ class CheckpointStore {
   addAnchor (raw, placement) { return nativeCall(() => this._inner.addAnchor(raw, placement ?? null)) }
   receiveTransactions (source, items) { return nativeCall(() => this._inner.receiveTransactions(source, items)) }
   setContext (id) { return nativeCall(() => this._inner.setContext(id)) }
-  pendingVerifications (txid) { return nativeCall(() => this._inner.pendingVerifications(txid ?? null)) }
+  pendingVerifications (txid, page) {
+    // napi reads an absent page field as unset, a null one as an object: pass only what is set.
+    const p = page ? { ...(page.after ? { after: page.after } : {}), ...(page.limit !== undefined ? { limit: page.limit } : {}) } : null
+    return JSON.parse(nativeCall(() => this._inner.pendingVerifications(txid ?? null, p)))
+  }
   verificationEvidence (txid, variantId) { return nativeCall(() => this._inner.verificationEvidence(txid, variantId)) ?? null }
   verdicts (txid) { return nativeCall(() => this._inner.verdicts(txid)) }
   acceptVerifications (results) { return nativeCall(() => this._inner.acceptVerifications(results)) }

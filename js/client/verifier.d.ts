@@ -22,6 +22,8 @@ export interface VerificationSettings extends NativeVerifyOptions {
   batch?: number
   /** Concurrent workers (native: pool tasks in flight). Default 4. */
   concurrency?: number
+  /** Jobs a run lists at a time from the store (its memory is one page, not the backlog). Default 4096. */
+  page?: number
   /** Results accepted per store commit. Default 32. */
   acceptEvery?: number
   /** While proofs wait for the chain tracker to reach their block, how often to look again. Default 10000. */
@@ -80,4 +82,4 @@ export declare function cachedTracker (chainTracker: ChainTrackerLike): ChainTra
 /** Applies a tracker's answers to a native verification (`verifyBeef`'s result). */
 export declare function settle (v: import('../index').NativeVerification, chainTracker: ChainTrackerLike): Promise<EvidenceCheck>
 
-export declare const VERIFIER_DEFAULTS: Required<Pick<VerificationSettings, 'engine' | 'maxBytes' | 'maxTransactions' | 'maxDepth' | 'maxScriptBytes' | 'concurrency' | 'acceptEvery' | 'heightPollMs' | 'batch'>>
+export declare const VERIFIER_DEFAULTS: Required<Pick<VerificationSettings, 'engine' | 'maxBytes' | 'maxTransactions' | 'maxDepth' | 'maxScriptBytes' | 'concurrency' | 'acceptEvery' | 'heightPollMs' | 'batch' | 'page'>>

@@ -17,7 +17,7 @@
 const { Beef } = require('@bsv/sdk')
 const native = require('../common/native')
 
-const DEFAULTS = { engine: 'native', maxBytes: 1 << 20, maxTransactions: 256, maxDepth: 64, maxScriptBytes: 1 << 20, concurrency: 4, acceptEvery: 32, heightPollMs: 10000, batch: 16 }
+const DEFAULTS = { engine: 'native', maxBytes: 1 << 20, maxTransactions: 256, maxDepth: 64, maxScriptBytes: 1 << 20, concurrency: 4, acceptEvery: 32, heightPollMs: 10000, batch: 16, page: 4096 }
 const ENGINES = ['native', 'sdk']
 
 // A bound exceeded is a retained `limited` outcome, never `invalid` (BRC-192 §8).
@@ -223,7 +223,7 @@ class EvidenceVerifier {
    * @param {import('./client').CheckpointStore} o.store a store with configureReconciler done
    * @param {{isValidRootForHeight: Function, currentHeight: Function}} o.chainTracker
    */
-  constructor ({ store, chainTracker, engine, maxBytes, maxTransactions, maxDepth, maxScriptBytes, memoryLimit, budget, concurrency, acceptEvery, heightPollMs, batch } = {}) {
+  constructor ({ store, chainTracker, engine, maxBytes, maxTransactions, maxDepth, maxScriptBytes, memoryLimit, budget, concurrency, acceptEvery, heightPollMs, batch, page } = {}) {
     if (!store) throw new TypeError('a CheckpointStore is required')
     if (!chainTracker || typeof chainTracker.isValidRootForHeight !== 'function') throw new TypeError('a ChainTracker is required')
     engine = engine ?? DEFAULTS.engine
@@ -244,6 +244,8 @@ class EvidenceVerifier {
     // Jobs per native pool task (the 'sdk' engine takes one at a time).
     this.batch = engine === 'sdk' ? 1 : Math.max(1, batch ?? DEFAULTS.batch)
     this.acceptEvery = Math.max(1, acceptEvery ?? DEFAULTS.acceptEvery)
+    // Jobs listed per page of a run: a run holds one page of jobs, not the whole backlog.
+    this.page = Math.max(1, page ?? DEFAULTS.page)
     this.heightPollMs = Math.max(1, heightPollMs ?? DEFAULTS.heightPollMs)
     // The budget `limited` verdicts are recorded against: another budget tries them again.
     // (The native engine's operation budget is part of it: the SDK has none.)
@@ -302,13 +304,12 @@ class EvidenceVerifier {
       this.store.requeueLimited(this.policy)
       this._requeued = true
     }
-    const jobs = this.store.pendingVerifications()
     const skipped = this._unresolved ?? new Set()
-    const queue = jobs.filter(j => !skipped.has(j.variantId + j.txid))
-    let next = 0
-    let stop = false
     // One cache of tracker answers for the run: each distinct (height, root) asked once.
     const tracker = cachedTracker(this.chainTracker)
+    const results = []
+    let deferred = false
+    const flush = () => { if (results.length) this.store.acceptVerifications(results.splice(0)) }
     const record = (job, r) => {
       this.stats[r.status]++
       // Evidence that cannot complete is not retried in this process; a tracker
@@ -321,42 +322,52 @@ class EvidenceVerifier {
       // Results go back in groups: one durable commit per group, not per job.
       if (results.length >= this.acceptEvery) flush()
     }
-    const worker = async () => {
-      while (next < queue.length && !stop) {
-        const jobs = queue.slice(next, next + this.batch)
-        next += jobs.length
-        const evidence = jobs.map(job => this.store.verificationEvidence(job.txid, job.variantId))
-        if (this.engine === 'sdk') {
-          const r = await checkEvidenceSdk(jobs[0], evidence[0], tracker, this.limits)
-          // Script checks are CPU work on this thread: yield to I/O between jobs so receipt
-          // (and anything else the application does) is not starved by a long run.
-          await new Promise(resolve => setImmediate(resolve))
-          record(jobs[0], r)
-          continue
-        }
-        // Native: the bundles go to the pool in one task; the JS thread only settles the claims.
-        const pre = evidence.map(e => precheck(e, this.limits))
-        const todo = jobs.map((job, i) => ({ job, i })).filter(x => !pre[x.i])
-        const computed = todo.length ? await native.verifyBeefBatch(todo.map(({ job, i }) => ({ beef: evidence[i], txid: job.txid })), nativeOptions(this.limits)) : []
-        const out = pre.slice()
-        const settled = await Promise.all(computed.map(v => settle(v, tracker)))
-        todo.forEach((x, k) => { out[x.i] = settled[k] })
-        jobs.forEach((job, i) => record(job, out[i]))
-      }
-    }
-    const guarded = () => worker().catch(e => { stop = true; throw e })
-    const results = []
-    let deferred = false
-    const flush = () => { if (results.length) this.store.acceptVerifications(results.splice(0)) }
     this._unresolved = skipped
-    // Every worker ends before the run does (no orphan still writing); the first
-    // failure is reported after the finished results are accepted.
-    const settled = await Promise.allSettled(Array.from({ length: Math.min(this.concurrency, queue.length) }, guarded))
-    flush()
+    // The backlog is walked a page at a time (memory stays bounded by the page, not by the
+    // backlog); a job answered meanwhile is simply no longer listed.
+    let after = null
+    let failed = null
+    for (;;) {
+      const page = this.store.pendingVerifications(null, { after, limit: this.page })
+      if (page.length === 0) break
+      after = page[page.length - 1]
+      const queue = page.filter(j => !skipped.has(j.variantId + j.txid))
+      let next = 0
+      let stop = false
+      const worker = async () => {
+        while (next < queue.length && !stop) {
+          const jobs = queue.slice(next, next + this.batch)
+          next += jobs.length
+          const evidence = jobs.map(job => this.store.verificationEvidence(job.txid, job.variantId))
+          if (this.engine === 'sdk') {
+            const r = await checkEvidenceSdk(jobs[0], evidence[0], tracker, this.limits)
+            // Script checks are CPU work on this thread: yield to I/O between jobs so receipt
+            // (and anything else the application does) is not starved by a long run.
+            await new Promise(resolve => setImmediate(resolve))
+            record(jobs[0], r)
+            continue
+          }
+          // Native: the bundles go to the pool in one task; the JS thread only settles the claims.
+          const pre = evidence.map(e => precheck(e, this.limits))
+          const todo = jobs.map((job, i) => ({ job, i })).filter(x => !pre[x.i])
+          const computed = todo.length ? await native.verifyBeefBatch(todo.map(({ job, i }) => ({ beef: evidence[i], txid: job.txid })), nativeOptions(this.limits)) : []
+          const out = pre.slice()
+          const settled = await Promise.all(computed.map(v => settle(v, tracker)))
+          todo.forEach((x, k) => { out[x.i] = settled[k] })
+          jobs.forEach((job, i) => record(job, out[i]))
+        }
+      }
+      const guarded = () => worker().catch(e => { stop = true; throw e })
+      // Every worker ends before the page does (no orphan still writing); the first
+      // failure is reported after the finished results are accepted.
+      const settled = await Promise.allSettled(Array.from({ length: Math.min(this.concurrency, queue.length) }, guarded))
+      flush()
+      failed = settled.find(x => x.status === 'rejected')
+      if (failed || page.length < this.page) break
+    }
     this.stats.rootQuestions += tracker.questions.roots
     this.stats.heightQuestions += tracker.questions.heights
     if (deferred) this._waitForHeight()
-    const failed = settled.find(x => x.status === 'rejected')
     if (failed) throw failed.reason
   }
 }

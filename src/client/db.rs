@@ -126,7 +126,13 @@ pub(crate) fn key(tag: u8, sid: &[u8; 32], gen: Option<u64>, rest: &[u8]) -> Vec
 impl ClientDb {
     /// Opens (or creates) the store at `path`. Only one open store per path.
     pub fn open(path: impl AsRef<Path>) -> Result<ClientDb, ClientError> {
-        let db = open_db(path.as_ref())?;
+        Self::open_with(path, DEFAULT_CACHE_BYTES)
+    }
+
+    /// [`ClientDb::open`] with sled's page cache bounded to `cache_bytes` (the cache
+    /// holds recently used pages; everything else is read from disk on demand).
+    pub fn open_with(path: impl AsRef<Path>, cache_bytes: u64) -> Result<ClientDb, ClientError> {
+        let db = open_db(path.as_ref(), cache_bytes)?;
         let tree = db.open_tree("client-v1").map_err(ClientError::storage)?;
         Ok(ClientDb { db, tree, lock: Mutex::new(()) })
     }
@@ -147,10 +153,13 @@ impl ClientDb {
 
 }
 
-fn open_db(path: &Path) -> Result<sled::Db, ClientError> {
+/// sled's own default (1 GiB): a store opened without a bound behaves as it always did.
+pub const DEFAULT_CACHE_BYTES: u64 = 1024 * 1024 * 1024;
+
+fn open_db(path: &Path, cache_bytes: u64) -> Result<sled::Db, ClientError> {
     let started = std::time::Instant::now();
     loop {
-        match sled::Config::new().path(path).open() {
+        match sled::Config::new().path(path).cache_capacity(cache_bytes).open() {
             Ok(db) => return Ok(db),
             Err(sled::Error::Io(io))
                 if (io.kind() == std::io::ErrorKind::WouldBlock || io.to_string().contains("could not acquire lock"))

@@ -350,19 +350,48 @@ impl ClientDb {
 
     /// Verification work still to do (of one transaction, or all), for the current context.
     pub fn pending_verifications(&self, txid: Option<&Txid>) -> Result<Vec<Job>, ClientError> {
+        match txid {
+            Some(_) => self.pending_of(txid),
+            None => self.pending_page(None, usize::MAX),
+        }
+    }
+
+    /// At most `limit` pending jobs, in job order, after `after` (exclusive): a verifier
+    /// walks a large backlog in pages instead of holding all of it.
+    pub fn pending_page(&self, after: Option<&Job>, limit: usize) -> Result<Vec<Job>, ClientError> {
+        let tx = Tx::new(&self.tree);
+        if tx.get(JOBS_INDEXED)?.is_none() {
+            // A store not yet configured since the markers existed: the full scan.
+            let all = self.pending_of(None)?;
+            let start = after.map_or(0, |a| all.partition_point(|j| (j.first, j.txid, j.variant) <= (a.first, a.txid, a.variant)));
+            return Ok(all.into_iter().skip(start).take(limit).collect());
+        }
+        let context_id = Self::meta(&tx)?.current().id.clone();
+        // The markers alone, already in job order: no record is read (journal.rs).
+        let range = match after {
+            Some(a) => {
+                let mut from = job_key(a.first, &a.txid, &a.variant);
+                from.push(0); // the first key after `a`
+                self.tree.range(from..)
+            }
+            None => self.tree.range(JOB_PREFIX.to_vec()..),
+        };
+        let mut jobs = Vec::new();
+        for kv in range {
+            let (k, _) = kv.map_err(ClientError::storage)?;
+            if !k.starts_with(JOB_PREFIX) || jobs.len() >= limit {
+                break;
+            }
+            let (first, txid, variant) = job_of_key(&k).ok_or_else(|| corrupt("job marker"))?;
+            jobs.push(Job { txid, variant, context_id: context_id.clone(), first });
+        }
+        Ok(jobs)
+    }
+
+    /// The jobs read from the transaction records (one transaction, or a full scan).
+    fn pending_of(&self, txid: Option<&Txid>) -> Result<Vec<Job>, ClientError> {
         let tx = Tx::new(&self.tree);
         let meta = Self::meta(&tx)?;
-        let context_id = &meta.current().id;
-        if txid.is_none() && tx.get(JOBS_INDEXED)?.is_some() {
-            // The markers alone, already in job order: no record is read (journal.rs).
-            let mut jobs = Vec::new();
-            for kv in self.tree.scan_prefix(JOB_PREFIX) {
-                let (k, _) = kv.map_err(ClientError::storage)?;
-                let (first, txid, variant) = job_of_key(&k).ok_or_else(|| corrupt("job marker"))?;
-                jobs.push(Job { txid, variant, context_id: context_id.clone(), first });
-            }
-            return Ok(jobs);
-        }
         let recs: Vec<TxRecord> = match txid {
             Some(t) => tx.get_json(&tx_key(t))?.into_iter().collect(),
             None => tx.scan(TX_PREFIX)?.iter().map(|(_, v)| super::db::decode(v)).collect::<Result<_, _>>()?,
@@ -373,7 +402,7 @@ impl ClientDb {
                 jobs.push(Job { txid: r.txid, variant: v.id, context_id: meta.current().id.clone(), first: v.first() });
             }
         }
-        jobs.sort_by_key(|j| (j.first, j.txid));
+        jobs.sort_by_key(|j| (j.first, j.txid, j.variant));
         Ok(jobs)
     }
 

@@ -86,12 +86,24 @@ fn u64s(v: u64) -> Value {
     Value::String(v.to_string())
 }
 
+#[napi(object)]
+pub struct JsStoreOptions {
+    /// Bound of sled's page cache in bytes (default 1 GiB, sled's own).
+    pub cache_bytes: Option<f64>,
+}
+
 #[napi]
 impl JsCheckpointStore {
-    /// Opens (or creates) the store directory. One open store per path.
+    /// Opens (or creates) the store directory. One open store per path. `cacheBytes`
+    /// bounds sled's page cache (default 1 GiB).
     #[napi(factory)]
-    pub fn open(path: String) -> napi::Result<Self> {
-        let store = client::ClientDb::open(&path).map_err(err)?;
+    pub fn open(path: String, options: Option<JsStoreOptions>) -> napi::Result<Self> {
+        let cache = match options.and_then(|o| o.cache_bytes) {
+            None => client::db::DEFAULT_CACHE_BYTES,
+            Some(b) if b.is_finite() && b >= 1.0 && b <= 2f64.powi(53) => b as u64,
+            Some(_) => return Err(invalid("cacheBytes must be a positive safe integer")),
+        };
+        let store = client::ClientDb::open_with(&path, cache).map_err(err)?;
         Ok(JsCheckpointStore { inner: Mutex::new(Some(store)) })
     }
 
@@ -271,6 +283,39 @@ pub struct JsPlacement {
 }
 
 #[napi(object)]
+pub struct JsFirstRaw {
+    /// U64 as a decimal string.
+    pub position: String,
+    pub index: u32,
+}
+
+/// A job as pendingVerifications lists it (the fields a page position needs).
+#[napi(object)]
+pub struct JsJobRef {
+    pub txid: String,
+    pub variant_id: String,
+    pub first_raw: JsFirstRaw,
+}
+
+#[napi(object)]
+pub struct JsJobPage {
+    /// List the jobs after this one (exclusive), in job order.
+    pub after: Option<JsJobRef>,
+    /// At most this many (default: all).
+    pub limit: Option<u32>,
+}
+
+fn job_of(j: JsJobRef) -> napi::Result<client::reconcile::Job> {
+    let position = j.first_raw.position.parse::<u64>().map_err(|_| invalid("firstRaw.position must be a U64 decimal string"))?;
+    Ok(client::reconcile::Job {
+        txid: hash("txid", &j.txid)?,
+        variant: hash("variantId", &j.variant_id)?,
+        context_id: String::new(),
+        first: client::journal::IngressPosition { position, index: j.first_raw.index },
+    })
+}
+
+#[napi(object)]
 pub struct JsVerificationResult {
     pub txid: String,
     pub variant_id: String,
@@ -357,12 +402,30 @@ impl JsCheckpointStore {
         self.with(|s| s.set_context(&id)).map(step)
     }
 
-    /// Verification work for the current context (of one txid, or all).
-    #[napi(ts_return_type = "any /* see js/client/client.d.ts: VerificationJob[] */")]
-    pub fn pending_verifications(&self, txid: Option<String>) -> napi::Result<Value> {
+    /// Verification work for the current context (of one txid, or all), as JSON text
+    /// (see `json_text`); `page` bounds it to `limit` jobs after the job `after`.
+    #[napi(ts_return_type = "string /* JSON: js/client/client.d.ts VerificationJob[] */")]
+    pub fn pending_verifications(&self, txid: Option<String>, page: Option<JsJobPage>) -> napi::Result<String> {
         let t = txid.map(|t| hash("txid", &t)).transpose()?;
-        let jobs = self.with(|s| s.pending_verifications(t.as_ref()))?;
-        Ok(Value::Array(
+        let jobs = match (t, page) {
+            (Some(t), None) => self.with(|s| s.pending_verifications(Some(&t)))?,
+            (Some(_), Some(_)) => return Err(invalid("a page of one transaction's jobs is not offered: pass txid or page")),
+            (None, page) => {
+                let (after, limit) = match page {
+                    None => (None, usize::MAX),
+                    Some(p) => {
+                        let limit = match p.limit {
+                            None => usize::MAX,
+                            Some(l) if l >= 1 => l as usize,
+                            Some(_) => return Err(invalid("limit must be at least 1")),
+                        };
+                        (p.after.map(job_of).transpose()?, limit)
+                    }
+                };
+                self.with(|s| s.pending_page(after.as_ref(), limit))?
+            }
+        };
+        json_text(&Value::Array(
             jobs.into_iter()
                 .map(|j| json!({"txid": j.txid, "variantId": j.variant, "contextId": j.context_id,
                                 "firstRaw": {"position": u64s(j.first.position), "index": j.first.index}}))
