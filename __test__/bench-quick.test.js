@@ -7,7 +7,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { spawnSync } = require('node:child_process')
 
-const SECTIONS = ['catalogue', 'commits', 'waiters', 'http', 'disk', 'caps', 'auth', 'submit', 'gasp', 'access', 'nativeverify']
+const SECTIONS = ['catalogue', 'commits', 'waiters', 'http', 'disk', 'caps', 'auth', 'submit', 'gasp', 'access', 'nativeverify', 'receipt']
 
 test('npm run bench -- --quick runs every section and writes RESULTS.md, results.json and the plots', () => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-quick-'))
@@ -74,6 +74,13 @@ test('npm run bench -- --quick runs every section and writes RESULTS.md, results
     const nv = results.sections.nativeverify
     for (const k of ['mined', 'p2pkh']) expect(nv.kinds[k].poolOverSdk.n).toBe(results.plans.nativeverify.runs)
     expect(results.sections.disk.afterCompactionBytesPerRow.n).toBe(results.plans.disk.runs)
+    // Client receipt: every planned run, each received in full; with a verifier, all current after receipt.
+    const rc = results.sections.receipt
+    expect(rc.runs.map(r => [r.snapshot, r.engine])).toEqual(results.plans.receipt.runs.map(r => [r.snapshot, r.engine]))
+    for (const r of rc.runs) {
+      expect(r.commitCalls).toBeGreaterThan(0)
+      if (r.engine) expect(r.doneMs).toBeGreaterThanOrEqual(r.receiptMs)
+    }
 
     // Past every cap: an explicit status, and the process still served afterwards.
     const caps = results.sections.caps.cases
@@ -86,7 +93,7 @@ test('npm run bench -- --quick runs every section and writes RESULTS.md, results
     for (const c of refused.filter(c => c.status !== 431)) expect(typeof c.code).toBe('string')
 
     const md = fs.readFileSync(path.join(out, 'RESULTS.md'), 'utf8')
-    for (const heading of ['## Machine', '## 1. Catalogue size', '## 2. Snapshot drain', '## 3. Durable commit', '## 4. Commit-to-delivery', '## 5. Memory', '## 6. Bytes on disk', '## 7. Behaviour past each cap', '## 8. Native benchmarks', '## 9. HTTP transport', '### 9a.', '### 9b.', '### 9c.', '## 10. BRC-103', '## 11. The live layer', '## 13. Access-controlled']) {
+    for (const heading of ['## Machine', '## 1. Catalogue size', '## 2. Snapshot drain', '## 3. Durable commit', '## 4. Commit-to-delivery', '## 5. Memory', '## 6. Bytes on disk', '## 7. Behaviour past each cap', '## 8. Native benchmarks', '## 9. HTTP transport', '### 9a.', '### 9b.', '### 9c.', '## 10. BRC-103', '## 11. The live layer', '## 13. Access-controlled', '## 14. Evidence verification', '## 15. Client receipt']) {
       expect(md).toContain(heading)
     }
     expect(md).toContain('npm run bench -- --quick --out ' + out)

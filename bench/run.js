@@ -7,7 +7,7 @@
 //   npm run bench -- --quick           tiny sizes, 2 runs: checks the harness in under a minute
 //   npm run bench -- --out DIR         write the results elsewhere (the Jest test does this)
 //   npm run bench -- --cargo           also run the native `cargo bench` targets and include them
-//   npm run bench -- --only a,b        only these sections (catalogue, commits, waiters, http, disk, caps, auth, submit, gasp, access, nativeverify)
+//   npm run bench -- --only a,b        only these sections (catalogue, commits, waiters, http, disk, caps, auth, submit, gasp, access, nativeverify, receipt)
 //   npm run bench -- --engine-at-1m    also measure Engine.lookup at 1M rows (slow, several GB of heap)
 //   node bench/run.js --render FILE    rewrite RESULTS.md and the plots from an existing results.json
 // Figures are min/median/max of repeated runs; ratios pair values of the same run.
@@ -19,7 +19,7 @@ const { fork, execFileSync, spawn } = require('node:child_process')
 const { linePlot } = require('./lib/svg')
 const { renderReport } = require('./lib/report')
 
-const SECTIONS = ['catalogue', 'commits', 'waiters', 'http', 'disk', 'caps', 'auth', 'submit', 'gasp', 'access', 'nativeverify']
+const SECTIONS = ['catalogue', 'commits', 'waiters', 'http', 'disk', 'caps', 'auth', 'submit', 'gasp', 'access', 'nativeverify', 'receipt']
 
 function parseArgs (argv) {
   const a = { quick: false, out: __dirname, cargo: false, only: null, engineAt1m: false, tmp: os.tmpdir() }
@@ -52,7 +52,8 @@ function plans (args) {
       submit: { widths: [1, 8], batch: 8, rounds: 2 },
       gasp: { intervals: [250], runs: 2 },
       access: { rows: 2000, runs: 2, partitions: 10, pollers: 20, pollProcesses: 2, pollRuns: 1, memorySessions: 100, memoryRuns: 2 },
-      nativeverify: { jobs: 100, sdkJobs: 20, runs: 2, batch: 16, workers: 2 }
+      nativeverify: { jobs: 100, sdkJobs: 20, runs: 2, batch: 16, workers: 2 },
+      receipt: { runs: [{ snapshot: 300, engine: null }, { snapshot: 300, engine: 'native' }] }
     }
   }
   return {
@@ -88,7 +89,14 @@ function plans (args) {
     // Access partitions: first batch of a 1% partition at 100k rows, 1,000 authenticated polls of
     // 1,000 principals in 10 partitions, memory per waiting session with and without partitions.
     access: { rows: 100000, runs: 5, partitions: 10, pollers: 1000, pollProcesses: 4, pollRuns: 3, memorySessions: 10000, memoryRuns: 3 },
-    nativeverify: { jobs: 4000, sdkJobs: 400, runs: 5, batch: 64, workers: 4 }
+    nativeverify: { jobs: 4000, sdkJobs: 400, runs: 5, batch: 64, workers: 4 },
+    // Client receipt of a snapshot over HTTP, one run per row (a 100,000-output run is about a minute).
+    receipt: {
+      runs: [
+        { snapshot: 10000, engine: null }, { snapshot: 10000, engine: 'native' }, { snapshot: 10000, engine: 'sdk' },
+        { snapshot: 100000, engine: null }, { snapshot: 100000, engine: 'native' }
+      ]
+    }
   }
 }
 
