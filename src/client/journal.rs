@@ -27,7 +27,7 @@
 //! variant's first receipt never changes, so its marker key is fixed; the three places
 //! that set or clear a verdict (a new variant in `reconcile::receive_in`,
 //! `reconcile::apply_verifications`, `ClientDb::requeue_limited`) write the marker in the
-//! same commit, and `pending_verifications` reads the markers alone, in job order.
+//! same commit, and `ClientDb::pending_page` reads the markers alone, in job order.
 
 use serde::{Deserialize, Serialize};
 
@@ -113,8 +113,8 @@ pub fn job_of_key(k: &[u8]) -> Option<(IngressPosition, Txid, Hash32)> {
     let index = u32::from_be_bytes(k[10..14].try_into().ok()?);
     Some((IngressPosition { position, index }, Hash32(k[14..46].try_into().ok()?), Hash32(k[46..78].try_into().ok()?)))
 }
-/// Set when every pending job has its `Xq` marker (stores written before the markers
-/// existed get them on open).
+/// Set when every pending job has its `Xq` marker (a store written before the markers
+/// existed gets them from `configure_reconciler`).
 pub const JOBS_INDEXED: &[u8] = b"meta/jobs-indexed";
 pub fn rejection_key(txid: &Txid, variant: &Hash32) -> Vec<u8> {
     [b"Xr".as_slice(), &txid.0, &variant.0].concat()
