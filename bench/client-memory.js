@@ -17,7 +17,7 @@ const readline = require('node:readline')
 const { spawn } = require('node:child_process')
 const { LiveLookupClient, CheckpointStore } = require('../js')
 const { CHAIN } = require('../__test__/helpers/live')
-const { dirBytes } = require('./lib/common')
+const { dirBytes, gc } = require('./lib/common')
 
 function arg (name, dflt) {
   const i = process.argv.indexOf('--' + name)
@@ -55,7 +55,7 @@ async function main () {
       }
     })
     const receiptS = (performance.now() - t) / 1000
-    if (global.gc) global.gc()
+    gc()
     const m = process.memoryUsage()
     const st = store.state(key)
     const f = b => (b / MiB).toFixed(0) + ' MiB'
