@@ -18,6 +18,15 @@
 //!   to rebuild the current view, and a check that those spends went from `included`
 //!   to `selected-final`.
 //!
+//!
+//! Then churn (OLL_BENCH_CHURN=<chains>x<length>, default 10x1000; 0 skips it): each chain
+//! is a sequence of 1-input spends, every spend of the previous one's output (an output
+//! updated again and again, or a wallet's change chain); each step receives one new spend
+//! per chain and accepts their verification, as a live follow does. Every chain is one
+//! reconciliation component (parents and children are connected), and a step recomputes
+//! the components it touches whole, so the cost of a step grows with the history behind
+//! it. Reported: the wall time of each tenth of the run, and the last over the first.
+//!
 //! Synthetic transactions are structurally valid but unsigned: the bench answers the
 //! verification port itself (Script checking is not part of this measurement).
 use std::time::Instant;
@@ -26,7 +35,7 @@ use overlay_lookup_live::client::chain::Finality;
 use overlay_lookup_live::client::journal::{Anchor, Placement, Status};
 use overlay_lookup_live::client::reconcile::{Received, ReconcilerConfig, VerificationResult, VerificationStatus};
 use overlay_lookup_live::bitcoin::tx::{Hash32, Txid};
-use overlay_lookup_live::client::CheckpointStore;
+use overlay_lookup_live::client::ClientDb as CheckpointStore;
 use sha2::{Digest, Sha256};
 
 #[path = "common.rs"]
@@ -152,6 +161,7 @@ fn run(n: usize, per_receive: usize) {
                 raw: Some(raw.clone()),
                 placement: None,
                 reason: "bench".into(),
+                policy: None,
             })
             .collect();
         store.accept_verifications(&results).unwrap();
@@ -193,6 +203,62 @@ fn run(n: usize, per_receive: usize) {
     store.close().unwrap();
 }
 
+/// The churn workload (see the crate doc): `chains` chains of `length` spends each.
+fn churn(chains: usize, length: usize) {
+    let dir = tempdir();
+    let store = CheckpointStore::open(dir.path().join("store")).unwrap();
+    store.define_context("start", Finality { tip_height: 1, mtp: 1_000_000 }).unwrap();
+    store.configure_reconciler(&ReconcilerConfig { journal_id: "churn".into(), non_final: true, initial_context: "start".into() }).unwrap();
+    let mut heads: Vec<Txid> = (0..chains)
+        .map(|c| {
+            let mut seed = [0u8; 32];
+            seed[..8].copy_from_slice(&(c as u64 + 1).to_be_bytes());
+            let raw = raw_tx(&[(seed, 0)], 1, c as u64);
+            store.add_anchor(&raw, Anchor::Preverified).unwrap();
+            Hash32::of_double_sha256(&raw)
+        })
+        .collect();
+    let tenth = (length / 10).max(1);
+    let mut windows = Vec::new();
+    let mut t = Instant::now();
+    for step in 0..length {
+        let mut items = Vec::with_capacity(chains);
+        let mut results = Vec::with_capacity(chains);
+        for head in heads.iter_mut() {
+            let raw = raw_tx(&[(wire(head), 0)], 1, (chains + step * chains) as u64);
+            *head = Hash32::of_double_sha256(&raw);
+            results.push(VerificationResult {
+                txid: *head,
+                variant: Hash32(Sha256::digest(&raw).into()),
+                context_id: "start".into(),
+                status: VerificationStatus::Verified,
+                raw: Some(raw.clone()),
+                placement: None,
+                reason: "bench".into(),
+                policy: None,
+            });
+            items.push(Received { raw, evidence: vec![] });
+        }
+        store.receive_transactions("churn-source", &items).unwrap();
+        store.accept_verifications(&results).unwrap();
+        if (step + 1) % tenth == 0 {
+            windows.push(t.elapsed().as_secs_f64());
+            t = Instant::now();
+        }
+    }
+    let last = store.transaction(&heads[0]).unwrap().unwrap();
+    assert_eq!(last.published.unwrap().status, Status::SelectedFinal, "the newest spend of a chain is selected");
+    let per_step = |w: f64| w / tenth as f64 * 1000.0;
+    println!("churn: {chains} chains of {length} spends ({} transactions), one spend per chain per step", chains * length);
+    for (i, w) in windows.iter().enumerate() {
+        println!("  steps {:>6}-{:<6} {:.1} ms per step ({} spends per chain behind it)", i * tenth + 1, (i + 1) * tenth, per_step(*w), (i + 1) * tenth);
+    }
+    if let (Some(first), Some(last)) = (windows.first(), windows.last()) {
+        println!("  last tenth / first tenth: {:.1}x", last / first);
+    }
+    store.close().unwrap();
+}
+
 fn main() {
     let per_receive: usize = std::env::var("OLL_BENCH_RECEIVE").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
     let sizes: Vec<usize> = if quick() {
@@ -206,4 +272,11 @@ fn main() {
     for n in sizes {
         run(n, per_receive);
     }
+    let (chains, length) = match std::env::var("OLL_BENCH_CHURN").ok().as_deref() {
+        Some("0") => return,
+        Some(v) => v.split_once('x').and_then(|(c, l)| Some((c.parse().ok()?, l.parse().ok()?))).expect("OLL_BENCH_CHURN=<chains>x<length>"),
+        None if quick() => (2, 20),
+        None => (10, 1000),
+    };
+    churn(chains, length);
 }

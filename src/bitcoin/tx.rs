@@ -24,11 +24,24 @@ pub struct Hash32(pub [u8; 32]);
 
 impl Hash32 {
     pub fn from_hex(s: &str) -> Result<Hash32, Error> {
-        if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
-            return Err(Error::invalid("a hash is 64 lowercase hex digits"));
+        // One pass, checking and decoding together: every stored record holds hashes as
+        // hex, so this runs for each one a reconciliation step loads.
+        fn nibble(c: u8) -> Option<u8> {
+            match c {
+                b'0'..=b'9' => Some(c - b'0'),
+                b'a'..=b'f' => Some(c - b'a' + 10),
+                _ => None,
+            }
+        }
+        let s = s.as_bytes();
+        let bad = || Error::invalid("a hash is 64 lowercase hex digits");
+        if s.len() != 64 {
+            return Err(bad());
         }
         let mut b = [0u8; 32];
-        hex::decode_to_slice(s, &mut b).map_err(|_| Error::invalid("hash is not hex"))?;
+        for (out, pair) in b.iter_mut().zip(s.chunks_exact(2)) {
+            *out = (nibble(pair[0]).ok_or_else(bad)? << 4) | nibble(pair[1]).ok_or_else(bad)?;
+        }
         Ok(Hash32(b))
     }
     /// From 32 bytes already in display order (as stored in keys).
@@ -275,6 +288,17 @@ mod tests {
 
     // The corpus's P transaction: one input (root:0), eight outputs.
     const ROOT: &str = "01000000010000000000000000000000000000000000000000000000000000000000000000ffffffff03020101ffffffff0140420f00000000001976a914dbc396ab52d44c8b901c3c8e4e15ea1daf04859788ac00000000";
+
+    #[test]
+    fn from_hex_takes_exactly_64_lowercase_hex_digits() {
+        let h = "f960d4b8db0fb91eea28e5d6f90c834d3896054b47f44d925b5f10ed3a2d9e3d";
+        assert_eq!(Hash32::from_hex(h).unwrap().to_hex(), h);
+        assert_eq!(Hash32::from_hex(&"0".repeat(64)).unwrap(), Hash32([0; 32]));
+        assert_eq!(Hash32::from_hex(&"f".repeat(64)).unwrap(), Hash32([0xff; 32]));
+        for bad in [&h[..63], &format!("{h}0"), &h.to_uppercase(), &format!("g{}", &h[1..]), &format!("{} ", &h[..63]), "", &"é".repeat(32)] {
+            assert!(Hash32::from_hex(bad).is_err(), "{bad:?} is not a hash");
+        }
+    }
 
     #[test]
     fn txid_is_the_reversed_double_sha256() {

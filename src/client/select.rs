@@ -44,6 +44,20 @@ pub struct Outcome {
 }
 
 pub fn reconcile(members: &BTreeMap<Txid, TxRecord>, meta: &Meta, chain: &ChainFacts) -> Outcome {
+    reconcile_with(members, meta, chain, Scan::Waiting)
+}
+
+/// How the historical replay finds a frontier's candidates. Both give the same
+/// outcome; `Every` is the definition as written (each frontier scans every candidate)
+/// and stays as the tests' reference for `Waiting`.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Scan {
+    Waiting,
+    #[cfg_attr(not(test), allow(dead_code))]
+    Every,
+}
+
+fn reconcile_with(members: &BTreeMap<Txid, TxRecord>, meta: &Meta, chain: &ChainFacts, scan: Scan) -> Outcome {
     let ready = readiness(members, &chain.support);
     if members.keys().any(|t| ready[t].pending()) {
         return Outcome { published: None, pending: Some("verification-pending".into()), replacements: vec![], readiness: ready };
@@ -102,10 +116,27 @@ pub fn reconcile(members: &BTreeMap<Txid, TxRecord>, meta: &Meta, chain: &ChainF
     let mut eligible: BTreeMap<Txid, Eligible> = BTreeMap::new();
     let mut predecessor: BTreeMap<Txid, Txid> = BTreeMap::new();
     let mut replacements = Vec::new();
+    // A frontier visits, in total order, the candidates ready by then and not yet
+    // selected, replaced or lost: those deferred at earlier frontiers, then those whose
+    // readyAt it reaches (their keys sort after every earlier one's). A candidate once
+    // selected leaves only by being replaced, and replaced and lost are final, so the
+    // ones left out can never be visited again: the replay is linear in the candidates
+    // plus the deferrals, not candidates times frontiers.
+    let mut admitted = 0;
+    let mut waiting: Vec<usize> = Vec::new();
     for f in frontiers.iter().copied() {
         let ctx = meta.at(f);
-        for (k, t) in &candidates {
-            if k.0 > f || selected.contains(t) || replaced.contains(t) || lost.contains(t) {
+        while admitted < candidates.len() && candidates[admitted].0 .0 <= f {
+            waiting.push(admitted);
+            admitted += 1;
+        }
+        let visiting = match scan {
+            Scan::Waiting => std::mem::take(&mut waiting),
+            Scan::Every => (0..admitted).collect(),
+        };
+        for &c in &visiting {
+            let (_, t) = &candidates[c];
+            if selected.contains(t) || replaced.contains(t) || lost.contains(t) {
                 continue;
             }
             let tx = &parsed[t];
@@ -114,7 +145,8 @@ pub fn reconcile(members: &BTreeMap<Txid, TxRecord>, meta: &Meta, chain: &ChainF
                 !members.contains_key(&p) || forced.contains(&p) || (selected.contains(&p) && is_final(&parsed[&p], ctx.finality))
             });
             if !deps_ok || (!non_final_ok && !is_final(tx, ctx.finality)) {
-                continue; // deferred: reconsidered at later frontiers
+                waiting.push(c); // deferred: reconsidered at later frontiers
+                continue;
             }
             eligible.entry(*t).or_insert_with(|| Eligible { at: f, context_id: ctx.id.clone() });
             let occupants: BTreeSet<Txid> = tx.inputs.iter().filter_map(|i| holds.get(&i.prev).copied()).collect();
@@ -264,4 +296,128 @@ fn conflict_sets(parsed: &BTreeMap<Txid, RawTx>) -> BTreeMap<Txid, BTreeSet<Txid
 /// Whether any member's result can change with the chain context.
 pub fn context_sensitive(members: &BTreeMap<Txid, TxRecord>) -> bool {
     members.values().any(|r| !r.placements.is_empty() || super::chain::context_sensitive(&r.parsed()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bitcoin::tx::{Hash32, Input, SEQUENCE_FINAL};
+    use crate::client::chain::Finality;
+    use crate::client::journal::{ContextChange, IngressPosition, Receipt, ReceiptState, Variant, Verdict, VerdictStatus};
+
+    /// xorshift64*: a fixed sequence, so a failure names its case.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+        fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+            xs[self.below(xs.len() as u64) as usize]
+        }
+        fn hash(&mut self) -> Hash32 {
+            let mut h = [0u8; 32];
+            for c in h.chunks_mut(8) {
+                c.copy_from_slice(&self.next().to_be_bytes());
+            }
+            Hash32(h)
+        }
+    }
+
+    fn record(txid: Txid, inputs: Vec<Input>, locktime: u32, at: u64, verdict: Option<VerdictStatus>) -> TxRecord {
+        let receipt = Receipt { at: IngressPosition { position: at, index: 0 }, source: "s".into(), group: None, state: ReceiptState::Accepted };
+        let verdict = verdict.map(|status| Verdict { status, context_id: "c0".into(), reason: String::new(), policy: None });
+        TxRecord {
+            txid,
+            raw: vec![],
+            inputs,
+            outputs: 2,
+            locktime,
+            first_raw: IngressPosition { position: at, index: 0 },
+            variants: vec![Variant { id: txid, receipts: vec![receipt], verdict, proof: None, supplies: vec![] }],
+            placements: vec![],
+            component: 0,
+            published: None,
+        }
+    }
+
+    /// One random component: members spending earlier members' outputs or external
+    /// anchors (so conflicts, dependencies and same-input replacements occur), final and
+    /// non-final by height or time, received at random positions, under a journal with
+    /// context changes that move finality.
+    fn component(rng: &mut Rng) -> (BTreeMap<Txid, TxRecord>, Meta, BTreeMap<Txid, Option<u64>>) {
+        let mut anchors = BTreeMap::new();
+        let mut pool: Vec<Outpoint> = Vec::new();
+        for _ in 0..1 + rng.below(3) {
+            let t = rng.hash();
+            anchors.insert(t, rng.pick(&[None, Some(1), Some(6), Some(12)]));
+            pool.extend((0..2).map(|vout| Outpoint { txid: t, vout }));
+        }
+        let mut members = BTreeMap::new();
+        let mut order: Vec<Txid> = Vec::new();
+        for _ in 0..2 + rng.below(10) {
+            let t = rng.hash();
+            let seq = |rng: &mut Rng| rng.pick(&[0, 1, 7, 0xffff_fffe, SEQUENCE_FINAL]);
+            let inputs: Vec<Input> = match order.last().filter(|_| rng.below(4) == 0) {
+                // A same-input alternative of an earlier member, with other sequences.
+                Some(_) => {
+                    let other = &members[&order[rng.below(order.len() as u64) as usize]];
+                    let other: &TxRecord = other;
+                    other.inputs.iter().map(|i| Input { prev: i.prev, sequence: seq(rng) }).collect()
+                }
+                None => {
+                    let mut ins: Vec<Input> = Vec::new();
+                    for _ in 0..1 + rng.below(2) {
+                        let prev = rng.pick(&pool);
+                        if !ins.iter().any(|i| i.prev == prev) {
+                            ins.push(Input { prev, sequence: seq(rng) });
+                        }
+                    }
+                    ins
+                }
+            };
+            let locktime = rng.pick(&[0, 0, 4, 9, 20, 600_000_000]);
+            let verdict = rng.pick(&[Some(VerdictStatus::Verified), Some(VerdictStatus::Verified), Some(VerdictStatus::Verified), Some(VerdictStatus::Invalid), None]);
+            members.insert(t, record(t, inputs, locktime, 1 + rng.below(20), verdict));
+            pool.extend((0..2).map(|vout| Outpoint { txid: t, vout }));
+            order.push(t);
+        }
+        let mut contexts = vec![ContextChange { position: 0, id: "c0".into(), finality: Finality { tip_height: 3, mtp: 500_000_000 }, tip: None }];
+        for (k, p) in [5u64, 11, 17].into_iter().enumerate() {
+            if rng.below(2) == 0 {
+                let finality = Finality { tip_height: rng.pick(&[2, 8, 25]), mtp: rng.pick(&[500_000_000, 700_000_000]) };
+                contexts.push(ContextChange { position: p, id: format!("c{}", k + 1), finality, tip: None });
+            }
+        }
+        let meta = Meta { journal_id: "j".into(), position: 22, non_final: rng.below(2) == 0, contexts, next_component: 1 };
+        (members, meta, anchors)
+    }
+
+    #[test]
+    fn the_waiting_scan_replays_exactly_as_scanning_every_candidate() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let (mut replaced, mut conflicting, mut deferred) = (0, 0, 0);
+        for case in 0..4000 {
+            let (members, meta, anchors) = component(&mut rng);
+            let proven = BTreeSet::new();
+            let included = BTreeSet::new();
+            let facts = ChainFacts { support: Facts { anchors: &anchors, proven: &proven }, included: &included };
+            let fast = reconcile_with(&members, &meta, &facts, Scan::Waiting);
+            let every = reconcile_with(&members, &meta, &facts, Scan::Every);
+            assert_eq!(fast, every, "case {case}");
+            replaced += usize::from(!fast.replacements.is_empty());
+            if let Some(p) = &fast.published {
+                conflicting += usize::from(p.values().any(|p| p.status == Status::Conflicting));
+                // Eligible later than ready: the candidate was deferred at a frontier.
+                deferred += usize::from(p.values().any(|p| matches!((&p.order, &p.eligible), (Some(o), Some(e)) if e.at > o.ready_at)));
+            }
+        }
+        // The cases reach what the scan order matters for.
+        assert!(replaced > 40 && conflicting > 300 && deferred > 100, "replaced {replaced}, conflicting {conflicting}, deferred {deferred}");
+    }
 }
