@@ -34,6 +34,12 @@ export declare class CheckpointStore {
    * the committed cursor (`null` for the open response).
    */
   commitBatch(sourceKey: SourceKey, generation: number, expectedCursor: string | undefined | null, batch: Buffer, options?: CommitBatchOptions | undefined | null): any /* see js/client/client.d.ts: CommitOutcome */
+  /**
+   * `commitBatch` on the libuv pool, so the JS thread stays free while the batch is
+   * checked, written and flushed; resolves with the same outcome once it is durable,
+   * or rejects with the same error. Store calls made meanwhile wait for it.
+   */
+  commitBatchAsync(sourceKey: SourceKey, generation: number, expectedCursor: string | undefined | null, batch: Buffer, options?: CommitBatchOptions | undefined | null): Promise<string /* JSON: js/client/client.d.ts CommitOutcome */>
   /** Marks a received group verified; accepts what that unblocks, in order. */
   markVerified(sourceKey: SourceKey, generation: number, groupId: string): any /* see js/client/client.d.ts: CommitOutcome */
   /**

@@ -89,6 +89,36 @@ test('a replayed batch is a no-op; a stale cursor with new content is a conflict
   store.close()
 })
 
+test('commitBatchAsync commits on the pool as commitBatch does: same outcomes, same errors, durable when it resolves', async () => {
+  const s = scope('02aa')
+  const { store, key, gen } = opened(s)
+  const many = Array.from({ length: 64 }, (_, i) => group(`l${20 + i}`, 20 + i, [output(`o${20 + i}`, s, 20 + i)]))
+  const live = batch(s, 'live', many, 'c2', true, 83)
+  const before = store.checkpoint(key).cursor
+  const pending = store.commitBatchAsync(key, gen, 'c1', live)
+  // A store call made while the commit runs sees it whole or not at all (it waits for
+  // the flush, or ran first).
+  expect([1, 65]).toContain(store.state(key).received)
+  expect(['c1', 'c2']).toContain(store.checkpoint(key).cursor)
+  expect(before).toBe('c1')
+  await expect(pending).resolves.toMatchObject({ applied: 64, accepted: 64, duplicates: 0, ignored: false })
+  // A replay is the same no-op; a stale cursor with new content the same conflict.
+  const rev = store.revision()
+  await expect(store.commitBatchAsync(key, gen, 'c1', live)).resolves.toMatchObject({ applied: 0, duplicates: 64, revision: rev })
+  const other = batch(s, 'live', [group('l99', 99, [output('o99', s, 99)])], 'c3', true, 99)
+  await expect(store.commitBatchAsync(key, gen, 'c1', other)).rejects.toMatchObject({ code: 'conflict' })
+  await expect(store.commitBatchAsync(key, gen, 'c2', Buffer.from('{'))).rejects.toMatchObject({ code: 'invalid' })
+  // Closing while a commit runs waits for it; the reopened store holds it.
+  const last = store.commitBatchAsync(key, gen, 'c2', other)
+  store.close()
+  await expect(last).resolves.toMatchObject({ applied: 1 })
+  await expect(store.commitBatchAsync(key, gen, 'c3', other)).rejects.toThrow(/closed/)
+  const again = CheckpointStore.open(path.join(dir, 'store'))
+  expect(again.checkpoint(key).cursor).toBe('c3')
+  expect(again.state(key)).toMatchObject({ received: 66, accepted: 66 })
+  again.close()
+})
+
 test('equivocation is quarantined, invalidates the source, and survives a restart', () => {
   const s = scope('02aa')
   const { store, key, gen } = opened(s)

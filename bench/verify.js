@@ -89,9 +89,9 @@ async function lag (tmp) {
   }
   // Receipt time = when the commit of the batch carrying the output returned (the jobs
   // exist from that commit on).
-  const commit = store.commitBatch.bind(store)
-  store.commitBatch = (key, gen, cursor, bytes, options) => {
-    const r = commit(key, gen, cursor, bytes, options)
+  const commit = store.commitBatchAsync.bind(store)
+  store.commitBatchAsync = async (key, gen, cursor, bytes, options) => {
+    const r = await commit(key, gen, cursor, bytes, options)
     const now = performance.now()
     for (const g of JSON.parse(bytes.toString('utf8')).groups) {
       for (const o of g.observations) if (o.kind === 'output' && !received.has(o.payload.evidence.txid)) received.set(o.payload.evidence.txid, now)

@@ -198,7 +198,8 @@ function receiptSection (v) {
     `${secs(r.receiptMs)} (${num(r.obsPerSec)} obs/s)`,
     r.doneMs === null ? '—' : `${secs(r.doneMs)} (${num(r.doneOverReceipt)}x receipt)`,
     `${num(r.commitMs / r.commitCalls)} ms`,
-    `${num(r.restMs / r.commitCalls)} ms`
+    `${num(r.restMs / r.commitCalls)} ms`,
+    r.loopDelayMaxMs === undefined ? '—' : `${num(r.loopDelayP99Ms)} / ${num(r.loopDelayMaxMs)} ms`
   ])
   return `## 15. Client receipt of a snapshot over HTTP, and time until all current
 
@@ -211,9 +212,12 @@ drains an N-output snapshot into a real sled store with the reconciler configure
 both engines (section 14 has P2PKH). One run per row, in this order. Goals (issue 33): 100,000
 outputs received in 5 s or less; all current within 2x of the receipt time.
 
-${table(['outputs', 'verifier', 'received', 'all current', 'commitBatch per batch', 'rest per batch (HTTP, provider, client loop)'], rows)}
+${table(['outputs', 'verifier', 'received', 'all current', 'commit per batch (until durable)', 'rest per batch (HTTP, provider, client loop)', 'event-loop delay p99 / max'], rows)}
 
-Per batch of 1,024 observations the commit writes 12 sled keys per observation (group record,
+The commit runs on the libuv pool (\`commitBatchAsync\`); the follow loop awaits it before its next
+read, so receipt is the commits plus the rest. The event-loop delay (\`perf_hooks.monitorEventLoopDelay\`
+over the receipt) is how long the JS thread went without turning: what an application's timers
+and I/O waited at worst. Per batch of 1,024 observations the commit writes 12 sled keys per observation (group record,
 member row, identity keys, transaction record, evidence bytes, journal indices); \`sled::Tree::apply_batch\`
 is the largest part of its CPU, and its cost grows with the tree. Memory at 1,000,000 tracked outputs is
 measured on its own (\`node --expose-gc bench/client-memory.js --outputs 1000000 --cache-mb 64\`, about

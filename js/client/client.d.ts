@@ -119,6 +119,10 @@ export declare class CheckpointStore {
   pendingOpen (label: string): string | null
   checkpoint (sourceKey: SourceKey): Checkpoint | null
   commitBatch (sourceKey: SourceKey, generation: number, expectedCursor: string | null, batch: Buffer, options?: CommitBatchOptions): CommitOutcome
+  /** commitBatch on the libuv pool: the same outcome or error, once durable; the JS thread stays free meanwhile. */
+  commitBatchAsync (sourceKey: SourceKey, generation: number, expectedCursor: string | null, batch: Buffer, options?: CommitBatchOptions): Promise<CommitOutcome>
+  /** Resolves when no commitBatchAsync is running (synchronous calls made meanwhile block until it is durable). */
+  whenIdle (): Promise<void>
   markVerified (sourceKey: SourceKey, generation: number, groupId: string): CommitOutcome
   members (sourceKey: SourceKey): Member[]
   partialMembers (sourceKey: SourceKey): Member[]

@@ -97,6 +97,41 @@ class CheckpointStore {
   commitBatch (sourceKey, generation, expectedCursor, batch, options) {
     return nativeCall(() => this._inner.commitBatch(sourceKey, generation, expectedCursor ?? null, batch, options ?? null))
   }
+  /**
+   * commitBatch off the JS thread (on the libuv pool): resolves with the same outcome once
+   * the commit is durable, or rejects with the same error. Store calls made while it runs
+   * wait for it, so none sees the commit before it is flushed.
+   */
+  async commitBatchAsync (sourceKey, generation, expectedCursor, batch, options) {
+    const pending = nativeCall(() => this._inner.commitBatchAsync(sourceKey, generation, expectedCursor ?? null, batch, options ?? null))
+    this._commits = (this._commits ?? 0) + 1
+    try {
+      return JSON.parse(await pending)
+    } catch (e) {
+      throw fromNative(e)
+    } finally {
+      if (--this._commits === 0 && this._idle) {
+        this._idle.resolve()
+        this._idle = null
+      }
+    }
+  }
+
+  /**
+   * Resolves when no commitBatchAsync is running. A synchronous store call made while one
+   * runs blocks the JS thread until it is durable; background work (the verifier) waits
+   * here instead.
+   */
+  whenIdle () {
+    if (!this._commits) return Promise.resolve()
+    if (!this._idle) {
+      let resolve
+      const promise = new Promise(r => { resolve = r })
+      this._idle = { promise, resolve }
+    }
+    return this._idle.promise
+  }
+
   markVerified (sourceKey, generation, groupId) { return nativeCall(() => this._inner.markVerified(sourceKey, generation, groupId)) }
   // Lists that grow with the catalogue arrive as JSON text (src/node/client.rs json_text).
   members (sourceKey) { return JSON.parse(nativeCall(() => this._inner.members(sourceKey))) }
@@ -516,14 +551,19 @@ class LiveLookupClient {
     return key
   }
 
-  _commit (key, generation, expectedCursor, bytes, membership, openLabel) {
+  // The commit runs on the libuv pool (commitBatchAsync): the JS thread stays free for the
+  // application, the verifier's settlement and the provider's next answer meanwhile.
+  // `whileCommitting` runs once the commit is under way (the follow loop reads ahead then).
+  async _commit (key, generation, expectedCursor, bytes, membership, openLabel, whileCommitting) {
     crashPoint('after-receive')
-    const outcome = this.store.commitBatch(key, generation, expectedCursor, bytes, {
+    const pending = this.store.commitBatchAsync(key, generation, expectedCursor, bytes, {
       maxBytes: this.limits.maxBytes,
       maxObservations: this.limits.maxObservations,
       membership,
       openLabel
     })
+    if (whileCommitting) whileCommitting()
+    const outcome = await pending
     crashPoint('after-commit')
     this._verifyAfterCommit()
     return outcome
@@ -546,7 +586,7 @@ class LiveLookupClient {
         bytes = await this._post('open', open, opts.signal)
         const key = this._sourceKeyOf(bytes, service, queryDigest, opts.requiredRulesDigest)
         const generation = this.store.beginGeneration(key, label)
-        const outcome = this._commit(key, generation, null, bytes, opts.membership, label)
+        const outcome = await this._commit(key, generation, null, bytes, opts.membership, label)
         return { key, outcome, bytes }
       } catch (e) {
         // A response refused here would come back identically for the same request
@@ -672,6 +712,23 @@ class LiveLookupClient {
     let reopen = false
     let attempt = 0
     let connection = null
+    const read = (session, cursor) => this._post('read', {
+      version: 1,
+      session,
+      cursor,
+      limits: { maxBytes: this.limits.maxBytes, maxObservations: this.limits.maxObservations, waitMs: o.waitMs }
+    }, signal, o.waitMs)
+    // While a snapshot page commits, the next page is already being read with the cursor
+    // that page carries (reads are non-destructive, BRC-193 §4, so nothing depends on
+    // this read until its cursor is the committed one). The next step uses it only then;
+    // otherwise (the commit failed, a replay, a reset) it is dropped unread.
+    let ahead = null
+    const readAhead = (session, bytes) => {
+      let b
+      try { b = JSON.parse(bytes.toString('utf8')) } catch { return null }
+      if (!b || b.phase !== 'snapshot' || b.snapshotComplete !== false || typeof b.cursor !== 'string' || signal.aborted) return null
+      return { session, cursor: b.cursor, result: read(session, b.cursor).then(bytes => ({ bytes }), error => ({ error })) }
+    }
     const setState = async (next, extra = {}) => {
       // Repeated attempts are reported each time; steady states once.
       if (next === connection && !('attempt' in extra)) return
@@ -707,12 +764,15 @@ class LiveLookupClient {
       }
       let bytes
       try {
-        bytes = await this._post('read', {
-          version: 1,
-          session: cp.session,
-          cursor: cp.cursor,
-          limits: { maxBytes: this.limits.maxBytes, maxObservations: this.limits.maxObservations, waitMs: o.waitMs }
-        }, signal, o.waitMs)
+        const a = ahead
+        ahead = null
+        if (a && a.session === cp.session && a.cursor === cp.cursor) {
+          const r = await a.result
+          if (r.error) throw r.error
+          bytes = r.bytes
+        } else {
+          bytes = await read(cp.session, cp.cursor)
+        }
       } catch (e) {
         if (e.code === 'reset-required' || e.code === 'expired') { reopen = true; return }
         throw e
@@ -720,8 +780,9 @@ class LiveLookupClient {
       await setState('connected')
       let outcome
       try {
-        outcome = this._commit(key, cp.generation, cp.cursor, bytes, o.membership)
+        outcome = await this._commit(key, cp.generation, cp.cursor, bytes, o.membership, undefined, () => { ahead = readAhead(cp.session, bytes) })
       } catch (e) {
+        ahead = null
         // Continuity of this source is gone: a new generation replaces it.
         if (e.code === 'equivocation' || e.code === 'reset-required') { reopen = true; return }
         // Another follower of this branch committed first: continue from its cursor.

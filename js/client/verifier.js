@@ -297,8 +297,17 @@ class EvidenceVerifier {
     this._heightTimer.unref()
   }
 
+  // A receipt commit running on the pool would block these synchronous store calls (and
+  // with them the JS thread) until it is durable: the verifier waits for it instead.
+  // (The promise itself, not an async wrapper: one hop, so the verifier's call runs before
+  // the follow loop can start its next commit.)
+  _storeIdle () {
+    return typeof this.store.whenIdle === 'function' ? this.store.whenIdle() : Promise.resolve()
+  }
+
   async _runOnce () {
     this.stats.runs++
+    await this._storeIdle()
     if (!this._requeued) {
       // `limited` verdicts of another budget are verified again under this one.
       this.store.requeueLimited(this.policy)
@@ -309,7 +318,11 @@ class EvidenceVerifier {
     const tracker = cachedTracker(this.chainTracker)
     const results = []
     let deferred = false
-    const flush = () => { if (results.length) this.store.acceptVerifications(results.splice(0)) }
+    const flush = async () => {
+      if (!results.length) return
+      await this._storeIdle()
+      if (results.length) this.store.acceptVerifications(results.splice(0))
+    }
     const record = (job, r) => {
       this.stats[r.status]++
       // Evidence that cannot complete is not retried in this process; a tracker
@@ -319,15 +332,16 @@ class EvidenceVerifier {
         return
       }
       results.push({ txid: job.txid, variantId: job.variantId, contextId: job.contextId, status: r.status, raw: r.raw, reason: r.reason, policy: r.status === 'limited' ? this.policy : undefined })
-      // Results go back in groups: one durable commit per group, not per job.
-      if (results.length >= this.acceptEvery) flush()
     }
+    // Results go back in groups: one durable commit per group, not per job.
+    const flushFull = () => results.length >= this.acceptEvery ? flush() : undefined
     this._unresolved = skipped
     // The backlog is walked a page at a time (memory stays bounded by the page, not by the
     // backlog); a job answered meanwhile is simply no longer listed.
     let after = null
     let failed = null
     for (;;) {
+      await this._storeIdle()
       const page = this.store.pendingVerifications(null, { after, limit: this.page })
       if (page.length === 0) break
       after = page[page.length - 1]
@@ -338,6 +352,7 @@ class EvidenceVerifier {
         while (next < queue.length && !stop) {
           const jobs = queue.slice(next, next + this.batch)
           next += jobs.length
+          await this._storeIdle()
           const evidence = jobs.map(job => this.store.verificationEvidence(job.txid, job.variantId))
           if (this.engine === 'sdk') {
             const r = await checkEvidenceSdk(jobs[0], evidence[0], tracker, this.limits)
@@ -345,6 +360,7 @@ class EvidenceVerifier {
             // (and anything else the application does) is not starved by a long run.
             await new Promise(resolve => setImmediate(resolve))
             record(jobs[0], r)
+            await flushFull()
             continue
           }
           // Native: the bundles go to the pool in one task; the JS thread only settles the claims.
@@ -355,13 +371,14 @@ class EvidenceVerifier {
           const settled = await Promise.all(computed.map(v => settle(v, tracker)))
           todo.forEach((x, k) => { out[x.i] = settled[k] })
           jobs.forEach((job, i) => record(job, out[i]))
+          await flushFull()
         }
       }
       const guarded = () => worker().catch(e => { stop = true; throw e })
       // Every worker ends before the page does (no orphan still writing); the first
       // failure is reported after the finished results are accepted.
       const settled = await Promise.allSettled(Array.from({ length: Math.min(this.concurrency, queue.length) }, guarded))
-      flush()
+      await flush()
       failed = settled.find(x => x.status === 'rejected')
       if (failed || page.length < this.page) break
     }

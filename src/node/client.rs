@@ -6,9 +6,10 @@
 //! U64 protocol values (through, highWater, expiresAt, replayUntil, sequence) are
 //! decimal strings, as on the wire; generations and revisions are numbers.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, RwLock};
 
-use napi::bindgen_prelude::Buffer;
+use napi::bindgen_prelude::{AsyncTask, Buffer};
+use napi::{Env, Task};
 use napi_derive::napi;
 use serde_json::{json, Value};
 
@@ -71,15 +72,79 @@ pub struct CommitBatchOptions {
 /// Durable checkpoint store of the lookup-live client (BRC-193 §4, §9).
 #[napi(js_name = "CheckpointStore")]
 pub struct JsCheckpointStore {
-    inner: Mutex<Option<client::ClientDb>>,
+    inner: Arc<Slot>,
+}
+
+/// The open store, shared with commits running on the libuv pool (`commitBatchAsync`).
+///
+/// Invariant: a JS call never sees a commit applied but not yet flushed. Every call
+/// holds `visible` for reading while it runs; a pool commit holds it for writing from
+/// before it applies until after its flush, so a call made meanwhile waits for the
+/// durable result (or ran entirely before the commit began).
+struct Slot {
+    db: Mutex<Option<Arc<client::ClientDb>>>,
+    visible: RwLock<()>,
+}
+
+impl Slot {
+    fn db(&self) -> napi::Result<Arc<client::ClientDb>> {
+        let guard = self.db.lock().unwrap_or_else(|e| e.into_inner());
+        guard.as_ref().cloned().ok_or_else(|| invalid("checkpoint store is closed"))
+    }
 }
 
 impl JsCheckpointStore {
     fn with<T>(&self, f: impl FnOnce(&client::ClientDb) -> Result<T, ClientError>) -> napi::Result<T> {
-        let guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let store = guard.as_ref().ok_or_else(|| invalid("checkpoint store is closed"))?;
-        f(store).map_err(err)
+        let store = self.inner.db()?;
+        let _visible = self.inner.visible.read().unwrap_or_else(|e| e.into_inner());
+        f(&store).map_err(err)
     }
+}
+
+/// `commitBatchAsync`: the commit of `commitBatch`, on the libuv pool.
+pub struct CommitTask {
+    slot: Arc<Slot>,
+    /// Taken when the commit was asked for (so `close` waits for it) and given up as
+    /// soon as it has run, on the pool (the task itself is dropped on the JS thread).
+    store: Option<Arc<client::ClientDb>>,
+    source: SourceKey,
+    generation: u64,
+    expected_cursor: Option<String>,
+    body: Vec<u8>,
+    opts: CommitOptions,
+}
+
+impl Task for CommitTask {
+    type Output = client::CommitOutcome;
+    /// JSON text of the outcome (the JS side parses it), as `commitBatch` returns it.
+    type JsValue = String;
+    fn compute(&mut self) -> napi::Result<Self::Output> {
+        // `_visible` is taken first and so released last: by the time a waiting `close`
+        // gets it, this task no longer holds the store.
+        let _visible = self.slot.visible.write().unwrap_or_else(|e| e.into_inner());
+        let store = self.store.take().ok_or_else(|| invalid("commit already ran"))?;
+        store.commit_batch(&self.source, self.generation, self.expected_cursor.as_deref(), &self.body, &self.opts).map_err(err)
+    }
+    fn resolve(&mut self, _env: Env, out: Self::Output) -> napi::Result<Self::JsValue> {
+        Ok(serde_json::to_string(&out).expect("outcome serializes"))
+    }
+}
+
+fn commit_options(options: Option<CommitBatchOptions>) -> napi::Result<CommitOptions> {
+    let mut opts = CommitOptions::default();
+    if let Some(o) = options {
+        if let Some(b) = o.max_bytes {
+            opts.max_bytes = b as usize;
+        }
+        if let Some(n) = o.max_observations {
+            opts.max_observations = n as usize;
+        }
+        if let Some(m) = o.membership.as_deref() {
+            opts.membership = membership(m)?;
+        }
+        opts.open_label = o.open_label;
+    }
+    Ok(opts)
 }
 
 fn u64s(v: u64) -> Value {
@@ -104,16 +169,24 @@ impl JsCheckpointStore {
             Some(_) => return Err(invalid("cacheBytes must be a positive safe integer")),
         };
         let store = client::ClientDb::open_with(&path, cache).map_err(err)?;
-        Ok(JsCheckpointStore { inner: Mutex::new(Some(store)) })
+        Ok(JsCheckpointStore { inner: Arc::new(Slot { db: Mutex::new(Some(Arc::new(store))), visible: RwLock::new(()) }) })
     }
 
     /// Flushes and releases the path. Further calls throw.
     #[napi]
     pub fn close(&self) -> napi::Result<()> {
-        let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        match guard.take() {
-            Some(s) => s.close().map_err(err),
-            None => Ok(()),
+        let taken = self.inner.db.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let Some(mut store) = taken else { return Ok(()) };
+        // Commits already asked for (`commitBatchAsync`) finish, durably, first: each holds
+        // the store until it has run on the pool, which never waits for this thread.
+        loop {
+            let visible = self.inner.visible.write().unwrap_or_else(|e| e.into_inner());
+            match Arc::try_unwrap(store) {
+                Ok(s) => return s.close().map_err(err),
+                Err(still_held) => store = still_held,
+            }
+            drop(visible);
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }
 
@@ -174,21 +247,33 @@ impl JsCheckpointStore {
     ) -> napi::Result<Value> {
         let k = key(source_key)?;
         let g = generation(generation_)?;
-        let mut opts = CommitOptions::default();
-        if let Some(o) = options {
-            if let Some(b) = o.max_bytes {
-                opts.max_bytes = b as usize;
-            }
-            if let Some(n) = o.max_observations {
-                opts.max_observations = n as usize;
-            }
-            if let Some(m) = o.membership.as_deref() {
-                opts.membership = membership(m)?;
-            }
-            opts.open_label = o.open_label;
-        }
+        let opts = commit_options(options)?;
         let out = self.with(|s| s.commit_batch(&k, g, expected_cursor.as_deref(), &batch, &opts))?;
         Ok(serde_json::to_value(out).expect("outcome serializes"))
+    }
+
+    /// `commitBatch` on the libuv pool, so the JS thread stays free while the batch is
+    /// checked, written and flushed; resolves with the same outcome once it is durable,
+    /// or rejects with the same error. Store calls made meanwhile wait for it.
+    #[napi(ts_return_type = "Promise<string /* JSON: js/client/client.d.ts CommitOutcome */>")]
+    pub fn commit_batch_async(
+        &self,
+        source_key: JsSourceKey,
+        generation_: i64,
+        expected_cursor: Option<String>,
+        batch: Buffer,
+        options: Option<CommitBatchOptions>,
+    ) -> napi::Result<AsyncTask<CommitTask>> {
+        let task = CommitTask {
+            slot: self.inner.clone(),
+            store: Some(self.inner.db()?),
+            source: key(source_key)?,
+            generation: generation(generation_)?,
+            expected_cursor,
+            body: batch.to_vec(),
+            opts: commit_options(options)?,
+        };
+        Ok(AsyncTask::new(task))
     }
 
     /// Marks a received group verified; accepts what that unblocks, in order.
