@@ -214,8 +214,9 @@ outputs received in 5 s or less; all current within 2x of the receipt time.
 
 ${table(['outputs', 'verifier', 'received', 'all current', 'commit per batch (until durable)', 'rest per batch (HTTP, provider, client loop)', 'event-loop delay p99 / max'], rows)}
 
-The commit runs on the libuv pool (\`commitBatchAsync\`); the follow loop awaits it before its next
-read, so receipt is the commits plus the rest. The event-loop delay (\`perf_hooks.monitorEventLoopDelay\`
+The commit runs on the libuv pool (\`commitBatchAsync\`), and while a snapshot page commits the
+follow loop already reads the next one (it uses it once the commit is durable): receipt is the
+commits plus what does not overlap them (the rest). The event-loop delay (\`perf_hooks.monitorEventLoopDelay\`
 over the receipt) is how long the JS thread went without turning: what an application's timers
 and I/O waited at worst. Per batch of 1,024 observations the commit writes 12 sled keys per observation (group record,
 member row, identity keys, transaction record, evidence bytes, journal indices); \`sled::Tree::apply_batch\`
