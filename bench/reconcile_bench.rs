@@ -71,6 +71,21 @@ fn raw_tx(inputs: &[([u8; 32], u32)], outputs: usize, tag: u64) -> Vec<u8> {
     t
 }
 
+/// The port's answer that `raw` (received without evidence: its variant is the digest of the
+/// bytes) verified in context "start"; the bench answers the port itself.
+fn verified(txid: Txid, raw: &[u8]) -> VerificationResult {
+    VerificationResult {
+        txid,
+        variant: Hash32(Sha256::digest(raw).into()),
+        context_id: "start".into(),
+        status: VerificationStatus::Verified,
+        raw: Some(raw.to_vec()),
+        placement: None,
+        reason: "bench".into(),
+        policy: None,
+    }
+}
+
 fn wire(t: &Txid) -> [u8; 32] {
     let mut w = t.0;
     w.reverse();
@@ -136,7 +151,6 @@ fn run(n: usize, per_receive: usize) {
 
     let spends: Vec<Vec<u8>> = (0..n).map(|i| raw_tx(&[(wire(&anchor_ids[i / 1000]), (i % 1000) as u32)], 1, i as u64)).collect();
     let txids: Vec<Txid> = spends.iter().map(|r| Hash32::of_double_sha256(r)).collect();
-    let variant = |raw: &[u8]| Hash32(Sha256::digest(raw).into());
 
     let (c0, w0) = (cpu_seconds(), Instant::now());
     for chunk in spends.chunks(per_receive) {
@@ -150,20 +164,7 @@ fn run(n: usize, per_receive: usize) {
     }
     let (c1, w1) = (cpu_seconds(), Instant::now());
     for (chunk, ids) in spends.chunks(per_receive).zip(txids.chunks(per_receive)) {
-        let results: Vec<VerificationResult> = chunk
-            .iter()
-            .zip(ids)
-            .map(|(raw, t)| VerificationResult {
-                txid: *t,
-                variant: variant(raw),
-                context_id: "start".into(),
-                status: VerificationStatus::Verified,
-                raw: Some(raw.clone()),
-                placement: None,
-                reason: "bench".into(),
-                policy: None,
-            })
-            .collect();
+        let results: Vec<VerificationResult> = chunk.iter().zip(ids).map(|(raw, t)| verified(*t, raw)).collect();
         store.accept_verifications(&results).unwrap();
     }
     let (ver_s, ver_cpu) = (w1.elapsed().as_secs_f64(), cpu_seconds() - c1);
@@ -227,16 +228,7 @@ fn churn(chains: usize, length: usize) {
         for head in heads.iter_mut() {
             let raw = raw_tx(&[(wire(head), 0)], 1, (chains + step * chains) as u64);
             *head = Hash32::of_double_sha256(&raw);
-            results.push(VerificationResult {
-                txid: *head,
-                variant: Hash32(Sha256::digest(&raw).into()),
-                context_id: "start".into(),
-                status: VerificationStatus::Verified,
-                raw: Some(raw.clone()),
-                placement: None,
-                reason: "bench".into(),
-                policy: None,
-            });
+            results.push(verified(*head, &raw));
             items.push(Received { raw, evidence: vec![] });
         }
         store.receive_transactions("churn-source", &items).unwrap();

@@ -305,14 +305,11 @@ mod tests {
     use crate::client::chain::Finality;
     use crate::client::journal::{ContextChange, IngressPosition, Receipt, ReceiptState, Variant, Verdict, VerdictStatus};
 
-    /// xorshift64*: a fixed sequence, so a failure names its case.
-    struct Rng(u64);
+    /// proptest's deterministic generator: a fixed sequence, so a failure names its case.
+    struct Rng(proptest::test_runner::TestRng);
     impl Rng {
         fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+            proptest::prelude::Rng::next_u64(&mut self.0)
         }
         fn below(&mut self, n: u64) -> u64 {
             self.next() % n
@@ -400,7 +397,7 @@ mod tests {
 
     #[test]
     fn the_waiting_scan_replays_exactly_as_scanning_every_candidate() {
-        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut rng = Rng(proptest::test_runner::TestRng::deterministic_rng(proptest::test_runner::RngAlgorithm::ChaCha));
         let (mut replaced, mut conflicting, mut deferred) = (0, 0, 0);
         for case in 0..4000 {
             let (members, meta, anchors) = component(&mut rng);
