@@ -722,16 +722,23 @@ fn recompute(tx: &mut Tx, meta: &Meta, id: u64) -> Result<(), ClientError> {
     }
     let facts = ChainFacts { support: super::order::Facts { anchors: &anchors, proven: &proven }, included: &included };
     let outcome = select::reconcile(&members, meta, &facts);
+    // Only what changed is written: a step that extends a long component rewrites the few
+    // records whose result moved, not every member's (the conflict marker follows the
+    // published status, so it changes exactly when that status does).
+    let before = (comp.pending.clone(), comp.replacements.clone());
+    let conflict = |p: Option<&Published>| p.is_some_and(|p| matches!(p.status, Status::Conflicting | Status::DependentConflict));
     match outcome.published {
         Some(published) => {
             for (t, p) in published {
                 let rec = members.get_mut(&t).expect("member");
-                if matches!(p.status, Status::Conflicting | Status::DependentConflict) {
-                    tx.put(conflict_key(&t), vec![]);
-                } else {
-                    tx.writes.insert(conflict_key(&t), None);
-                }
                 if rec.published.as_ref() != Some(&p) {
+                    match (conflict(rec.published.as_ref()), conflict(Some(&p))) {
+                        (false, true) => tx.put(conflict_key(&t), vec![]),
+                        (true, false) => {
+                            tx.writes.insert(conflict_key(&t), None);
+                        }
+                        _ => {}
+                    }
                     rec.published = Some(p);
                     tx.put_json(tx_key(&t), rec);
                 }
@@ -748,7 +755,9 @@ fn recompute(tx: &mut Tx, meta: &Meta, id: u64) -> Result<(), ClientError> {
             tx.writes.insert(pending_key(id), None);
         }
     }
-    tx.put_json(component_key(id), &comp);
+    if (&comp.pending, &comp.replacements) != (&before.0, &before.1) {
+        tx.put_json(component_key(id), &comp);
+    }
     if chain_facts || select::context_sensitive(&members) {
         tx.put(sensitive_key(id), vec![]);
     } else {
