@@ -467,7 +467,8 @@ test('over BRC-103/104 with AuthFetch: follows, checks the provider identity, an
   const serverWallet = new ProtoWallet(serverKey)
   const { publicKey } = await serverWallet.getPublicKey({ identityKey: true })
   provider = await startProvider({ wallet: serverWallet, identityKey: publicKey, key: serverKey })
-  provider.seed([0, 1, 2])
+  // Four pages of two: two of them are read ahead, so AuthFetch carries two requests at once.
+  provider.seed([0, 1, 2, 3, 4, 5, 6])
   const wallet = clientWallet()
   const authFetch = new AuthFetch(wallet)
   const store = CheckpointStore.open(path.join(dir, 'store'))
@@ -476,10 +477,11 @@ test('over BRC-103/104 with AuthFetch: follows, checks the provider identity, an
   let last
   await client.follow(SERVICE, QUERY, {
     signal: ac.signal,
-    onRevision (e) { last = e; if (e.members.length === 3) ac.abort() }
+    onRevision (e) { last = e; if (e.members.length === 7) ac.abort() }
   })
   expect(last.sourceKey.provider).toBe(publicKey)
-  expect(present(last.members)).toEqual([0, 1, 2])
+  expect(present(last.members)).toEqual([0, 1, 2, 3, 4, 5, 6])
+  expect(provider.reads.slice(0, 3)).toEqual(['snap:2', 'snap:4', 'snap:6'])
   expect(provider.headerFaults).toBe(0)
 
   // A 402 carrying payment terms: AuthFetch would pay it; this client must not.
