@@ -16,7 +16,10 @@ export declare class CheckpointStore {
    * bounds sled's page cache (default 1 GiB).
    */
   static open(path: string, options?: JsStoreOptions | undefined | null): CheckpointStore
-  /** Flushes and releases the path. Further calls throw. */
+  /**
+   * Waits for the `commitBatchAsync` commits already asked for, flushes and releases
+   * the path. Further calls throw.
+   */
   close(): void
   /**
    * Starts a new generation of the source `{provider, service, queryDigest, access}`;

@@ -86,7 +86,12 @@ class RevisionEvent {
 
 /** Durable checkpoint store (one sled directory). See docs/client.md. */
 class CheckpointStore {
-  constructor (inner) { this._inner = inner }
+  constructor (inner) {
+    this._inner = inner
+    this._commits = 0 // commitBatchAsync calls not yet settled (see whenIdle)
+    this._idle = null
+  }
+
   static open (path, options) { return new CheckpointStore(nativeCall(() => native.CheckpointStore.open(path, options ?? null))) }
   close () { return nativeCall(() => this._inner.close()) }
   beginGeneration (sourceKey, label) { return nativeCall(() => this._inner.beginGeneration(sourceKey, label ?? null)) }
@@ -104,7 +109,7 @@ class CheckpointStore {
    */
   async commitBatchAsync (sourceKey, generation, expectedCursor, batch, options) {
     const pending = nativeCall(() => this._inner.commitBatchAsync(sourceKey, generation, expectedCursor ?? null, batch, options ?? null))
-    this._commits = (this._commits ?? 0) + 1
+    this._commits++
     try {
       return JSON.parse(await pending)
     } catch (e) {
@@ -123,7 +128,7 @@ class CheckpointStore {
    * here instead.
    */
   whenIdle () {
-    if (!this._commits) return Promise.resolve()
+    if (this._commits === 0) return Promise.resolve()
     if (!this._idle) {
       let resolve
       const promise = new Promise(r => { resolve = r })

@@ -172,7 +172,8 @@ impl JsCheckpointStore {
         Ok(JsCheckpointStore { inner: Arc::new(Slot { db: Mutex::new(Some(Arc::new(store))), visible: RwLock::new(()) }) })
     }
 
-    /// Flushes and releases the path. Further calls throw.
+    /// Waits for the `commitBatchAsync` commits already asked for, flushes and releases
+    /// the path. Further calls throw.
     #[napi]
     pub fn close(&self) -> napi::Result<()> {
         let taken = self.inner.db.lock().unwrap_or_else(|e| e.into_inner()).take();
