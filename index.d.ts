@@ -114,29 +114,25 @@ export declare class NativeLive {
   /** Whether the store holds any history for this service (backfill decision). */
   serviceHasHistory(name: string): boolean
   /**
-   * Commits one indivisible group durably. Resolves with its sequence (a decimal
-   * string) once it is flushed and published, or null when nothing changed. A group no
-   * session could ever be served under the provider's limits is refused (`limited`, the
-   * message starting with `permanent-group:`) and nothing of it is written.
+   * A place in the admission gate's order, taken now (docs/design.md "Admission gate"):
+   * the change it is for lands after every change whose ticket was taken before, however
+   * long its content takes to be known. Pass it to `admit`, `prohibit`, `changePolicy` or
+   * `resetEpochWith`, or give it up with `cancel`: later changes wait for it.
    */
-  commit(changes: Array<NativeChange>): Promise<string | null>
+  reserve(): number
+  /** Puts `first` (a ticket, or null for a new one) right before `then`; returns it. */
+  orderBefore(first: number | undefined | null, then: number): number
+  /** Gives up a ticket. */
+  cancel(ticket: number): void
   /**
-   * Commits changes that promise no atomicity between them (evidence refreshes, a
-   * starting state) as consecutive groups that each fit the provider's limits, written
-   * and published together. Resolves with the last sequence, or null when nothing changed.
+   * The admission gate (`Store::admit`): commits `changes` at the place of `ticket` (null:
+   * a ticket taken now), after the prohibitions; resolves once they are flushed and
+   * published. `divisible`: groups that each fit the provider's limits; otherwise one
+   * indivisible group. `recorded`: changes the attached Engine already applied, never
+   * refused for the limits or the caps; otherwise a group beyond them is refused (`limited`,
+   * the message starting with `permanent-group:` for the limits) and nothing is written.
    */
-  commitDivisible(changes: Array<NativeChange>): Promise<string | null>
-  /**
-   * Commits one indivisible group that already happened in the attached Engine (which has
-   * no rollback): never refused for the provider's limits or the store's caps
-   * (`Store::commit_recorded`). Resolves once it is flushed and published.
-   */
-  commitRecorded(changes: Array<NativeChange>): Promise<RecordedCommit>
-  /**
-   * `commit_divisible` of changes that already happened in the attached Engine
-   * (`Store::commit_divisible_recorded`).
-   */
-  commitDivisibleRecorded(changes: Array<NativeChange>): Promise<RecordedCommit>
+  admit(ticket: number | undefined | null, changes: Array<NativeChange>, divisible: boolean, recorded: boolean): Promise<RecordedCommit>
   /**
    * Applies expiry timers due now (the store's timer does so on its own, and opens and
    * reads before they capture a watermark).
@@ -185,15 +181,13 @@ export declare class NativeLive {
    * `txid.outputIndex`, and/or those matching `filter` (a selection's `where`). Durable and
    * in force when it resolves.
    */
-  prohibit(service: string, outpoints: Array<string>, filter: any | undefined | null, reason: string): Promise<ProhibitResult>
+  prohibit(ticket: number | undefined | null, service: string, outpoints: Array<string>, filter: any | undefined | null, reason: string): Promise<ProhibitResult>
   /** A policy change (`Provider::change_policy`); resolves with the sessions ended. */
-  changePolicy(partitions?: Array<string> | undefined | null, principals?: Array<string> | undefined | null): Promise<number>
+  changePolicy(ticket?: number | undefined | null, partitions?: Array<string> | undefined | null, principals?: Array<string> | undefined | null): Promise<number>
   /** The `scope.access` a session of `partition` gets now. */
   accessOf(partition: string): string
   /** One bounded compaction pass; resolves true when more work remains. */
   compact(maxItems: number): Promise<boolean>
-  /** Deliberate reset: a new epoch; every existing cursor gets reset-required. */
-  resetEpoch(): Promise<string>
   /**
    * The sequence of the latest group carrying an invalidation in this epoch ("0" if
    * none): the current chain view is named after it.
@@ -203,9 +197,14 @@ export declare class NativeLive {
    * A new epoch whose first group is `changes`, written atomically with the reset (so the
    * new epoch is never seen empty). Resolves with the new epoch and the group's sequence.
    */
-  resetEpochWith(changes: Array<NativeChange>): Promise<EpochReset>
+  resetEpochWith(ticket: number | undefined | null, changes: Array<NativeChange>): Promise<EpochReset>
   epoch(): string
   highWater(): string
+  /**
+   * Retained bytes against `maxRetainedBytes`, without touching the disk (a recorded
+   * commit asks after each group).
+   */
+  retention(): Retention
   stats(): LiveStats
   /**
    * One page of the current members of `service`, with their evidence unless `evidence`
@@ -459,13 +458,24 @@ export interface LiveStats {
    */
   scanExamined: number
   /**
-   * Since this process opened the store: log groups and bytes reclaimed beyond the
-   * sessions' horizon to honour `maxRetainedBytes` (sessions that needed them get
-   * reset-required), and groups an attached Engine applied that no session can be served
-   * (`permanent-group`).
+   * Retained bytes (log, row versions, evidence) and the budget (`maxRetainedBytes`, null
+   * without one). While retained bytes are over the budget new opens are refused (503
+   * `unavailable`) until compaction removes history no session was promised;
+   * `retentionRefusals` counts those refusals since start.
    */
-  reclaimedGroups: number
-  reclaimedBytes: number
+  retainedBytes: number
+  maxRetainedBytes?: number
+  overRetentionBudget: boolean
+  retentionRefusals: number
+  /**
+   * Changes holding a place in the admission gate's order, not yet committed (a submit
+   * whose group is still being assembled, and everything made after it).
+   */
+  gateWaiting: number
+  /**
+   * Since this process opened the store: groups an attached Engine applied that no
+   * session can be served (`permanent-group`).
+   */
   unservableGroups: number
 }
 
@@ -584,16 +594,21 @@ export interface ProhibitResult {
   sessions: number
 }
 
-/** What a recorded commit did (`Store::commit_recorded`). */
+/** What an admission did (`Store::admit`). */
 export interface RecordedCommit {
   /** The (last) sequence (decimal), or null when nothing changed. */
   sequence?: string
   /** Groups committed although no session can ever be served them (`permanent-group`). */
   unservable: number
-  /** Log groups reclaimed beyond the sessions' horizon to stay under `maxRetainedBytes`. */
-  reclaimedGroups: number
-  /** The store stays above `maxRows` or `maxRetainedBytes` even so. */
+  /** The store is above `maxRows` or `maxRetainedBytes` with it (recorded changes only). */
   overCap: boolean
+}
+
+/** See `NativeLive::retention`. */
+export interface Retention {
+  retainedBytes: number
+  maxRetainedBytes?: number
+  over: boolean
 }
 
 /** Checks the selection headers; `null` when the selection is acceptable. */

@@ -146,37 +146,54 @@ describe('groups the provider makes itself fit its limits (item 3)', () => {
   })
 })
 
-test('a full retention budget never fails Engine.submit: the oldest history is reclaimed, the session that needed it is reset-required', async () => {
+test('a full retention budget breaks no promise: submits never fail, the open session resumes through every group, new opens get 503 until compaction frees unpromised history', async () => {
   const { live, t, factory, logged } = await engineNode({ maxRetainedBytes: 65536, compactionIntervalMs: 0 })
   const session = await liveSession(live) // opened on the empty collection: it holds all history back
   let built = await factory.createNotes(['v0'])
   await t.engine.submit({ beef: built.beef, topics: [NOTES_TOPIC] })
+  await live.published()
+  const txids = [built.txid]
   // Each replacement spends the last note; its evidence carries the whole unconfirmed chain,
-  // so the retained log grows until the budget is full.
-  for (let i = 1; i <= 40 && live.stats().reclaimedGroups === 0; i++) {
+  // so the retained log grows past the budget. No submit fails on the way.
+  for (let i = 1; i <= 40 && !live.stats().overRetentionBudget; i++) {
     built = await factory.replaceNote(built.notes[0], `v${i}`)
     await t.engine.submit({ beef: built.beef, topics: [NOTES_TOPIC] })
     await live.published()
+    txids.push(built.txid)
   }
-  expect(live.stats().reclaimedGroups).toBeGreaterThan(0)
-  expect(logged).toContainEqual(expect.objectContaining({ op: 'retention', action: 'reclaimed' }))
-  // The Engine and a new session tell the same story: only the last note.
+  const over = live.stats()
+  expect(over.overRetentionBudget).toBe(true)
+  expect(over.retainedBytes).toBeGreaterThan(65536)
+  expect(over.maxRetainedBytes).toBe(65536)
+  expect(logged).toContainEqual(expect.objectContaining({ op: 'retention', action: 'over-budget', maxRetainedBytes: 65536 }))
+  // Beyond the budget, the Engine's changes are still recorded.
+  built = await factory.replaceNote(built.notes[0], 'beyond the budget')
+  await t.engine.submit({ beef: built.beef, topics: [NOTES_TOPIC] })
+  await live.published()
+  txids.push(built.txid)
+  // The session opened before resumes through every group it was promised, in order.
+  const batches = await drainLive(live, session, {})
+  const outputs = batches.flatMap(b => b.groups.flatMap(g => g.observations)).filter(o => o.kind === 'output')
+  expect(outputs.map(o => o.payload.evidence.txid)).toEqual(txids)
+  // A new open is refused as a capacity condition with a bounded retry hint.
+  const refused = await live.open(openBody(), ALICE)
+  expect(refused.status).toBe(503)
+  const err = json(refused).error
+  expect(err.code).toBe('unavailable')
+  expect(err.retryAfterMs).toBeGreaterThan(0)
+  expect(err.retryAfterMs).toBeLessThanOrEqual(60_000)
+  expect(live.stats().retentionRefusals).toBe(1)
+  // Once the session is closed no promise covers the history: compaction brings the store
+  // back under the budget, and opens are served again, with what the Engine lists.
+  const last = batches[batches.length - 1]
+  await live.closeSession(Buffer.from(JSON.stringify({ version: 1, session: last.session })), ALICE)
+  await live.compactInBackground()
+  expect(live.stats().overRetentionBudget).toBe(false)
+  expect(logged).toContainEqual(expect.objectContaining({ op: 'retention', action: 'under-budget' }))
   const listed = await t.engine.lookup({ service: 'ls_notes', query: {} })
   expect(listed.outputs).toHaveLength(1)
   const snap = await drainSnapshot(live, json(await live.open(openBody(), ALICE)), ALICE)
   expect(snap.flatMap(b => b.groups.flatMap(g => g.observations)).map(o => o.payload.evidence.txid)).toEqual([built.txid])
-  // The session that needed the reclaimed history is told to start over, not served a gap.
-  const res = await live.read(readBody(session.session, session.cursor), ALICE)
-  expect(res.status).toBe(409)
-  expect(json(res).error.code).toBe('reset-required')
-  // History is still retained and served within the budget once reclaimed.
-  const fresh = snap[snap.length - 1]
-  const next = await factory.replaceNote(built.notes[0], 'after the reclaim')
-  await t.engine.submit({ beef: next.beef, topics: [NOTES_TOPIC] })
-  await live.published()
-  const [b] = await drainLive(live, fresh, {})
-  expect(b.groups).toHaveLength(1)
-  expect(b.groups[0].observations.map(o => o.kind)).toEqual(['withdraw', 'spend', 'output'])
 })
 
 test('a backfill larger than maxObservations reaches a session already open as groups that fit', async () => {

@@ -114,7 +114,7 @@ async fn a_prohibition_ends_a_snapshot_drain_before_the_row_is_served_and_sessio
     // A session whose selection never held row 5 keeps going.
     let blue = open(&p, "carol", "public", json!({"where": {"eq": ["team", "blue"]}}), 100);
 
-    let out = p.prohibit("svc", vec![op_text(5)], None, "test").unwrap();
+    let out = p.prohibit(None, "svc", vec![op_text(5)], None, "test").unwrap();
     assert_eq!((out.rows, out.sessions), (1, 2), "{out:?}");
 
     let r = read(&p, "alice", "public", &draining, 2, 0).await;
@@ -160,7 +160,7 @@ async fn a_prohibition_answers_a_waiting_poll_and_stops_replay_of_a_historical_l
 
     let out = tokio::task::spawn_blocking({
         let p = p.clone();
-        move || p.prohibit("svc", vec![op_text(2)], None, "test").unwrap()
+        move || p.prohibit(None, "svc", vec![op_text(2)], None, "test").unwrap()
     })
     .await
     .unwrap();
@@ -188,7 +188,7 @@ async fn a_filter_prohibition_covers_rows_only_the_retained_log_holds_survives_a
         p.commit(vec![spend(2)]).unwrap();
         let unaffected = drain(&p, "bob", open(&p, "bob", "public", all(), 100), 100).await.pop().unwrap();
         p.commit(vec![admit(3, &[("author", "mallory")])]).unwrap();
-        let out = p.prohibit("svc", vec![], Some(json!({"eq": ["author", "mallory"]})), "test").unwrap();
+        let out = p.prohibit(None, "svc", vec![], Some(json!({"eq": ["author", "mallory"]})), "test").unwrap();
         // Row 3 is present and withdrawn; alice's log holds rows 2 and 3, bob's row 3.
         assert_eq!((out.rows, out.sessions), (1, 2), "{out:?}");
         p.store().close().unwrap();
@@ -225,7 +225,7 @@ async fn a_prohibition_left_half_done_is_applied_when_the_provider_starts() {
     let fresh = drain(&p, "bob", open(&p, "bob", "public", all(), 100), 100).await;
     assert_eq!(fresh.iter().flat_map(outputs).collect::<Vec<_>>(), vec![op_text(1)]);
     // Numbers continue after the stored ones.
-    assert_eq!(p.prohibit("svc", vec![op_text(1)], None, "next").unwrap().number, 2);
+    assert_eq!(p.prohibit(None, "svc", vec![op_text(1)], None, "next").unwrap().number, 2);
     p.store().close().unwrap();
 }
 
@@ -250,7 +250,7 @@ async fn a_policy_change_resets_the_partitions_it_names_and_survives_a_restart()
         }
         let ended = tokio::task::spawn_blocking({
             let p = p.clone();
-            move || p.change_policy(Some(vec!["red".into()]), None).unwrap()
+            move || p.change_policy(None, Some(vec!["red".into()]), None).unwrap()
         })
         .await
         .unwrap();
@@ -272,9 +272,9 @@ async fn a_policy_change_resets_the_partitions_it_names_and_survives_a_restart()
     assert_eq!(again["scope"]["access"].as_str().unwrap(), p.access_of("red"));
     // A change of the whole policy resets every session, a change by principal only theirs.
     let bob2 = drain(&p, "bob", open(&p, "bob", "blue", all(), 100), 100).await.pop().unwrap();
-    assert_eq!(p.change_policy(None, Some(vec!["alice".into()])).unwrap(), 1);
+    assert_eq!(p.change_policy(None, None, Some(vec!["alice".into()])).unwrap(), 1);
     assert_eq!(parse(&read(&p, "bob", "blue", &bob2, 100, 0).await)["groups"], json!([]));
-    assert_eq!(p.change_policy(None, None).unwrap(), 2, "bob's two blue sessions");
+    assert_eq!(p.change_policy(None, None, None).unwrap(), 2, "bob's two blue sessions");
     assert_eq!(error_code(&read(&p, "bob", "blue", &bob2, 100, 0).await), "reset-required");
     p.store().close().unwrap();
 }

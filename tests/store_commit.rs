@@ -186,7 +186,7 @@ fn reset_with_a_first_group_publishes_the_new_epoch_with_it_atomically() {
     let old = s.epoch();
     let mut rx = s.subscribe();
     rx.borrow_and_update();
-    let (epoch, seq) = s.reset_epoch_with(vec![admit("ls", 2, json!({})), admit("ls", 3, json!({}))]).unwrap();
+    let (epoch, seq) = s.reset_epoch_with(None, vec![admit("ls", 2, json!({})), admit("ls", 3, json!({}))]).unwrap();
     assert_ne!(epoch, old);
     assert_eq!(seq, Some(1));
     // One publication: the new epoch is never observed at highWater 0.
@@ -208,10 +208,10 @@ fn reset_with_a_first_group_publishes_the_new_epoch_with_it_atomically() {
     assert_eq!(s.epoch(), epoch);
     assert_eq!(scan_ops(&s, "ls", &Selection::all(), 2), vec![op(2), op(3), op(4)]);
     // A first group that changes nothing leaves the new epoch empty at 0; bad changes reset nothing.
-    let (_, none) = s.reset_epoch_with(vec![remove("ls", 9, RemoveReason::Evicted)]).unwrap();
+    let (_, none) = s.reset_epoch_with(None, vec![remove("ls", 9, RemoveReason::Evicted)]).unwrap();
     assert_eq!((none, s.high_water()), (None, 0));
     let before = s.epoch();
-    assert!(s.reset_epoch_with(vec![Change::Refresh { service: "".into(), outpoint: op(1), beef: vec![1] }]).is_err());
+    assert!(s.reset_epoch_with(None, vec![Change::Refresh { service: "".into(), outpoint: op(1), beef: vec![1] }]).is_err());
     assert_eq!(s.epoch(), before);
 }
 
@@ -248,16 +248,18 @@ fn caps_fail_the_whole_group_with_an_explicit_error() {
 }
 
 #[test]
-fn recorded_groups_go_beyond_caps_and_reclaim_the_oldest_history_first() {
+fn recorded_groups_go_beyond_caps_and_never_discard_retained_history() {
     // What an Engine already applied is recorded: beyond the row cap it commits (noted), and
-    // beyond the retained-bytes cap the oldest log groups go first, past any reader's horizon.
+    // beyond the retained-bytes cap too, with every retained log group kept (BRC-193 §4:
+    // promised history is not discarded to make room; the session layer refuses new opens
+    // while the store is over the budget instead).
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = StoreConfig::new(dir.path().join("rows"));
     cfg.create = true;
     cfg.max_rows = Some(1);
     let s = Store::open(cfg).unwrap();
     let r = s.commit_recorded(vec![admit("ls", 1, json!({})), admit("ls", 2, json!({}))]).unwrap();
-    assert_eq!((r.sequence, r.over_cap, r.reclaimed_groups), (Some(1), true, 0));
+    assert_eq!((r.sequence, r.over_cap), (Some(1), true));
     assert_eq!(s.stats().unwrap().rows, 2);
     s.close().unwrap();
 
@@ -268,27 +270,25 @@ fn recorded_groups_go_beyond_caps_and_reclaim_the_oldest_history_first() {
     // Five versions of one row: each replacement keeps the old version and its log group.
     for v in 0..5u8 {
         let c = admit_full("ls", 1, "tm", json!({ "v": v }), vec![v; 3000], None, None);
-        assert_eq!(s.commit_recorded(vec![c]).unwrap().reclaimed_groups, 0);
+        assert!(!s.commit_recorded(vec![c]).unwrap().over_cap);
     }
-    let before = s.stats().unwrap();
-    assert_eq!((before.log_groups, before.compacted_through), (5, 0));
+    assert_eq!(s.over_retained(), None);
     let c = admit_full("ls", 1, "tm", json!({ "v": 5 }), vec![5; 3000], None, None);
     let refused = s.commit(vec![c.clone()]).unwrap_err();
     assert!(matches!(refused, StoreError::Limit { what: "retained bytes", .. }), "{refused}");
     let r = s.commit_recorded(vec![c]).unwrap();
-    assert_eq!(r.sequence, Some(6));
-    assert!(r.reclaimed_groups > 0 && !r.over_cap, "{r:?}");
+    assert_eq!((r.sequence, r.over_cap), (Some(6), true));
     let after = s.stats().unwrap();
-    assert_eq!(after.compacted_through, r.reclaimed_groups);
-    assert_eq!(after.reclaimed_groups, r.reclaimed_groups);
-    assert!(after.log_bytes + after.row_bytes + after.blob_bytes <= 20_000);
-    // Readers of the reclaimed history are told it is gone, never served a gap.
-    assert!(matches!(s.log_after(0, 6).next(), Some(Err(StoreError::Gone(_)))));
+    assert_eq!((after.log_groups, after.compacted_through), (6, 0), "nothing was reclaimed");
+    assert_eq!(after.retained_bytes, after.log_bytes + after.row_bytes + after.blob_bytes);
+    let (retained, limit) = s.over_retained().expect("over the budget");
+    assert_eq!((retained, limit), (after.retained_bytes, 20_000));
+    // Every group is still served from the start.
+    assert_eq!(s.log_after(0, 6).count(), 6);
+    // Compaction of history nobody needs brings the store back under the budget.
+    while s.compact_step(6, 1000).unwrap() {}
+    assert_eq!(s.over_retained(), None);
     assert_eq!(scan_ops(&s, "ls", &Selection::all(), 6), vec![op(1)]);
-    // A row alone beyond the cap is recorded once no history is left to reclaim.
-    let huge = admit_full("ls", 2, "tm", json!({}), vec![9; 30_000], None, None);
-    let r = s.commit_recorded(vec![huge]).unwrap();
-    assert_eq!((r.sequence, r.over_cap), (Some(7), true));
 }
 
 #[test]

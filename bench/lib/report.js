@@ -545,12 +545,16 @@ ${s.batch} fresh signed note transactions (built before timing) to each Engine w
 submitters, the order of the two alternating per round; ${s.rounds} rounds after a warm-up round. A
 wrapped round ends once its last group is published. The ratio pairs the two throughputs of one
 round; CPU is the process's CPU time (every thread) per submit, and its ratio (plain over
-wrapped) is the throughput ratio a CPU-bound machine with nothing else to do would show.
+wrapped) is the throughput ratio a CPU-bound machine with nothing else to do would show. The
+publication lag runs from the moment a wrapped submit resolved until its group was published
+(durable and visible to readers; the admission gate keeps every later change behind it); each
+round gives its p50 and p99 over its submits.
 
-${table(['submitters', 'plain, submits/s', 'wrapped, submits/s', 'wrapped / plain', 'CPU ms per submit, plain', 'wrapped', 'plain CPU / wrapped CPU'], s.widths.map(w => [
+${table(['submitters', 'plain, submits/s', 'wrapped, submits/s', 'wrapped / plain', 'CPU ms per submit, plain', 'wrapped', 'plain CPU / wrapped CPU', 'publication lag p50, ms', 'p99, ms'], s.widths.map(w => [
     String(w.submitters), cell(w.plainPerSec), cell(w.wrappedPerSec), cell(w.wrappedOverPlain),
     w.plainCpuMsPerSubmit ? cell(w.plainCpuMsPerSubmit) : '-', w.wrappedCpuMsPerSubmit ? cell(w.wrappedCpuMsPerSubmit) : '-',
-    w.plainOverWrappedCpu ? cell(w.plainOverWrappedCpu) : '-'
+    w.plainOverWrappedCpu ? cell(w.plainOverWrappedCpu) : '-',
+    w.publicationLagP50Ms ? cell(w.publicationLagP50Ms) : '-', w.publicationLagP99Ms ? cell(w.publicationLagP99Ms) : '-'
   ]))}
 `
 }

@@ -4,7 +4,9 @@
 // one with it wrapped (live.wrap) and the Engine attached (live.attach). Rounds interleave the two
 // (the order alternates per round) with 1 and 8 concurrent submitters; each round submits `batch`
 // fresh transactions to each Engine and the ratio wrapped/plain pairs the two throughputs of one
-// round. Transactions are built before timing.
+// round. Transactions are built before timing. On the wrapped node the publication lag of each
+// submit is measured too: from the moment its `engine.submit` resolved until its group was
+// published (the live sink's commit resolved, which it does after the flush and publish).
 
 const fs = require('node:fs')
 const path = require('node:path')
@@ -60,24 +62,48 @@ async function engineOf (dir, wrapped, tap = {}) {
  */
 async function submitAll (e, txs, width) {
   let next = 0
+  const resolved = new Map()
   const cpu0 = process.cpuUsage()
   const t0 = performance.now()
   await Promise.all(Array.from({ length: width }, async () => {
     while (next < txs.length) {
       const tx = txs[next++]
       await e.t.engine.submit({ beef: tx.beef, topics: [NOTES_TOPIC] })
+      resolved.set(tx.txid, performance.now())
     }
   }))
   if (e.live) await e.live.published()
   const perSec = txs.length / ((performance.now() - t0) / 1000)
   const cpu = process.cpuUsage(cpu0)
-  return { perSec, cpuMs: (cpu.user + cpu.system) / 1000 / txs.length }
+  const lags = e.published ? txs.map(tx => e.published.get(tx.txid) - resolved.get(tx.txid)).filter(Number.isFinite) : []
+  return { perSec, cpuMs: (cpu.user + cpu.system) / 1000 / txs.length, lags }
+}
+
+/** Records when each submit's group is published: its sink commit resolved (txid -> time). */
+function tapPublication (live) {
+  const published = new Map()
+  const commit = live.sink.commit
+  live.sink.commit = async (changes, ticket) => {
+    const r = await commit(changes, ticket)
+    const now = performance.now()
+    for (const c of changes) if (c.op === 'admit') published.set(c.txid, now)
+    return r
+  }
+  return published
+}
+
+/** The p-th percentile (0..100) of `values`, nearest rank. */
+function percentile (values, p) {
+  if (values.length === 0) return null
+  const s = [...values].sort((a, b) => a - b)
+  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]
 }
 
 async function run (cfg) {
   const dir = fs.mkdtempSync(path.join(cfg.dir, 'submit-'))
   const plain = await engineOf(dir, false)
   const wrapped = await engineOf(dir, true)
+  wrapped.published = tapPublication(wrapped.live)
   const out = { batch: cfg.batch, rounds: cfg.rounds, widths: [] }
   try {
     for (const width of cfg.widths) {
@@ -89,13 +115,14 @@ async function run (cfg) {
       // Warm-up round (not counted).
       await submitAll(plain, await build(plain), width)
       await submitAll(wrapped, await build(wrapped), width)
-      const p = []; const w = []; const ratio = []; const pc = []; const wc = []; const cpuRatio = []
+      const p = []; const w = []; const ratio = []; const pc = []; const wc = []; const cpuRatio = []; const lag50 = []; const lag99 = []
       for (let r = 0; r < cfg.rounds; r++) {
         const [a, b] = [await build(plain), await build(wrapped)]
         let pr, wr
         if (r % 2 === 0) { pr = await submitAll(plain, a, width); wr = await submitAll(wrapped, b, width) } else { wr = await submitAll(wrapped, b, width); pr = await submitAll(plain, a, width) }
         p.push(pr.perSec); w.push(wr.perSec); ratio.push(wr.perSec / pr.perSec)
         pc.push(pr.cpuMs); wc.push(wr.cpuMs); cpuRatio.push(pr.cpuMs / wr.cpuMs)
+        lag50.push(percentile(wr.lags, 50)); lag99.push(percentile(wr.lags, 99))
         progress(`submit ${width} submitter(s): round ${r + 1}/${cfg.rounds} plain ${pr.perSec.toFixed(1)}/s wrapped ${wr.perSec.toFixed(1)}/s ratio ${(wr.perSec / pr.perSec).toFixed(3)}; CPU ms/submit plain ${pr.cpuMs.toFixed(2)} wrapped ${wr.cpuMs.toFixed(2)}`)
       }
       out.widths.push({
@@ -106,7 +133,10 @@ async function run (cfg) {
         plainCpuMsPerSubmit: summary(pc, 'ms'),
         wrappedCpuMsPerSubmit: summary(wc, 'ms'),
         // plain CPU per submit over wrapped: the throughput ratio a CPU-bound, otherwise idle machine would show.
-        plainOverWrappedCpu: summary(cpuRatio, 'ratio')
+        plainOverWrappedCpu: summary(cpuRatio, 'ratio'),
+        // Per round, the p50 and p99 of (group published - submit resolved) over its submits.
+        publicationLagP50Ms: summary(lag50, 'ms'),
+        publicationLagP99Ms: summary(lag99, 'ms')
       })
     }
   } finally {

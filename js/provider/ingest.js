@@ -52,6 +52,11 @@ class SubmitScope {
     this.entries = [] // {sink, change}
     this.pending = new Set()
     this.admitting = new Set() // outpoint keys whose admission hook has started
+    // Per sink, this submit's place in its admission order (docs/design.md "Admission gate"),
+    // taken when the submit resolves; used by its group or given up. `ticketsDone` once they
+    // are: nothing may be added after that.
+    this.tickets = new Map()
+    this.ticketsDone = false
     this.closed = false
     this.done = new Promise(resolve => { this.finish = resolve })
   }
@@ -78,30 +83,82 @@ class SubmitScope {
   }
 
   /**
-   * Waits for other open submits that started admitting an outpoint this one removes. A client
-   * can spend an output as soon as the STEAK arrives, before the admitting submit has committed;
-   * without this wait the spend's group could be logged before the admission's. No cycle is
-   * possible: a submit finds an input only after the other submit stored it.
+   * Takes this submit's place in the admission order of every sink that can receive its
+   * changes, unless one was already put there for it (see `orderAdmittersFirst`). Runs
+   * synchronously the moment the submit resolves: a change the host makes after that lands
+   * after this submit's group, however long the group takes to assemble.
    */
-  async awaitAdmittersOfRemovals () {
+  reserveTickets (sinks) {
+    for (const sink of sinks) if (!this.tickets.has(sink)) this.tickets.set(sink, sink.reserve())
+  }
+
+  /**
+   * A client can spend an output as soon as the Engine stored it, before the submit that
+   * admits it has resolved; the spend's group must still land after that admission. For every
+   * other open submit that started admitting an outpoint this one removes, its place is put
+   * right before this one's (a place is reserved for it there when it has none yet). No
+   * waiting: the order does it.
+   */
+  orderAdmittersFirst () {
+    const removed = new Set(this.entries.filter(e => e.change.op === 'remove').map(e => outpointKey(e.change)))
+    if (removed.size === 0) return
+    for (const other of openScopes) {
+      if (other === this || other.ticketsDone) continue
+      if (![...removed].some(key => other.admitting.has(key))) continue
+      for (const [sink, mine] of this.tickets) {
+        other.tickets.set(sink, sink.orderBefore(other.tickets.get(sink) ?? null, mine))
+      }
+    }
+  }
+
+  /**
+   * A sink that keeps no order (one without `reserve`, e.g. a recorder in tests) gets the
+   * same guarantee by waiting: this submit commits only after the open submits admitting
+   * what it removes are done.
+   */
+  async awaitUnorderedAdmitters () {
+    if (this.entries.every(e => typeof e.sink.reserve === 'function')) return
     const removed = new Set(this.entries.filter(e => e.change.op === 'remove').map(e => outpointKey(e.change)))
     const waits = []
     for (const other of openScopes) {
-      if (other === this) continue
-      for (const key of removed) {
-        if (other.admitting.has(key)) { waits.push(other.done); break }
-      }
+      if (other !== this && [...removed].some(key => other.admitting.has(key))) waits.push(other.done)
     }
     await Promise.all(waits)
   }
 
-  /** Commits the staged changes as one group per sink (one group when every service shares a sink). */
+  /**
+   * Commits the staged changes as one group per sink (one group when every service shares a
+   * sink), each at this submit's place in that sink's order; gives up the places it does not
+   * use.
+   */
   async commit () {
-    await this.awaitAdmittersOfRemovals()
-    for (const [sink, changes] of groupBySink(this.entries)) {
-      await sink.commit(normalizeGroup(changes))
+    this.orderAdmittersFirst()
+    await this.awaitUnorderedAdmitters()
+    const bySink = groupBySink(this.entries)
+    try {
+      for (const [sink, changes] of bySink) {
+        const ticket = this.tickets.get(sink) ?? null
+        this.tickets.delete(sink)
+        await sink.commit(normalizeGroup(changes), ticket)
+      }
+    } finally {
+      this.releaseTickets()
     }
   }
+
+  /** Gives up every place not used (a failed submit, a group with nothing for a sink). */
+  releaseTickets () {
+    this.ticketsDone = true
+    for (const [sink, ticket] of this.tickets) sink.cancel(ticket)
+    this.tickets.clear()
+  }
+}
+
+/** The distinct sinks of the live services registered on `engine` that keep an order. */
+function orderedSinks (engine) {
+  const sinks = new Set()
+  for (const info of wrappedServices(engine)) if (typeof info.sink.reserve === 'function') sinks.add(info.sink)
+  return sinks
 }
 
 function activeScope () {
@@ -566,7 +623,7 @@ function attachEngine (engine, sink) {
     }
   }
 
-  const state = { active: new Set(), barrier: null, handle: null, carried: new Map() }
+  const state = { engine, active: new Set(), barrier: null, handle: null, carried: new Map() }
   const originalSubmit = engine.submit
   const hadOwnSubmit = Object.prototype.hasOwnProperty.call(engine, 'submit')
   const submit = function submitAsOneGroup (...args) {
@@ -611,10 +668,14 @@ async function runSubmit (state, taggedBEEF, call) {
       scope.closed = true // from here on a stray hook commits its own group
       carryRemovals(state, submittedTxid(taggedBEEF), scope)
     } finally {
+      scope.releaseTickets()
       finishScope(state, scope)
     }
     throw failure
   }
+  // The submit's place in the admission order is taken now, before the host's code after
+  // `await engine.submit(...)` can make another change.
+  scope.reserveTickets(orderedSinks(state.engine))
   publish(state, scope, taggedBEEF)
   return result
 }
@@ -646,7 +707,10 @@ function publish (state, scope, taggedBEEF) {
         // A throwing log hook must not turn a logged failure into an unhandled rejection.
       }
     }
-  }).finally(() => finishScope(state, scope))
+  }).finally(() => {
+    scope.releaseTickets()
+    finishScope(state, scope)
+  })
 }
 
 function finishScope (state, scope) {

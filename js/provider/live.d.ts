@@ -147,9 +147,12 @@ export declare class LiveLookup {
   published (): Promise<void>
   /**
    * Commits one indivisible group of the host's own; resolves with its sequence (decimal) or
-   * null. A group no session could ever be served under the provider's limits rejects with code
-   * 'limited' and `limit: { kind: 'permanent-group' }`, one beyond `maxRows` or
-   * `maxRetainedBytes` with code 'limited'; nothing of it is written.
+   * null. It lands after every change made before the call (the groups of submits that
+   * resolved earlier included) and before every change made after it; admissions of
+   * prohibited rows become removals (docs/design.md "Admission gate"). A group no session
+   * could ever be served under the provider's limits rejects with code 'limited' and
+   * `limit: { kind: 'permanent-group' }`, one beyond `maxRows` or `maxRetainedBytes` with code
+   * 'limited'; nothing of it is written.
    */
   commit (changes: Change[]): Promise<string | null>
   /**
@@ -169,7 +172,9 @@ export declare class LiveLookup {
   /**
    * Prohibits serving rows of `service` from now on: those at `outpoints` ('txid.index' or
    * {txid, outputIndex}) and/or those matching `where` (a filter of the selection language).
-   * Durable; in force when it resolves (docs/operators.md "Access control").
+   * Durable; in force when it resolves, whatever path later admits such a row, and across
+   * restarts; it lands after the groups of submits that resolved before the call
+   * (docs/operators.md "Access control").
    */
   prohibit (p: { service: string, outpoints?: Array<string | { txid: string, outputIndex: number }>, where?: unknown, reason?: string }): Promise<ProhibitResult>
   /**

@@ -139,12 +139,19 @@ class LiveLookup {
     // What the ingest layer commits already happened in the Engine, which has no rollback:
     // it is recorded whatever the limits and caps say (see `recorded`), so the feed and the
     // Engine never tell two stories.
+    // A change takes its place in the admission order when the host makes it (`reserve`, a
+    // ticket): a submit's group at the moment the submit resolves, anything else at its call
+    // (docs/design.md "Admission gate").
     this.sink = {
-      commit: (changes) => this.recorded(changes, false),
+      commit: (changes, ticket) => this.recorded(changes, false, ticket),
       commitDivisible: (changes) => this.recorded(changes, true),
+      reserve: () => this.core.reserve(),
+      cancel: (ticket) => this.core.cancel(ticket),
+      orderBefore: (first, then) => this.core.orderBefore(first ?? null, then),
       evicted: (service, txid, outputIndex) => this.rememberEviction(service, txid, outputIndex),
       log: (entry) => this.logEvent(entry)
     }
+    this.overRetention = false
     this.closed = false
     this.compacting = null
     // Reads and opens are answered in batches through one callback (src/node/delivery.rs):
@@ -174,21 +181,26 @@ class LiveLookup {
         if (typeof this.options.log === 'function') this.options.log({ op: 'compact', error: String(e && e.message) })
       } finally {
         this.compacting = null
+        this.noteRetention()
       }
     })()
     return this.compacting
   }
 
   /**
-   * Commits one indivisible group; resolves with its sequence or null. A group that no session
-   * could ever be served under the provider's limits (maxObservations, maxBytes) is refused with
-   * a `limited` error (`err.limit.kind === 'permanent-group'`), nothing of it is written, and the
-   * refusal is logged (BRC-193 §8: groups are bounded at admission).
+   * Commits one indivisible group; resolves with its sequence or null. It lands after every
+   * change made before this call (a submit that resolved earlier included) and before every
+   * change made after it (docs/design.md "Admission gate"); an admission of a prohibited row
+   * becomes its removal. A group that no session could ever be served under the provider's
+   * limits (maxObservations, maxBytes) is refused with a `limited` error
+   * (`err.limit.kind === 'permanent-group'`), nothing of it is written, and the refusal is
+   * logged (BRC-193 §8: groups are bounded at admission); so is a group beyond `maxRows` or
+   * `maxRetainedBytes`.
    */
   async commit (changes) {
     if (!changes || changes.length === 0) return null
     try {
-      return await this.core.commit(changes.map(toNativeChange))
+      return (await this.admit(changes.map(toNativeChange), { divisible: false, recorded: false })).sequence ?? null
     } catch (err) {
       if (isPermanentGroup(err)) this.logEvent({ op: 'commit', action: 'refused', changes: changes.length, reason: err.message })
       throw err
@@ -196,23 +208,78 @@ class LiveLookup {
   }
 
   /**
-   * Commits changes the attached Engine has already applied (one indivisible group, or with
-   * `divisible` groups that fit). Never refused for the provider's limits or the store's caps:
-   * a group no session can be served is committed all the same, and sessions that reach it
-   * get `limited` / `permanent-group` (BRC-193 §8); a group beyond `maxRetainedBytes` first
-   * reclaims the oldest retained history, and sessions that needed it get `reset-required`
-   * (§5); `maxRows` is exceeded rather than the Engine contradicted. Each case is logged and
-   * counted in `stats()`. Resolves with the (last) sequence or null.
+   * The one way into the native admission gate: takes the change's ticket now (or uses the
+   * one reserved for it) and resolves with what the gate did.
    */
-  async recorded (changes, divisible) {
-    if (!changes || changes.length === 0) return null
-    const native = changes.map(toNativeChange)
-    const r = await (divisible ? this.core.commitDivisibleRecorded(native) : this.core.commitRecorded(native))
+  admit (nativeChanges, { divisible, recorded, ticket = null }) {
+    return this.inOrder((t) => this.core.admit(t, nativeChanges, divisible, recorded), ticket)
+  }
+
+  /**
+   * Calls `call(ticket)` with `ticket`, or one taken now: the change's place in the admission
+   * order. A call refused before the native side took the ticket over (its arguments did not
+   * convert) gives the place up, so nothing made later waits for it forever.
+   */
+  inOrder (call, ticket = null) {
+    const t = ticket ?? this.core.reserve()
+    try {
+      return call(t)
+    } catch (e) {
+      this.core.cancel(t)
+      throw e
+    }
+  }
+
+  /**
+   * Commits changes the attached Engine has already applied (one indivisible group, or with
+   * `divisible` groups that fit), at the place of `ticket` (reserved when the submit
+   * resolved) or, without one, at this call's place. Never refused for the provider's limits
+   * or the store's caps: a group no session can be served is committed all the same, and
+   * sessions that reach it get `limited` / `permanent-group` (BRC-193 §8); `maxRows` and
+   * `maxRetainedBytes` are exceeded rather than the Engine contradicted, and no retained
+   * history is discarded to make room: while the store is over `maxRetainedBytes` new opens
+   * are refused (503) until compaction removes history no session was promised (BRC-193 §4).
+   * Each case is logged and counted in `stats()`. Resolves with the (last) sequence or null.
+   */
+  async recorded (changes, divisible, ticket = null) {
+    let native
+    try {
+      native = (changes || []).map(toNativeChange)
+    } catch (e) {
+      if (ticket !== null) this.core.cancel(ticket)
+      throw e
+    }
+    if (native.length === 0) {
+      if (ticket !== null) this.core.cancel(ticket)
+      return null
+    }
+    const r = await this.admit(native, { divisible, recorded: true, ticket })
     const sequence = r.sequence ?? null
-    if (r.reclaimedGroups > 0) this.logEvent({ op: 'retention', action: 'reclaimed', groups: r.reclaimedGroups, sequence })
     if (r.unservable > 0) this.logEvent({ op: 'commit', action: 'unservable', changes: changes.length, groups: r.unservable, sequence })
     if (r.overCap) this.logEvent({ op: 'commit', action: 'over-cap', changes: changes.length, sequence })
+    this.noteRetention()
     return sequence
+  }
+
+  /**
+   * Logs when the store goes over or comes back under `maxRetainedBytes`, and while it is
+   * over, compacts at once (and every second) so opens are served again as soon as the
+   * promises that hold the history pass.
+   */
+  noteRetention () {
+    if (this.closed) return
+    const r = this.core.retention()
+    if (r.over === this.overRetention) return
+    this.overRetention = r.over
+    this.logEvent({ op: 'retention', action: r.over ? 'over-budget' : 'under-budget', retainedBytes: r.retainedBytes, maxRetainedBytes: r.maxRetainedBytes })
+    if (this.overRetention) {
+      this.retentionTimer = setInterval(() => { this.compactInBackground() }, 1000)
+      this.retentionTimer.unref()
+      this.compactInBackground()
+    } else if (this.retentionTimer) {
+      clearInterval(this.retentionTimer)
+      this.retentionTimer = null
+    }
   }
 
   /**
@@ -222,7 +289,7 @@ class LiveLookup {
    */
   async commitDivisible (changes) {
     if (!changes || changes.length === 0) return null
-    return this.core.commitDivisible(changes.map(toNativeChange))
+    return (await this.admit(changes.map(toNativeChange), { divisible: true, recorded: false })).sequence ?? null
   }
 
   /**
@@ -401,7 +468,7 @@ class LiveLookup {
       const invalidations = [...this.services.keys()].sort().map(service => ({ op: 'invalidate', service, contextId: ended, reason }))
       let sequence
       try {
-        sequence = await this.core.commit([...invalidations, ...refreshes].map(toNativeChange))
+        sequence = (await this.admit([...invalidations, ...refreshes].map(toNativeChange), { divisible: false, recorded: false })).sequence ?? null
       } catch (err) {
         // The coherent group cannot fit the provider's own limits (more affected members than
         // one batch carries): a new epoch re-seeded from the Engine instead (BRC-193 §3).
@@ -484,7 +551,8 @@ class LiveLookup {
       }
     }
     const changes = [...groups.flat(), ...extra]
-    const { epoch, sequence } = await this.core.resetEpochWith(changes.map(toNativeChange))
+    const native = changes.map(toNativeChange)
+    const { epoch, sequence } = await this.inOrder((t) => this.core.resetEpochWith(t, native))
     // A new epoch re-seeded from the Engine is what a restored store waits for.
     this.restoredPending = null
     // Its rows are indexed under the services' current rules.
@@ -718,7 +786,9 @@ class LiveLookup {
     if (typeof service !== 'string') throw new TypeError('prohibit needs a service')
     if (!Array.isArray(outpoints)) throw new TypeError('outpoints must be an array')
     const named = outpoints.map(o => typeof o === 'string' ? o : `${o && o.txid}.${o && o.outputIndex}`)
-    return this.core.prohibit(service, named, where === undefined ? null : where, String(reason))
+    // Its place in the admission order is this call's: groups of submits that resolved
+    // before it are published first, and no change made after it lands before it.
+    return this.inOrder((t) => this.core.prohibit(t, service, named, where === undefined ? null : where, String(reason)))
   }
 
   /**
@@ -737,7 +807,7 @@ class LiveLookup {
         throw new TypeError('partitions and principals must be arrays of strings')
       }
     }
-    return this.core.changePolicy(partitions ?? null, principals ?? null)
+    return this.inOrder((t) => this.core.changePolicy(t, partitions ?? null, principals ?? null))
   }
 
   /** The `scope.access` that sessions of `partition` get now (a digest, never a credential). */
@@ -807,6 +877,7 @@ class LiveLookup {
     if (this.closed) return
     this.closed = true
     if (this.compactionTimer) clearInterval(this.compactionTimer)
+    if (this.retentionTimer) clearInterval(this.retentionTimer)
     // Submits that resolved before the close have their groups published before the store goes.
     await this.published()
     // Every waiting poll is answered now (an empty live batch with current watermarks), so

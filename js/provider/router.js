@@ -105,10 +105,13 @@ function checkTransport (req) {
   if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
     return ['unsupported', 'Content-Encoding must be identity']
   }
-  // A declared length over the cap is refused by readBody after the body is drained (see
-  // there), or at once when even draining it would be too much.
+  // A declared length over the cap is refused at once, without waiting for a body that may
+  // never come; the caller then drops what does come (`dropBody`), or closes the connection
+  // when even that would be too much.
   const length = req.headers['content-length']
-  if (length !== undefined && Number(length) > MAX_BODY * DRAIN_FACTOR) return ['limited', 'request body exceeds 1 MiB']
+  if (length !== undefined && Number(length) > MAX_BODY) {
+    return ['limited', 'request body exceeds 1 MiB', Number(length) > MAX_BODY * DRAIN_FACTOR]
+  }
   return null
 }
 
@@ -160,6 +163,21 @@ function readBody (req, max = MAX_BODY, bound = '1 MiB') {
     })
     req.on('error', (e) => { if (!done) { done = true; reject(e) } })
   })
+}
+
+/**
+ * Reads and drops a refused request's body after its answer was sent, so the connection
+ * stays usable and a reverse proxy still streaming the body gets the answer instead of a
+ * reset. Bounded: past DRAIN_FACTOR times the cap the connection is closed.
+ */
+function dropBody (req) {
+  let size = 0
+  req.on('data', (chunk) => {
+    size += chunk.length
+    if (size > MAX_BODY * DRAIN_FACTOR) req.destroy()
+  })
+  req.on('error', () => {})
+  req.resume()
 }
 
 /**
@@ -331,7 +349,8 @@ function createRouter (live, options = {}) {
     if (req.readableEnded) return sendError(res, 'unsupported', 'the lookup routes must be mounted before any body parser')
     const bad = checkTransport(req)
     if (bad) {
-      if (bad[0] === 'limited') res.setHeader('Connection', 'close')
+      if (bad[2] === true || (bad[0] === 'limited' && bad[2] === undefined)) res.setHeader('Connection', 'close')
+      else if (bad[0] === 'limited') dropBody(req)
       return sendError(res, bad[0], bad[1])
     }
     let body

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::select::AttrValue;
 use crate::session::{CancelToken, Caller, Caps, Provider, ProviderConfig};
-use crate::store::{Change, Context, Outpoint, RemoveReason, SpendInput, Store, StoreConfig};
+use crate::store::{Admission, Change, Context, Outpoint, RemoveReason, SpendInput, Store, StoreConfig, Ticket};
 use crate::wire::Limits;
 
 use super::delivery::{DeliveredAnswers, Delivery, Owed};
@@ -85,16 +85,22 @@ pub struct MemberRow {
     pub beef: Option<Buffer>,
 }
 
-/// What a recorded commit did (`Store::commit_recorded`).
+/// See `NativeLive::retention`.
+#[napi(object)]
+pub struct Retention {
+    pub retained_bytes: i64,
+    pub max_retained_bytes: Option<i64>,
+    pub over: bool,
+}
+
+/// What an admission did (`Store::admit`).
 #[napi(object)]
 pub struct RecordedCommit {
     /// The (last) sequence (decimal), or null when nothing changed.
     pub sequence: Option<String>,
     /// Groups committed although no session can ever be served them (`permanent-group`).
     pub unservable: u32,
-    /// Log groups reclaimed beyond the sessions' horizon to stay under `maxRetainedBytes`.
-    pub reclaimed_groups: u32,
-    /// The store stays above `maxRows` or `maxRetainedBytes` even so.
+    /// The store is above `maxRows` or `maxRetainedBytes` with it (recorded changes only).
     pub over_cap: bool,
 }
 
@@ -102,9 +108,13 @@ fn recorded(r: crate::store::Recorded) -> RecordedCommit {
     RecordedCommit {
         sequence: r.sequence.map(|v| v.to_string()),
         unservable: r.unservable.min(u32::MAX as u64) as u32,
-        reclaimed_groups: r.reclaimed_groups.min(u32::MAX as u64) as u32,
         over_cap: r.over_cap,
     }
+}
+
+/// A gate ticket from JS (`reserve`): a positive safe integer.
+fn ticket_of(t: Option<i64>) -> Option<Ticket> {
+    t.filter(|v| *v > 0).map(|v| Ticket(v as u64))
 }
 
 #[napi(object)]
@@ -227,12 +237,19 @@ pub struct LiveStats {
     /// Entries (index entries and row versions) snapshot scans of this process have read:
     /// a count of work. A cancelled open or read stops adding to it.
     pub scan_examined: i64,
-    /// Since this process opened the store: log groups and bytes reclaimed beyond the
-    /// sessions' horizon to honour `maxRetainedBytes` (sessions that needed them get
-    /// reset-required), and groups an attached Engine applied that no session can be served
-    /// (`permanent-group`).
-    pub reclaimed_groups: i64,
-    pub reclaimed_bytes: i64,
+    /// Retained bytes (log, row versions, evidence) and the budget (`maxRetainedBytes`, null
+    /// without one). While retained bytes are over the budget new opens are refused (503
+    /// `unavailable`) until compaction removes history no session was promised;
+    /// `retentionRefusals` counts those refusals since start.
+    pub retained_bytes: i64,
+    pub max_retained_bytes: Option<i64>,
+    pub over_retention_budget: bool,
+    pub retention_refusals: i64,
+    /// Changes holding a place in the admission gate's order, not yet committed (a submit
+    /// whose group is still being assembled, and everything made after it).
+    pub gate_waiting: i64,
+    /// Since this process opened the store: groups an attached Engine applied that no
+    /// session can be served (`permanent-group`).
     pub unservable_groups: i64,
 }
 
@@ -385,6 +402,19 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Res<T> + Send + 'static
         .map_err(to_async)
 }
 
+/// Runs `f` on the blocking pool once `ticket` is first in the store's admission order,
+/// awaited without holding a thread (the ticket ahead may wait for JS work that needs one).
+async fn in_turn<T: Send + 'static>(
+    p: Arc<Provider>,
+    ticket: Option<Ticket>,
+    f: impl FnOnce(Arc<Provider>, Option<Ticket>) -> Res<T> + Send + 'static,
+) -> napi::Result<T> {
+    if let Some(t) = ticket {
+        p.store().until_turn(t).await.map_err(|e| to_async(store_error(e)))?;
+    }
+    blocking(move || f(p, ticket)).await
+}
+
 fn to_async(e: napi::Error<String>) -> napi::Error {
     napi::Error::new(napi::Status::GenericFailure, e.reason)
 }
@@ -446,50 +476,50 @@ impl NativeLive {
         self.provider.store().service_has_rows(&name).map_err(store_error)
     }
 
-    /// Commits one indivisible group durably. Resolves with its sequence (a decimal
-    /// string) once it is flushed and published, or null when nothing changed. A group no
-    /// session could ever be served under the provider's limits is refused (`limited`, the
-    /// message starting with `permanent-group:`) and nothing of it is written.
+    /// A place in the admission gate's order, taken now (docs/design.md "Admission gate"):
+    /// the change it is for lands after every change whose ticket was taken before, however
+    /// long its content takes to be known. Pass it to `admit`, `prohibit`, `changePolicy` or
+    /// `resetEpochWith`, or give it up with `cancel`: later changes wait for it.
     #[napi]
-    pub async fn commit(&self, changes: Vec<NativeChange>) -> napi::Result<Option<String>> {
-        let changes = changes.into_iter().map(to_change).collect::<Res<Vec<_>>>().map_err(to_async)?;
-        let p = self.provider.clone();
-        blocking(move || {
-            p.commit(changes).map(|s| s.map(|v| v.to_string())).map_err(store_error)
-        })
-        .await
+    pub fn reserve(&self) -> i64 {
+        self.provider.store().reserve().0 as i64
     }
 
-    /// Commits changes that promise no atomicity between them (evidence refreshes, a
-    /// starting state) as consecutive groups that each fit the provider's limits, written
-    /// and published together. Resolves with the last sequence, or null when nothing changed.
+    /// Puts `first` (a ticket, or null for a new one) right before `then`; returns it.
     #[napi]
-    pub async fn commit_divisible(&self, changes: Vec<NativeChange>) -> napi::Result<Option<String>> {
-        let changes = changes.into_iter().map(to_change).collect::<Res<Vec<_>>>().map_err(to_async)?;
-        let p = self.provider.clone();
-        blocking(move || {
-            p.commit_divisible(changes).map(|s| s.map(|v| v.to_string())).map_err(store_error)
-        })
-        .await
+    pub fn order_before(&self, first: Option<i64>, then: i64) -> i64 {
+        let then = ticket_of(Some(then)).unwrap_or(Ticket(0));
+        self.provider.store().order_before(ticket_of(first), then).0 as i64
     }
 
-    /// Commits one indivisible group that already happened in the attached Engine (which has
-    /// no rollback): never refused for the provider's limits or the store's caps
-    /// (`Store::commit_recorded`). Resolves once it is flushed and published.
+    /// Gives up a ticket.
     #[napi]
-    pub async fn commit_recorded(&self, changes: Vec<NativeChange>) -> napi::Result<RecordedCommit> {
-        let changes = changes.into_iter().map(to_change).collect::<Res<Vec<_>>>().map_err(to_async)?;
-        let p = self.provider.clone();
-        blocking(move || p.store().commit_recorded(changes).map(recorded).map_err(store_error)).await
+    pub fn cancel(&self, ticket: i64) {
+        if let Some(t) = ticket_of(Some(ticket)) {
+            self.provider.store().cancel(t);
+        }
     }
 
-    /// `commit_divisible` of changes that already happened in the attached Engine
-    /// (`Store::commit_divisible_recorded`).
+    /// The admission gate (`Store::admit`): commits `changes` at the place of `ticket` (null:
+    /// a ticket taken now), after the prohibitions; resolves once they are flushed and
+    /// published. `divisible`: groups that each fit the provider's limits; otherwise one
+    /// indivisible group. `recorded`: changes the attached Engine already applied, never
+    /// refused for the limits or the caps; otherwise a group beyond them is refused (`limited`,
+    /// the message starting with `permanent-group:` for the limits) and nothing is written.
     #[napi]
-    pub async fn commit_divisible_recorded(&self, changes: Vec<NativeChange>) -> napi::Result<RecordedCommit> {
-        let changes = changes.into_iter().map(to_change).collect::<Res<Vec<_>>>().map_err(to_async)?;
-        let p = self.provider.clone();
-        blocking(move || p.store().commit_divisible_recorded(changes).map(recorded).map_err(store_error)).await
+    pub async fn admit(&self, ticket: Option<i64>, changes: Vec<NativeChange>, divisible: bool, recorded_: bool) -> napi::Result<RecordedCommit> {
+        let ticket = ticket_of(ticket);
+        let changes = match changes.into_iter().map(to_change).collect::<Res<Vec<_>>>() {
+            Ok(c) => c,
+            Err(e) => {
+                if let Some(t) = ticket {
+                    self.provider.store().cancel(t);
+                }
+                return Err(to_async(e));
+            }
+        };
+        let how = Admission { divisible, recorded: recorded_ };
+        in_turn(self.provider.clone(), ticket, move |p, t| p.store().admit(t, changes, how).map(recorded).map_err(store_error)).await
     }
 
     /// Applies expiry timers due now (the store's timer does so on its own, and opens and
@@ -600,10 +630,9 @@ impl NativeLive {
     /// `txid.outputIndex`, and/or those matching `filter` (a selection's `where`). Durable and
     /// in force when it resolves.
     #[napi]
-    pub async fn prohibit(&self, service: String, outpoints: Vec<String>, filter: Option<Value>, reason: String) -> napi::Result<ProhibitResult> {
-        let p = self.provider.clone();
-        blocking(move || {
-            let o = p.prohibit(&service, outpoints, filter, &reason).map_err(js_error)?;
+    pub async fn prohibit(&self, ticket: Option<i64>, service: String, outpoints: Vec<String>, filter: Option<Value>, reason: String) -> napi::Result<ProhibitResult> {
+        in_turn(self.provider.clone(), ticket_of(ticket), move |p, ticket| {
+            let o = p.prohibit(ticket, &service, outpoints, filter, &reason).map_err(js_error)?;
             Ok(ProhibitResult { number: o.number as u32, sequence: o.sequence.map(|s| s.to_string()), rows: o.rows as u32, sessions: o.sessions as u32 })
         })
         .await
@@ -611,9 +640,11 @@ impl NativeLive {
 
     /// A policy change (`Provider::change_policy`); resolves with the sessions ended.
     #[napi]
-    pub async fn change_policy(&self, partitions: Option<Vec<String>>, principals: Option<Vec<String>>) -> napi::Result<u32> {
-        let p = self.provider.clone();
-        blocking(move || p.change_policy(partitions, principals).map(|n| n as u32).map_err(js_error)).await
+    pub async fn change_policy(&self, ticket: Option<i64>, partitions: Option<Vec<String>>, principals: Option<Vec<String>>) -> napi::Result<u32> {
+        in_turn(self.provider.clone(), ticket_of(ticket), move |p, ticket| {
+            p.change_policy(ticket, partitions, principals).map(|n| n as u32).map_err(js_error)
+        })
+        .await
     }
 
     /// The `scope.access` a session of `partition` gets now.
@@ -629,13 +660,6 @@ impl NativeLive {
         blocking(move || p.compact(max_items as usize).map_err(js_error)).await
     }
 
-    /// Deliberate reset: a new epoch; every existing cursor gets reset-required.
-    #[napi]
-    pub async fn reset_epoch(&self) -> napi::Result<String> {
-        let p = self.provider.clone();
-        blocking(move || p.store().reset_epoch().map_err(store_error)).await
-    }
-
     /// The sequence of the latest group carrying an invalidation in this epoch ("0" if
     /// none): the current chain view is named after it.
     #[napi]
@@ -646,11 +670,19 @@ impl NativeLive {
     /// A new epoch whose first group is `changes`, written atomically with the reset (so the
     /// new epoch is never seen empty). Resolves with the new epoch and the group's sequence.
     #[napi]
-    pub async fn reset_epoch_with(&self, changes: Vec<NativeChange>) -> napi::Result<EpochReset> {
-        let changes = changes.into_iter().map(to_change).collect::<Res<Vec<_>>>().map_err(to_async)?;
-        let p = self.provider.clone();
-        blocking(move || {
-            p.reset_epoch_with(changes)
+    pub async fn reset_epoch_with(&self, ticket: Option<i64>, changes: Vec<NativeChange>) -> napi::Result<EpochReset> {
+        let ticket = ticket_of(ticket);
+        let changes = match changes.into_iter().map(to_change).collect::<Res<Vec<_>>>() {
+            Ok(c) => c,
+            Err(e) => {
+                if let Some(t) = ticket {
+                    self.provider.store().cancel(t);
+                }
+                return Err(to_async(e));
+            }
+        };
+        in_turn(self.provider.clone(), ticket, move |p, ticket| {
+            p.store().reset_epoch_with(ticket, changes)
                 .map(|(epoch, seq)| EpochReset { epoch, sequence: seq.map(|v| v.to_string()) })
                 .map_err(store_error)
         })
@@ -665,6 +697,19 @@ impl NativeLive {
     #[napi]
     pub fn high_water(&self) -> String {
         self.provider.store().high_water().to_string()
+    }
+
+    /// Retained bytes against `maxRetainedBytes`, without touching the disk (a recorded
+    /// commit asks after each group).
+    #[napi]
+    pub fn retention(&self) -> Retention {
+        let store = self.provider.store();
+        let over = store.over_retained();
+        Retention {
+            retained_bytes: store.retained_bytes() as i64,
+            max_retained_bytes: store.max_retained_bytes().map(|v| v as i64),
+            over: over.is_some(),
+        }
     }
 
     #[napi]
@@ -684,8 +729,11 @@ impl NativeLive {
             disk_bytes: s.disk_bytes as i64,
             published_ago_ms,
             scan_examined: self.provider.store().scan_examined() as i64,
-            reclaimed_groups: s.reclaimed_groups as i64,
-            reclaimed_bytes: s.reclaimed_bytes as i64,
+            retained_bytes: s.retained_bytes as i64,
+            max_retained_bytes: self.provider.store().max_retained_bytes().map(|v| v as i64),
+            over_retention_budget: self.provider.store().over_retained().is_some(),
+            retention_refusals: self.provider.retention_refusals() as i64,
+            gate_waiting: s.gate_waiting as i64,
             unservable_groups: s.unservable_groups as i64,
         })
     }

@@ -27,7 +27,7 @@ mod table;
 pub mod wait;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -36,7 +36,7 @@ use serde_json::{json, Value};
 use sha2::{Digest as _, Sha256};
 
 use crate::select::Selection;
-use crate::store::{BlobRef, Projected, SnapshotRow, StopCheck, Store};
+use crate::store::{BlobRef, Projected, SnapshotRow, StopCheck, Store, Ticket, Turn};
 use crate::wire::{self, ErrorCode, Limits, WireError};
 
 use batch::{Frame, Offer, Packer, Phase, Tail};
@@ -53,6 +53,8 @@ pub const LEGACY_CONTEXT_SCHEMA: &str = "https://bsv.brc.dev/apps/0192#legacy-lo
 /// At most this many log groups are examined by one read, so a long run of
 /// irrelevant groups cannot make one request unbounded; `through` still advances.
 const MAX_GROUPS_EXAMINED_PER_READ: usize = 20_000;
+/// `retryAfterMs` of an open refused while the store is over its retention budget.
+const RETENTION_RETRY_MS: u32 = 5_000;
 
 /// Provider-wide settings frozen for every session it opens.
 #[derive(Clone, Debug)]
@@ -295,10 +297,14 @@ pub struct Provider {
     cursor_key: CursorKey,
     /// The access policy's identity, version and partition generations.
     policy: access::AccessTable,
-    prohibited: prohibit::Prohibitions,
-    /// Commits and opens hold it shared; a prohibition or a policy change holds it
-    /// exclusively, so no watermark is captured and no group committed in the middle of one.
+    /// Installed in the store's admission gate as its change filter.
+    prohibited: Arc<prohibit::Prohibitions>,
+    /// Opens hold it shared while they derive the access and capture W; a prohibition or a
+    /// policy change holds it exclusively (inside its gate turn, which keeps commits out), so
+    /// no watermark is captured in the middle of one.
     admission: RwLock<()>,
+    /// See [`Provider::retention_refusals`].
+    retention_refusals: AtomicU64,
 }
 
 /// How a session ended.
@@ -405,9 +411,12 @@ impl Provider {
             clock_offset_ms: AtomicI64::new(0),
             hooks: TestHooks::default(),
             policy: access::AccessTable::default(),
-            prohibited: prohibit::Prohibitions::default(),
+            prohibited: Arc::new(prohibit::Prohibitions::default()),
             admission: RwLock::new(()),
+            retention_refusals: AtomicU64::new(0),
         });
+        // Every change the store commits passes the prohibitions first, whatever its entrance.
+        p.store.set_change_filter(Some(p.prohibited.clone()));
         p.load_policy()?;
         // Sessions retained from before a restart count against the per-principal cap
         // and hold the compaction horizon from the start.
@@ -444,24 +453,25 @@ impl Provider {
         self.store.kick_timer();
     }
 
-    /// Commits one indivisible group ([`Store::commit`]); admissions of prohibited rows are
-    /// removals by then ([`prohibit`]).
+    /// Commits one indivisible group through the store's admission gate ([`Store::admit`]),
+    /// where the prohibitions are applied: an admission of a prohibited row is its removal by
+    /// then ([`prohibit`]).
     pub fn commit(&self, changes: Vec<crate::store::Change>) -> Result<Option<u64>, crate::store::StoreError> {
-        let _admission = self.admission.read().unwrap();
-        self.store.commit(self.prohibited.filter_changes(changes))
+        self.store.commit(changes)
     }
 
-    /// [`Store::commit_divisible`], with prohibited admissions turned into removals.
+    /// [`Store::commit_divisible`], through the same gate.
     pub fn commit_divisible(&self, changes: Vec<crate::store::Change>) -> Result<Option<u64>, crate::store::StoreError> {
-        let _admission = self.admission.read().unwrap();
-        self.store.commit_divisible(self.prohibited.filter_changes(changes))
+        self.store.commit_divisible(changes)
     }
 
-    /// [`Store::reset_epoch_with`], with prohibited admissions turned into removals: a new
-    /// epoch re-seeded from the Engine does not bring a prohibited row back.
-    pub fn reset_epoch_with(&self, first: Vec<crate::store::Change>) -> Result<(String, Option<u64>), crate::store::StoreError> {
-        let _admission = self.admission.read().unwrap();
-        self.store.reset_epoch_with(self.prohibited.filter_changes(first))
+    /// Holds the store's admission turn for `ticket` (one taken now when `None`) once every
+    /// change admitted before it is published: a prohibition or a policy change then happens
+    /// at its place in the order the host made its changes (docs/design.md "Admission gate").
+    fn exclusive_turn(&self, ticket: Option<Ticket>) -> Result<Turn<'_>, WireError> {
+        let turn = self.store.turn(ticket.unwrap_or_else(|| self.store.reserve())).map_err(store_err)?;
+        self.store.sync(&turn).map_err(store_err)?;
+        Ok(turn)
     }
 
     /// Registers (or re-registers with new rules) a wrapped service and returns its
@@ -619,6 +629,11 @@ impl Provider {
         if !access::valid_partition(partition) {
             return Err(err(ErrorCode::Unauthorized, "the host returned no usable access partition"));
         }
+        // Expiries due at T are applied before W is captured (BRC-193 §8). Before the
+        // admission lock: the expiry waits for its turn in the store's gate, and a prohibition
+        // holds its turn while it takes that lock.
+        let t = self.now();
+        self.store.apply_expiries(t).map_err(store_err)?;
         // No prohibition or policy change falls between deriving the access, capturing W
         // and storing the session (prohibit.rs).
         let _admission = self.admission.read().unwrap();
@@ -644,9 +659,7 @@ impl Provider {
         }
 
         self.check_session_cap(caller)?;
-        let t = self.now();
-        // Expiries due at T are applied before W is captured (BRC-193 §8).
-        self.store.apply_expiries(t).map_err(store_err)?;
+        self.check_retention()?;
         let w = self.store.high_water();
         let expires_at = t
             .checked_add(self.cfg.session_seconds)
@@ -724,6 +737,28 @@ impl Provider {
             return Err(err(ErrorCode::Unavailable, "the first batch could not be reproduced"));
         }
         Ok(page.body)
+    }
+
+    /// While the store retains more than `maxRetainedBytes` (recorded Engine changes took it
+    /// there), a new session would add promises the provider could keep only by retaining
+    /// even more: it is refused as a capacity condition (BRC-193 §4: no deadline beyond what
+    /// the provider can retain), never by discarding history earlier sessions were promised.
+    /// Compaction brings the store back under once those promises pass.
+    fn check_retention(&self) -> Result<(), WireError> {
+        let Some((retained, limit)) = self.store.over_retained() else { return Ok(()) };
+        self.retention_refusals.fetch_add(1, Ordering::Relaxed);
+        let mut e = err(
+            ErrorCode::Unavailable,
+            format!("the provider retains {retained} bytes of history, over its budget of {limit}; new sessions wait until promised history can be compacted"),
+        );
+        e.retryable = true;
+        e.retry_after_ms = Some(RETENTION_RETRY_MS);
+        Err(e)
+    }
+
+    /// Opens refused by [`Provider::check_retention`] since this provider started.
+    pub fn retention_refusals(&self) -> u64 {
+        self.retention_refusals.load(Ordering::Relaxed)
     }
 
     fn check_session_cap(&self, caller: &Caller) -> Result<(), WireError> {
@@ -1302,7 +1337,11 @@ impl Provider {
     /// with neither, the whole policy gets a new version. Every session whose access is no
     /// longer current ends with `reset-required` (waiting polls included), in the same
     /// flushed write as the new version or generations. Returns the sessions ended.
-    pub fn change_policy(&self, partitions: Option<Vec<String>>, principals: Option<Vec<String>>) -> Result<usize, WireError> {
+    ///
+    /// It takes its place in the store's admission order (`ticket`, or one taken now): groups
+    /// of changes made before it are published first, later ones after.
+    pub fn change_policy(&self, ticket: Option<Ticket>, partitions: Option<Vec<String>>, principals: Option<Vec<String>>) -> Result<usize, WireError> {
+        let _turn = self.exclusive_turn(ticket)?;
         for p in partitions.iter().flatten() {
             if !access::valid_partition(p) {
                 return Err(err(ErrorCode::Invalid, "a partition is 1..=1024 bytes"));

@@ -11,10 +11,16 @@
 //!    after their watermark — end with `reset-required`, waiting polls included;
 //! 3. the rows still present are withdrawn (reason `evicted`) in one committed group, so a
 //!    snapshot captured after it never holds them, and later admissions of them are turned
-//!    into removals at commit ([`Prohibitions::filter_changes`]), so no later log group does.
+//!    into removals in the store's admission gate ([`Prohibitions`] is its change filter),
+//!    whatever their entrance (an attached Engine's submits, reconciliation at attach, a
+//!    re-seeded epoch, `live.commit`), so no later log group does.
 //!
-//! Commits and opens wait while this runs (`Provider::admission`): no open captures a
-//! watermark between the record and the withdrawal, and no commit slips a prohibited row in.
+//! A prohibition takes its place in the gate's order like any change: changes made before it
+//! are published first, and none made after it is committed while it runs. Opens wait too
+//! (`Provider::admission`): none captures a watermark between the record and the withdrawal.
+//! At start every stored prohibition is in force before anything is admitted, and rows a
+//! prohibition names that are present anyway (a store written by an older version that let
+//! them in) are withdrawn then, so every open can be served.
 //! Finding the sessions of step 2 reads each prohibited row's present version and one pass of
 //! the retained log after the oldest open session's watermark. A record not marked done (the
 //! process stopped half way) is applied again when the provider starts.
@@ -26,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::select::{Attributes, Filter, Order, Selection};
-use crate::store::{Change, Outpoint, RemoveReason};
+use crate::store::{Admission, Change, ChangeFilter, Outpoint, RemoveReason, Ticket, Turn};
 use crate::wire::{ErrorCode, WireError};
 
 use super::record::PROHIBIT_PREFIX;
@@ -154,6 +160,12 @@ impl Prohibitions {
     }
 }
 
+impl ChangeFilter for Prohibitions {
+    fn filter(&self, changes: Vec<Change>) -> Vec<Change> {
+        self.filter_changes(changes)
+    }
+}
+
 /// A version a prohibition names: at `seq` (its creation or removal; `u64::MAX` for a version
 /// present now), with what selections match.
 struct Hit {
@@ -176,9 +188,10 @@ impl Target {
 }
 
 impl Provider {
-    /// Loads the stored prohibitions and applies any that a stopped process left half done.
+    /// Loads the stored prohibitions, applies any that a stopped process left half done, and
+    /// withdraws present rows that a prohibition names (see the module docs).
     pub(super) fn load_prohibitions(&self) -> Result<(), WireError> {
-        let mut pending = Vec::new();
+        let mut records = Vec::new();
         for item in self.store.aux_scan_prefix(PROHIBIT_PREFIX) {
             let (_, raw) = item.map_err(store_err)?;
             let rec: ProhibitionRecord =
@@ -189,13 +202,30 @@ impl Provider {
             let mut inner = self.prohibited.inner.write().unwrap();
             inner.next = inner.next.max(rec.number);
             drop(inner);
+            records.push((rec, target));
+        }
+        if records.is_empty() {
+            return Ok(());
+        }
+        let turn = self.exclusive_turn(None)?;
+        let _admission = self.admission.write().unwrap();
+        let mut strays = Vec::new();
+        for (rec, target) in records {
             if !rec.done {
-                pending.push((rec, target));
+                self.apply_prohibition(&turn, rec, target)?;
+            } else {
+                let service = target.service.clone();
+                strays.extend(self.present_hits(&target)?.0.into_iter().map(|o| (service.clone(), o)));
             }
         }
-        for (rec, target) in pending {
-            let _admission = self.admission.write().unwrap();
-            self.apply_prohibition(rec, target)?;
+        strays.sort();
+        strays.dedup();
+        if !strays.is_empty() {
+            let removals = strays
+                .into_iter()
+                .map(|(service, outpoint)| Change::Remove { service, outpoint, reason: RemoveReason::Evicted, spend: None })
+                .collect();
+            self.store.admit_in_turn(&turn, removals, Admission { divisible: true, recorded: true }).map_err(store_err)?;
         }
         Ok(())
     }
@@ -213,7 +243,9 @@ impl Provider {
     /// Prohibits serving rows of `service`: those at `outpoints` (`txid.outputIndex`) and those
     /// whose topic and attributes match `filter`. Durable and in force when it returns (module
     /// docs).
-    pub fn prohibit(&self, service: &str, outpoints: Vec<String>, filter: Option<Value>, reason: &str) -> Result<ProhibitOutcome, WireError> {
+    /// It takes its place in the store's admission order (`ticket`, or one taken now).
+    pub fn prohibit(&self, ticket: Option<Ticket>, service: &str, outpoints: Vec<String>, filter: Option<Value>, reason: &str) -> Result<ProhibitOutcome, WireError> {
+        let turn = self.exclusive_turn(ticket)?;
         if service.is_empty() || service.len() > crate::store::MAX_SERVICE_BYTES {
             return Err(err(ErrorCode::Invalid, "prohibition: service must be 1..=256 bytes"));
         }
@@ -240,7 +272,7 @@ impl Provider {
         let target = self.target_of(&rec)?;
         self.write_prohibition(&rec)?;
         self.prohibited.insert(service, target.outpoints.iter().cloned(), target.filter.clone());
-        self.apply_prohibition(rec, target)
+        self.apply_prohibition(&turn, rec, target)
     }
 
     fn write_prohibition(&self, rec: &ProhibitionRecord) -> Result<(), WireError> {
@@ -249,8 +281,9 @@ impl Provider {
             .map_err(store_err)
     }
 
-    /// Steps 2 and 3 of the module docs, under the admission lock held by the caller.
-    fn apply_prohibition(&self, mut rec: ProhibitionRecord, target: Target) -> Result<ProhibitOutcome, WireError> {
+    /// Steps 2 and 3 of the module docs, in the gate turn and under the admission lock held by
+    /// the caller.
+    fn apply_prohibition(&self, turn: &Turn<'_>, mut rec: ProhibitionRecord, target: Target) -> Result<ProhibitOutcome, WireError> {
         self.load_all_sessions()?;
         let now = self.now();
         let epoch = self.store.epoch();
@@ -305,7 +338,11 @@ impl Provider {
             .map(|o| Change::Remove { service: target.service.clone(), outpoint: o.clone(), reason: RemoveReason::Evicted, spend: None })
             .collect();
         let rows = removals.len();
-        let sequence = if removals.is_empty() { None } else { self.store.commit_divisible(removals).map_err(store_err)? };
+        let sequence = if removals.is_empty() {
+            None
+        } else {
+            self.store.admit_in_turn(turn, removals, Admission { divisible: true, recorded: false }).map_err(store_err)?.sequence
+        };
         rec.sequence = sequence.unwrap_or(high_water);
         rec.done = true;
         self.write_prohibition(&rec)?;

@@ -29,9 +29,13 @@ type Reply<T> = SyncSender<Result<T, StoreError>>;
 type Replies = Vec<(Reply<Option<u64>>, Result<Option<u64>, StoreError>)>;
 
 pub(crate) enum Req {
-    Commit { changes: Vec<Change>, mode: Mode, reply: Reply<Option<u64>> },
+    /// `due_by`: the clock (Unix seconds) when the change was made (its gate ticket was
+    /// taken); expiries due by then are numbered before it, later ones after.
+    Commit { changes: Vec<Change>, mode: Mode, due_by: Option<u64>, reply: Reply<Option<u64>> },
     /// Changes with no atomicity between them: split into groups that fit the budget.
-    CommitDivisible { changes: Vec<Change>, mode: Mode, reply: Reply<Option<u64>> },
+    CommitDivisible { changes: Vec<Change>, mode: Mode, due_by: Option<u64>, reply: Reply<Option<u64>> },
+    /// Answered once everything sent before it is applied, flushed and published.
+    Sync { reply: Reply<()> },
     Expire { now: u64, reply: Reply<Option<u64>> },
     Compact { horizon: u64, max_items: usize, reply: Reply<bool> },
     /// A new epoch whose first group (sequence 1, unless `first` changes nothing) is written
@@ -48,12 +52,11 @@ pub(crate) enum Mode {
     Record(Arc<Mutex<Recorded>>),
 }
 
-/// [`Mode`] as staging applies it. `reclaimed`: the oldest history was already reclaimed for
-/// this group, so going beyond `max_retained_bytes` is now noted instead of reported.
+/// [`Mode`] as staging applies it.
 #[derive(Clone, Copy)]
 enum Policy<'a> {
     Refuse,
-    Record { notes: &'a Mutex<Recorded>, reclaimed: bool },
+    Record { notes: &'a Mutex<Recorded> },
 }
 
 impl Policy<'_> {
@@ -767,27 +770,32 @@ impl Committer {
     fn handle(&mut self, reqs: Vec<Req>) -> bool {
         let mut drain = self.new_drain();
         for req in reqs {
-            if matches!(req, Req::Commit { .. } | Req::CommitDivisible { .. }) {
-                // Expiries due by now are numbered before any group staged from now on.
-                if let Some(now) = self.due_now() {
-                    let _ = self.expire(&mut drain, now);
+            if let Req::Commit { due_by, .. } | Req::CommitDivisible { due_by, .. } = &req {
+                // Expiries due when the change was made are numbered before it (BRC-193 §8).
+                if let Some(at) = self.due_by(*due_by) {
+                    let _ = self.expire(&mut drain, at);
                 }
             }
             match req {
-                Req::Commit { changes, mode: Mode::Refuse, reply } => {
+                Req::Commit { changes, mode: Mode::Refuse, reply, .. } => {
                     let result = self.stage_group(&mut drain, changes, Policy::Refuse);
                     drain.replies.push((reply, result));
                 }
-                Req::Commit { changes, mode: Mode::Record(notes), reply } => {
-                    let result = self.stage_recorded(&mut drain, changes, &notes, false);
+                Req::Commit { changes, mode: Mode::Record(notes), reply, .. } => {
+                    let result = self.stage_group(&mut drain, changes, Policy::Record { notes: &notes });
                     drain.replies.push((reply, result));
                 }
-                Req::CommitDivisible { changes, mode, reply } => {
+                Req::CommitDivisible { changes, mode, reply, .. } => {
                     let r = match &mode {
                         Mode::Refuse => self.stage_divisible(&mut drain, changes, Policy::Refuse),
-                        Mode::Record(notes) => self.stage_recorded(&mut drain, changes, notes, true),
+                        Mode::Record(notes) => self.stage_divisible(&mut drain, changes, Policy::Record { notes }),
                     };
                     self.answer_with_drain(&mut drain, reply, r);
+                }
+                Req::Sync { reply } => {
+                    self.flush_drain(&mut drain);
+                    self.barrier();
+                    let _ = reply.send(self.failed_check());
                 }
                 Req::Expire { now, reply } => {
                     let r = self.expire(&mut drain, now);
@@ -821,15 +829,10 @@ impl Committer {
         true
     }
 
-    /// The clock's time in seconds when an expiry timer is due by it.
-    fn due_now(&self) -> Option<u64> {
-        let next = self.shared.next_timer.load(Ordering::Acquire);
-        if next == u64::MAX {
-            return None;
-        }
-        let clock = self.shared.clock.read().unwrap_or_else(|p| p.into_inner()).clone()?;
-        let now = clock()? / 1000;
-        (next <= now).then_some(now)
+    /// `at` (a change's time, Unix seconds) when an expiry timer is due by it.
+    fn due_by(&self, at: Option<u64>) -> Option<u64> {
+        let at = at?;
+        (self.shared.next_timer.load(Ordering::Acquire) <= at).then_some(at)
     }
 
     /// Commits the expiries due at `now` (read from the tree, so what is staged so far is
@@ -965,64 +968,6 @@ impl Committer {
         }
     }
 
-    /// Stages changes that must be recorded (`Mode::Record`), as one group or, when
-    /// `divisible`, as groups that fit. If they would take the store beyond
-    /// `max_retained_bytes`, the oldest retained history is reclaimed until they fit (or none
-    /// is left) and they are staged again, beyond the cap if need be.
-    fn stage_recorded(&mut self, drain: &mut Drain, changes: Vec<Change>, notes: &Mutex<Recorded>, divisible: bool) -> Result<Option<u64>, StoreError> {
-        // Kept only when a retry can happen (the clone copies evidence).
-        let again = self.shared.max_retained_bytes.is_some().then(|| changes.clone());
-        let stage = |c: &mut Self, d: &mut Drain, changes: Vec<Change>, reclaimed: bool| {
-            let policy = Policy::Record { notes, reclaimed };
-            if divisible { c.stage_divisible(d, changes, policy) } else { c.stage_group(d, changes, policy) }
-        };
-        match (stage(self, drain, changes, false), again) {
-            (Err(StoreError::Limit { what: RETAINED_BYTES, .. }), Some(changes)) => {
-                self.reclaim(drain, &changes, notes)?;
-                stage(self, drain, changes, true)
-            }
-            (r, _) => r,
-        }
-    }
-
-    /// Compacts the oldest log groups, whatever sessions still need them, until `changes`
-    /// staged as one group would fit under `max_retained_bytes` or no history is left.
-    /// Sessions positioned before what is reclaimed then get reset-required, as for any
-    /// compacted history (BRC-193 §5: a lost log interval). What is staged in `drain` is
-    /// applied and published first, since only published groups are compacted.
-    fn reclaim(&mut self, drain: &mut Drain, changes: &[Change], notes: &Mutex<Recorded>) -> Result<(), StoreError> {
-        let Some(limit) = self.shared.max_retained_bytes else { return Ok(()) };
-        self.flush_drain(drain);
-        self.barrier();
-        self.failed_check()?;
-        loop {
-            let growth = self.growth_of(changes.to_vec())?;
-            if self.stats.retained().saturating_add(growth) <= limit || self.shared.compacted.load(Ordering::Acquire) >= self.high_water {
-                break;
-            }
-            let (groups, bytes) = (self.stats.log_groups, self.stats.retained());
-            let r = compact::step(self, self.high_water, 256);
-            self.note_failure(&r);
-            r?;
-            let (groups, bytes) = (groups.saturating_sub(self.stats.log_groups), bytes.saturating_sub(self.stats.retained()));
-            self.shared.reclaimed_groups.fetch_add(groups, Ordering::Relaxed);
-            self.shared.reclaimed_bytes.fetch_add(bytes, Ordering::Relaxed);
-            notes.lock().unwrap_or_else(|p| p.into_inner()).reclaimed_groups += groups;
-        }
-        *drain = self.new_drain();
-        Ok(())
-    }
-
-    /// How many retained bytes `changes`, as one group after everything applied, would add.
-    fn growth_of(&self, changes: Vec<Change>) -> Result<u64, StoreError> {
-        let empty = Writes::new();
-        let mut txn = Txn::new(&self.db, &empty, self.stats);
-        let seq = self.high_water + 1;
-        let group = apply_changes(&mut txn, seq, changes)?;
-        record_group(&mut txn, seq, group);
-        Ok(txn.stats.retained().saturating_sub(self.stats.retained()))
-    }
-
     /// Stage one group into the drain; on error nothing of it is staged.
     fn stage_group(&mut self, drain: &mut Drain, changes: Vec<Change>, policy: Policy) -> Result<Option<u64>, StoreError> {
         self.failed_check()?;
@@ -1057,8 +1002,9 @@ impl Committer {
     }
 
     /// Caps apply only to growth: a group that shrinks the store always commits. A recorded
-    /// group goes beyond the row cap, and beyond the retained-bytes cap once history was
-    /// reclaimed for it; that is noted.
+    /// group goes beyond either cap, and that is noted: what it records already happened in
+    /// the Engine, and no promised history is discarded to make room (BRC-193 §4; opens are
+    /// refused instead while the store is over `max_retained_bytes`, see `Store::over_retained`).
     fn check_caps(&self, before: &Stats, after: &Stats, policy: Policy) -> Result<(), StoreError> {
         if let Some(limit) = self.shared.max_rows {
             if after.live_rows > limit && after.live_rows > before.live_rows {
@@ -1071,8 +1017,8 @@ impl Committer {
         if let Some(limit) = self.shared.max_retained_bytes {
             if after.retained() > limit && after.retained() > before.retained() {
                 match policy {
-                    Policy::Record { reclaimed: true, .. } => policy.note(|n| n.over_cap = true),
-                    _ => return Err(StoreError::Limit { what: RETAINED_BYTES, limit }),
+                    Policy::Record { .. } => policy.note(|n| n.over_cap = true),
+                    Policy::Refuse => return Err(StoreError::Limit { what: RETAINED_BYTES, limit }),
                 }
             }
         }
@@ -1101,7 +1047,7 @@ impl Committer {
             Ok(()) => {
                 crash_point("after-write");
                 self.high_water = last_seq;
-                self.stats = stats;
+                self.set_stats(stats);
                 let msg = FlushMsg::Applied { last_seq, replies };
                 if let Some((tx, _)) = &self.flusher {
                     if let Err(mpsc::SendError(FlushMsg::Applied { replies, .. })) = tx.send(msg) {
@@ -1121,6 +1067,12 @@ impl Committer {
                 }
             }
         }
+    }
+
+    /// The applied counters, and the retained bytes opens compare with the budget.
+    pub(crate) fn set_stats(&mut self, stats: Stats) {
+        self.stats = stats;
+        self.shared.retained.store(stats.retained(), Ordering::Release);
     }
 
     /// Lowers `next_timer` to the earliest timer in the tree and wakes the timer thread when
@@ -1183,7 +1135,7 @@ impl Committer {
         *self.shared.epoch.write().unwrap_or_else(|p| p.into_inner()) = epoch.clone();
         self.shared.compacted.store(0, Ordering::Release);
         self.high_water = seq;
-        self.stats = stats;
+        self.set_stats(stats);
         // Exact: the old timers went with the old epoch, and the first group may add some.
         self.shared.next_timer.store(first_timer(&self.db)?, Ordering::Release);
         publish(&self.shared, seq);

@@ -73,7 +73,7 @@ pub(crate) fn step(c: &mut Committer, horizon: u64, max_items: usize) -> Result<
     c.db.apply_batch(batch).map_err(StoreError::io("compacting"))?;
     crash_point("compaction");
     c.db.flush().map_err(StoreError::io("flushing compaction"))?;
-    c.stats = stats;
+    c.set_stats(stats);
     c.shared.compacted.store(last, Ordering::Release);
     Ok(last < horizon)
 }

@@ -27,6 +27,7 @@ mod codec;
 mod commit;
 mod compact;
 pub mod crash;
+mod gate;
 mod keys;
 mod project;
 mod scan;
@@ -34,6 +35,7 @@ mod timer;
 mod versions;
 
 pub use codec::{Invalidation, LogChange, LogGroup, NewVersion, OldVersion};
+pub use gate::{Ticket, Turn};
 pub use keys::VERSION_KEY_LEN;
 pub use project::Projected;
 pub use scan::{LogIter, SnapshotIter, SnapshotRow, StopCheck};
@@ -159,18 +161,33 @@ pub trait GroupBudget: Send + Sync {
     fn describe(&self) -> String;
 }
 
-/// What [`Store::commit_recorded`] and [`Store::commit_divisible_recorded`] did besides
-/// committing.
+/// What an admission ([`Store::admit`]) did besides committing.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Recorded {
     /// The (last) sequence, `None` when nothing changed.
     pub sequence: Option<u64>,
     /// Groups committed although no session can ever be served them (`permanent-group`).
     pub unservable: u64,
-    /// Log groups compacted beyond the sessions' horizon to stay under `max_retained_bytes`.
-    pub reclaimed_groups: u64,
-    /// The store stays above a cap even so (the current collection alone exceeds it).
+    /// The store went (or stays) beyond `max_rows` or `max_retained_bytes` with it.
     pub over_cap: bool,
+}
+
+/// How [`Store::admit`] treats changes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Admission {
+    /// Changes that promise no atomicity between them (a starting state, evidence refreshes):
+    /// split into consecutive groups that each fit the installed [`GroupBudget`].
+    pub divisible: bool,
+    /// Changes that already happened where the collection comes from (an Engine with no
+    /// rollback): never refused for the budget or a cap, see [`Store::admit`].
+    pub recorded: bool,
+}
+
+/// What the gate does to changes before they are committed: the provider installs its
+/// prohibitions here ([`Store::set_change_filter`]), so that no entrance can admit a
+/// prohibited row (BRC-193 §8).
+pub trait ChangeFilter: Send + Sync {
+    fn filter(&self, changes: Vec<Change>) -> Vec<Change>;
 }
 
 /// Wall-clock milliseconds as the provider counts them (`None`: no clock any more). With a clock
@@ -280,12 +297,13 @@ pub struct StoreStats {
     pub blob_bytes: u64,
     /// What sled reports on disk.
     pub disk_bytes: u64,
-    /// Since this process opened the store: log groups (and their bytes) reclaimed beyond the
-    /// sessions' horizon to honour `max_retained_bytes`, and groups recorded although no
-    /// session can be served them ([`Store::commit_recorded`]).
-    pub reclaimed_groups: u64,
-    pub reclaimed_bytes: u64,
+    /// `log_bytes + row_bytes + blob_bytes`, what `max_retained_bytes` bounds.
+    pub retained_bytes: u64,
+    /// Since this process opened the store: groups recorded although no session can be
+    /// served them ([`Store::admit`]).
     pub unservable_groups: u64,
+    /// Changes holding a place in the admission gate's order, not yet through it.
+    pub gate_waiting: u64,
 }
 
 /// State shared with the committer thread.
@@ -315,9 +333,9 @@ pub(crate) struct Shared {
     /// Entries snapshot scans read ([`Store::scan_examined`]).
     pub scan_examined: Arc<AtomicU64>,
     /// See [`StoreStats`].
-    pub reclaimed_groups: AtomicU64,
-    pub reclaimed_bytes: AtomicU64,
     pub unservable_groups: AtomicU64,
+    /// Retained bytes of the applied state (`Stats::retained`), kept by the committer.
+    pub retained: AtomicU64,
 }
 
 pub struct Store {
@@ -327,6 +345,9 @@ pub struct Store {
     tx: Mutex<Option<mpsc::Sender<Req>>>,
     committer: Mutex<Option<JoinHandle<()>>>,
     timer: Mutex<Option<JoinHandle<()>>>,
+    /// The admission gate's order (`gate.rs`) and its filter: every change passes both.
+    gate: gate::Gate,
+    filter: RwLock<Option<Arc<dyn ChangeFilter>>>,
 }
 
 pub(crate) fn sha256(b: &[u8]) -> [u8; 32] {
@@ -498,9 +519,8 @@ impl Store {
             timer_kick: (Mutex::new(0), Condvar::new()),
             timer_stop: AtomicBool::new(false),
             scan_examined: Arc::new(AtomicU64::new(0)),
-            reclaimed_groups: AtomicU64::new(0),
-            reclaimed_bytes: AtomicU64::new(0),
             unservable_groups: AtomicU64::new(0),
+            retained: AtomicU64::new(meta.stats.retained()),
         });
         let (tx, rx) = mpsc::channel();
         let committer = commit::spawn(db.clone(), shared.clone(), meta.stats, rx)
@@ -512,6 +532,8 @@ impl Store {
             tx: Mutex::new(Some(tx)),
             committer: Mutex::new(Some(committer)),
             timer: Mutex::new(None),
+            gate: gate::Gate::default(),
+            filter: RwLock::new(None),
         });
         let handle = timer::spawn(Arc::downgrade(&store), store.shared.clone())
             .map_err(|e| StoreError::Invalid(format!("cannot start the expiry timer thread: {e}")))?;
@@ -544,6 +566,9 @@ impl Store {
     /// the path can be reopened in this process. Idempotent. Iterators still alive keep sled
     /// open until they are dropped.
     pub fn close(&self) -> Result<(), StoreError> {
+        // Changes still waiting for their turn are refused (`Closed`), so none waits forever
+        // for a ticket ahead of it that will never be used.
+        self.gate.close();
         // The timer first: it commits through the committer, which is still running.
         self.shared.timer_stop.store(true, Ordering::SeqCst);
         timer::kick(&self.shared);
@@ -574,16 +599,20 @@ impl Store {
     }
 
     fn request<T>(&self, make: impl FnOnce(mpsc::SyncSender<Result<T, StoreError>>) -> Req) -> Result<T, StoreError> {
+        self.send(make)?.recv().map_err(|_| StoreError::Closed)?
+    }
+
+    /// Hands a request to the committer (which takes them in the order they are sent); the
+    /// receiver gets its answer.
+    fn send<T>(&self, make: impl FnOnce(mpsc::SyncSender<Result<T, StoreError>>) -> Req) -> Result<mpsc::Receiver<Result<T, StoreError>>, StoreError> {
         if let Some(f) = self.shared.failed.lock().unwrap_or_else(|p| p.into_inner()).clone() {
             return Err(StoreError::Failed(f));
         }
         let (reply, wait) = mpsc::sync_channel(1);
-        {
-            let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
-            let tx = tx.as_ref().ok_or(StoreError::Closed)?;
-            tx.send(make(reply)).map_err(|_| StoreError::Closed)?;
-        }
-        wait.recv().map_err(|_| StoreError::Closed)?
+        let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
+        let tx = tx.as_ref().ok_or(StoreError::Closed)?;
+        tx.send(make(reply)).map_err(|_| StoreError::Closed)?;
+        Ok(wait)
     }
 
     /// The store's epoch: 32 lowercase hex digits, kept across restarts.
@@ -623,51 +652,162 @@ impl Store {
         self.shared.watch.subscribe()
     }
 
-    /// Commit one indivisible group. Blocks until the group is durable and published. Returns
-    /// its sequence, or `None` when nothing changed (no sequence is used).
+    /// Installs what the gate does to every change before it is committed (see
+    /// [`ChangeFilter`]).
+    pub fn set_change_filter(&self, filter: Option<Arc<dyn ChangeFilter>>) {
+        *self.filter.write().unwrap_or_else(|p| p.into_inner()) = filter;
+    }
+
+    fn clock_seconds(&self) -> Option<u64> {
+        let clock = self.shared.clock.read().unwrap_or_else(|p| p.into_inner()).clone()?;
+        clock().map(|ms| ms / 1000)
+    }
+
+    /// A place in the admission order, taken when the host makes a change whose content is
+    /// known only later (docs/design.md "Admission gate"). It must be used ([`Store::admit`],
+    /// [`Store::turn`]) or given up ([`Store::cancel`]): every later change waits for it.
+    pub fn reserve(&self) -> Ticket {
+        self.gate.reserve(self.clock_seconds())
+    }
+
+    /// Puts `first` (or a new ticket) right before `then` in the admission order: a submit
+    /// that removes an output another submit admits lands after that admission.
+    pub fn order_before(&self, first: Option<Ticket>, then: Ticket) -> Ticket {
+        self.gate.order_before(first, then, self.clock_seconds())
+    }
+
+    /// Resolves once `ticket` is first in the admission order, without holding a thread
+    /// meanwhile: async callers await this before taking the turn on a blocking thread.
+    pub async fn until_turn(&self, ticket: Ticket) -> Result<(), StoreError> {
+        let r = self.gate.until_head(ticket).await;
+        if r.is_err() {
+            self.gate.leave(ticket);
+        }
+        r
+    }
+
+    /// Gives up a ticket: the changes behind it go on.
+    pub fn cancel(&self, ticket: Ticket) {
+        self.gate.leave(ticket);
+    }
+
+    /// Waits until `ticket` is first in the admission order and holds that place: nothing
+    /// made later is committed until the turn is dropped. `Closed` when the store closes.
+    pub fn turn(&self, ticket: Ticket) -> Result<Turn<'_>, StoreError> {
+        self.gate.turn(ticket)
+    }
+
+    /// The admission gate: the one entrance through which changes reach the log
+    /// (docs/design.md "Admission gate"). In the order of their tickets (`None`: a ticket
+    /// taken now), it applies the installed [`ChangeFilter`] (prohibitions), validates, and
+    /// hands the changes to the committer, which bounds groups, accounts retention, assigns
+    /// sequences and publishes after the flush. Blocks until the changes are durable and
+    /// published; on any error the ticket is given up and nothing of the changes is written.
+    ///
+    /// `how.recorded`: the changes already happened in an Engine that has no rollback, so
+    /// they are never refused for the budget or a cap (a group no session can be served is
+    /// committed as `permanent-group`, BRC-193 §8; the store may go beyond `max_rows` and
+    /// `max_retained_bytes`, noted in [`Recorded::over_cap`]), and no retained history is
+    /// discarded for them. Otherwise a group beyond the budget (`TooLarge`) or a cap
+    /// (`Limit`) is refused.
+    pub fn admit(&self, ticket: Option<Ticket>, changes: Vec<Change>, how: Admission) -> Result<Recorded, StoreError> {
+        let ticket = ticket.unwrap_or_else(|| self.reserve());
+        let turn = self.turn(ticket)?;
+        let (wait, notes) = self.send_admission(&turn, changes, how)?;
+        // The committer takes requests in the order they are sent: the next ticket may go.
+        drop(turn);
+        Self::answer(wait, notes)
+    }
+
+    /// [`Store::admit`] by the holder of the current turn, which it keeps (a prohibition
+    /// commits its withdrawals inside its own turn).
+    pub fn admit_in_turn(&self, turn: &Turn<'_>, changes: Vec<Change>, how: Admission) -> Result<Recorded, StoreError> {
+        let (wait, notes) = self.send_admission(turn, changes, how)?;
+        Self::answer(wait, notes)
+    }
+
+    /// Waits, holding `turn`, until everything admitted before it is durable and published.
+    pub fn sync(&self, _turn: &Turn<'_>) -> Result<(), StoreError> {
+        self.request(|reply| Req::Sync { reply })
+    }
+
+    fn filtered(&self, changes: Vec<Change>) -> Vec<Change> {
+        match self.filter.read().unwrap_or_else(|p| p.into_inner()).clone() {
+            Some(f) => f.filter(changes),
+            None => changes,
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn send_admission(
+        &self,
+        turn: &Turn<'_>,
+        changes: Vec<Change>,
+        how: Admission,
+    ) -> Result<(mpsc::Receiver<Result<Option<u64>, StoreError>>, Arc<Mutex<Recorded>>), StoreError> {
+        let changes = self.filtered(changes);
+        commit::validate(&changes)?;
+        let notes = Arc::new(Mutex::new(Recorded::default()));
+        let mode = if how.recorded { commit::Mode::Record(notes.clone()) } else { commit::Mode::Refuse };
+        let due_by = turn.at();
+        let wait = self.send(|reply| {
+            if how.divisible {
+                Req::CommitDivisible { changes, mode, due_by, reply }
+            } else {
+                Req::Commit { changes, mode, due_by, reply }
+            }
+        })?;
+        Ok((wait, notes))
+    }
+
+    fn answer(wait: mpsc::Receiver<Result<Option<u64>, StoreError>>, notes: Arc<Mutex<Recorded>>) -> Result<Recorded, StoreError> {
+        let sequence = wait.recv().map_err(|_| StoreError::Closed)??;
+        let mut r = notes.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        r.sequence = sequence;
+        Ok(r)
+    }
+
+    /// One indivisible group through the gate ([`Store::admit`]), refused beyond the budget or
+    /// a cap. Returns its sequence, or `None` when nothing changed.
     pub fn commit(&self, changes: Vec<Change>) -> Result<Option<u64>, StoreError> {
-        commit::validate(&changes)?;
-        self.request(|reply| Req::Commit { changes, mode: commit::Mode::Refuse, reply })
+        self.admit(None, changes, Admission::default()).map(|r| r.sequence)
     }
 
-    /// Commit one indivisible group that already happened where the collection comes from: an
-    /// `@bsv/overlay` Engine applied it and has no rollback, so refusing it would make the feed
-    /// tell another story than the Engine. It is never refused for the budget or a cap: beyond
-    /// the budget it is committed and served as `permanent-group` (BRC-193 §8); beyond
-    /// `max_retained_bytes` the oldest retained history is reclaimed first, past the sessions'
-    /// horizon (those sessions get reset-required, BRC-193 §5); `max_rows` is not applied.
-    /// [`Recorded`] says what happened. Blocks until the group is durable and published.
+    /// One recorded group through the gate ([`Store::admit`] with `recorded`).
     pub fn commit_recorded(&self, changes: Vec<Change>) -> Result<Recorded, StoreError> {
-        commit::validate(&changes)?;
-        let notes = Arc::new(Mutex::new(Recorded::default()));
-        let sequence = self.request(|reply| Req::Commit { changes, mode: commit::Mode::Record(notes.clone()), reply })?;
-        let mut r = notes.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        r.sequence = sequence;
-        Ok(r)
+        self.admit(None, changes, Admission { divisible: false, recorded: true })
     }
 
-    /// Commit several groups: `changes` that promise no atomicity between them (evidence
-    /// refreshes, a starting state), in order, split between changes into consecutive groups
-    /// that each fit the installed [`GroupBudget`] (one group without a budget). All of them
-    /// are written in one atomic batch and published together. Returns the last sequence, or
-    /// `None` when nothing changed. A single change that cannot fit fails the whole call
-    /// with [`StoreError::TooLarge`], and nothing is written.
+    /// Divisible changes through the gate ([`Store::admit`] with `divisible`): all of them are
+    /// written in one atomic batch and published together. A single change that cannot fit
+    /// fails the whole call with [`StoreError::TooLarge`], and nothing is written.
     pub fn commit_divisible(&self, changes: Vec<Change>) -> Result<Option<u64>, StoreError> {
-        commit::validate(&changes)?;
-        self.request(|reply| Req::CommitDivisible { changes, mode: commit::Mode::Refuse, reply })
+        self.admit(None, changes, Admission { divisible: true, recorded: false }).map(|r| r.sequence)
     }
 
-    /// [`Store::commit_divisible`] of changes that already happened elsewhere (as for
-    /// [`Store::commit_recorded`]): a single change no group can carry is committed as its own
-    /// unservable group instead of failing the call.
+    /// Recorded divisible changes ([`Store::admit`]): a single change no group can carry is
+    /// committed as its own unservable group instead of failing the call.
     pub fn commit_divisible_recorded(&self, changes: Vec<Change>) -> Result<Recorded, StoreError> {
-        commit::validate(&changes)?;
-        let notes = Arc::new(Mutex::new(Recorded::default()));
-        let sequence =
-            self.request(|reply| Req::CommitDivisible { changes, mode: commit::Mode::Record(notes.clone()), reply })?;
-        let mut r = notes.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        r.sequence = sequence;
-        Ok(r)
+        self.admit(None, changes, Admission { divisible: true, recorded: true })
+    }
+
+    /// `max_retained_bytes`: only recorded changes take the store beyond it; while it is,
+    /// the session layer refuses new opens (503) instead of discarding history it promised
+    /// (BRC-193 §4), until compaction removes what no promise covers.
+    pub fn max_retained_bytes(&self) -> Option<u64> {
+        self.shared.max_retained_bytes
+    }
+
+    /// Retained bytes of the applied state (log, row versions, evidence).
+    pub fn retained_bytes(&self) -> u64 {
+        self.shared.retained.load(Ordering::Acquire)
+    }
+
+    /// `(retained, limit)` when over the budget (see [`Store::max_retained_bytes`]).
+    pub fn over_retained(&self) -> Option<(u64, u64)> {
+        let limit = self.shared.max_retained_bytes?;
+        let retained = self.shared.retained.load(Ordering::Acquire);
+        (retained > limit).then_some((retained, limit))
     }
 
     /// Whether a row's timer is due by `now`, so that [`Store::apply_expiries`] would commit.
@@ -686,7 +826,11 @@ impl Store {
         if !self.expiry_due(now) {
             return Ok(None);
         }
-        self.request(|reply| Req::Expire { now, reply })
+        // Through the gate's order: an expiry due after a change was made lands after it.
+        let turn = self.turn(self.gate.reserve(Some(now)))?;
+        let wait = self.send(|reply| Req::Expire { now, reply })?;
+        drop(turn);
+        wait.recv().map_err(|_| StoreError::Closed)?
     }
 
     /// Whether the service ever had a row in this epoch (backfill decision).
@@ -838,16 +982,22 @@ impl Store {
     /// Deliberate reset: a new epoch with an empty log and no rows (session records are kept;
     /// the secret is kept). Returns the new epoch.
     pub fn reset_epoch(&self) -> Result<String, StoreError> {
-        self.reset_epoch_with(Vec::new()).map(|(epoch, _)| epoch)
+        self.reset_epoch_with(None, Vec::new()).map(|(epoch, _)| epoch)
     }
 
     /// A new epoch whose first group is `first`, committed in the same atomic write as the
     /// reset: readers see either the old epoch or the new one with that group, never the new
     /// epoch empty. Returns the new epoch and the group's sequence (`None` if it changed
     /// nothing). On error nothing was reset.
-    pub fn reset_epoch_with(&self, first: Vec<Change>) -> Result<(String, Option<u64>), StoreError> {
+    /// It passes the gate like any change: in its ticket's order (`None`: taken now) and
+    /// filtered, so a re-seeded epoch brings no prohibited row back.
+    pub fn reset_epoch_with(&self, ticket: Option<Ticket>, first: Vec<Change>) -> Result<(String, Option<u64>), StoreError> {
+        let turn = self.turn(ticket.unwrap_or_else(|| self.reserve()))?;
+        let first = self.filtered(first);
         commit::validate(&first)?;
-        self.request(|reply| Req::Reset { first, reply })
+        let wait = self.send(|reply| Req::Reset { first, reply })?;
+        drop(turn);
+        wait.recv().map_err(|_| StoreError::Closed)?
     }
 
     /// Time since a commit of this process last became durable and visible to readers
@@ -875,9 +1025,9 @@ impl Store {
             row_bytes: s.row_bytes,
             blob_bytes: s.blob_bytes,
             disk_bytes: db.size_on_disk().map_err(StoreError::io("measuring disk use"))?,
-            reclaimed_groups: self.shared.reclaimed_groups.load(Ordering::Relaxed),
-            reclaimed_bytes: self.shared.reclaimed_bytes.load(Ordering::Relaxed),
+            retained_bytes: s.retained(),
             unservable_groups: self.shared.unservable_groups.load(Ordering::Relaxed),
+            gate_waiting: self.gate.waiting() as u64,
         })
     }
 }
