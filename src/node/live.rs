@@ -476,6 +476,17 @@ impl NativeLive {
         self.provider.store().service_has_rows(&name).map_err(store_error)
     }
 
+    /// The changes as the store takes them; when one does not convert, the ticket taken for
+    /// them is given up (nothing made later may wait for it) and the call fails.
+    fn changes_for(&self, ticket: Option<Ticket>, changes: Vec<NativeChange>) -> napi::Result<Vec<Change>> {
+        changes.into_iter().map(to_change).collect::<Res<Vec<_>>>().map_err(|e| {
+            if let Some(t) = ticket {
+                self.provider.store().cancel(t);
+            }
+            to_async(e)
+        })
+    }
+
     /// A place in the admission gate's order, taken now (docs/design.md "Admission gate"):
     /// the change it is for lands after every change whose ticket was taken before, however
     /// long its content takes to be known. Pass it to `admit`, `prohibit`, `changePolicy` or
@@ -509,15 +520,7 @@ impl NativeLive {
     #[napi]
     pub async fn admit(&self, ticket: Option<i64>, changes: Vec<NativeChange>, divisible: bool, recorded_: bool) -> napi::Result<RecordedCommit> {
         let ticket = ticket_of(ticket);
-        let changes = match changes.into_iter().map(to_change).collect::<Res<Vec<_>>>() {
-            Ok(c) => c,
-            Err(e) => {
-                if let Some(t) = ticket {
-                    self.provider.store().cancel(t);
-                }
-                return Err(to_async(e));
-            }
-        };
+        let changes = self.changes_for(ticket, changes)?;
         let how = Admission { divisible, recorded: recorded_ };
         in_turn(self.provider.clone(), ticket, move |p, t| p.store().admit(t, changes, how).map(recorded).map_err(store_error)).await
     }
@@ -672,15 +675,7 @@ impl NativeLive {
     #[napi]
     pub async fn reset_epoch_with(&self, ticket: Option<i64>, changes: Vec<NativeChange>) -> napi::Result<EpochReset> {
         let ticket = ticket_of(ticket);
-        let changes = match changes.into_iter().map(to_change).collect::<Res<Vec<_>>>() {
-            Ok(c) => c,
-            Err(e) => {
-                if let Some(t) = ticket {
-                    self.provider.store().cancel(t);
-                }
-                return Err(to_async(e));
-            }
-        };
+        let changes = self.changes_for(ticket, changes)?;
         in_turn(self.provider.clone(), ticket, move |p, ticket| {
             p.store().reset_epoch_with(ticket, changes)
                 .map(|(epoch, seq)| EpochReset { epoch, sequence: seq.map(|v| v.to_string()) })
