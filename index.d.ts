@@ -534,8 +534,13 @@ export interface NativeRootClaim {
   /** Display hex, as `isValidRootForHeight` takes it. */
   root: string
   txid: string
-  /** The proven transaction is at offset 0 (the SDK compares a coinbase's height). */
+  /** The proven transaction is at offset 0 (a coinbase). */
   coinbase: boolean
+  /**
+   * An unmined transaction of the bundle spends an output of it: a coinbase must then be
+   * at least 100 blocks below the next block (the node's maturity rule).
+   */
+  spent: boolean
 }
 
 export interface NativeVerification {

@@ -93,6 +93,23 @@ for (const base of [1, 2, 3]) {
   }
 }
 
+/**
+ * Conditionals with one or two OP_ELSE per OP_IF, spent by a version-2 transaction: after
+ * Genesis the node refuses a second OP_ELSE (UNBALANCED_CONDITIONAL), the SDK without
+ * explicit flags runs it.
+ */
+function conditionalCases (tracker) {
+  const IF = 0x63; const NOTIF = 0x64; const ELSE = 0x67; const ENDIF = 0x68; const DROP = 0x75
+  const locks = {
+    'IF 1 ELSE 0 ENDIF': [IF, 0x51, ELSE, 0x00, ENDIF],
+    'IF 1 ELSE 0 ELSE 1 ENDIF DROP': [IF, 0x51, ELSE, 0x00, ELSE, 0x51, ENDIF, DROP],
+    'NOTIF 0 ELSE 1 ELSE 0 ENDIF 1': [NOTIF, 0x00, ELSE, 0x51, ELSE, 0x00, ENDIF, 0x51],
+    'IF IF 1 ELSE 0 ELSE 1 ENDIF ELSE 1 ENDIF': [IF, IF, 0x51, ELSE, 0x00, ELSE, 0x51, ENDIF, ELSE, 0x51, ENDIF]
+  }
+  const parent = minedParent(tracker, Object.values(locks))
+  return Object.keys(locks).map((name, k) => caseOf(`conditional ${name}`, child(parent, [k], [[0x51, 0x51].slice(0, name.startsWith('IF IF') ? 2 : 1)], { version: 2 })))
+}
+
 /** P2PKH spends with every hash type (ALL/NONE/SINGLE, ANYONECANPAY, FORKID, Chronicle), both tx versions, 1-3 inputs, outputs fewer than inputs for the SINGLE quirk. */
 function sighashCases (tracker, r) {
   const cases = []
@@ -222,6 +239,14 @@ async function bundleCases (tracker) {
   cb.merklePath = new MerklePath(height, [[{ offset: 0, hash: cb.id('hex'), txid: true }, { offset: 1, hash: other }]])
   tracker.roots.set(height, cb.merklePath.computeRoot(cb.id('hex')))
   cases.push(caseOf('coinbase 150 blocks deep', cb))
+  // Spent by an unmined transaction: the node requires the coinbase to be 100 blocks below the
+  // spending block (the next one at the earliest).
+  cases.push(caseOf('coinbase 150 blocks deep, spent', await spend([[cb, 0]])))
+  const young = new Transaction(1, [{ sourceTXID: '00'.repeat(32), sourceOutputIndex: 0xffffffff, unlockingScript: UnlockingScript.fromBinary([0x52]), sequence: SEQUENCE_FINAL }], [{ lockingScript: lock, satoshis: 5000 }], 0)
+  const youngHeight = tracker.height - 50
+  young.merklePath = new MerklePath(youngHeight, [[{ offset: 0, hash: young.id('hex'), txid: true }, { offset: 1, hash: crypto.randomBytes(32).toString('hex') }]])
+  tracker.roots.set(youngHeight, young.merklePath.computeRoot(young.id('hex')))
+  cases.push(caseOf('coinbase 50 blocks deep, spent', await spend([[young, 0]])))
   return cases
 }
 
@@ -405,6 +430,7 @@ async function boundCases (tracker) {
 }
 
 module.exports = {
+  conditionalCases,
   LocalChainTracker, rng, minedParent, child, signInput, caseOf, p2pkhSpend, sighashCases, multisigCases, codeseparatorCases, encodingCases, bundleCases,
   randomScriptCases, malformedCases, corruptionCases, boundCases, SCOPES
 }

@@ -19,6 +19,8 @@ const native = require('../common/native')
 
 const DEFAULTS = { engine: 'native', maxBytes: 1 << 20, maxTransactions: 256, maxDepth: 64, maxScriptBytes: 1 << 20, concurrency: 4, acceptEvery: 32, heightPollMs: 10000, batch: 16, page: 4096 }
 const ENGINES = ['native', 'sdk']
+// Blocks a coinbase output must be below the block that spends it (the node's rule).
+const COINBASE_MATURITY = 100
 
 // A bound exceeded is a retained `limited` outcome, never `invalid` (BRC-192 §8).
 class Limited extends Error {}
@@ -145,9 +147,9 @@ function nativeOptions (limits) {
 /**
  * Applies the tracker's answers to a native verification, as `Transaction.verify` would
  * have met them: a proof above the tracker's height defers the job; the root claims are
- * asked together and read in the walk's order (the first refused one, or a coinbase over
- * 100 blocks deep, makes the job invalid; the first that cannot be answered leaves it
- * pending); otherwise the native outcome stands.
+ * asked together and read in the walk's order (the first refused one, or a coinbase spent
+ * by an unmined transaction before it is 100 blocks deep, makes the job invalid; the first
+ * that cannot be answered leaves it pending); otherwise the native outcome stands.
  */
 async function settle (v, tracker) {
   try {
@@ -159,7 +161,11 @@ async function settle (v, tracker) {
     const answers = await Promise.allSettled(v.claims.map(c => tracker.isValidRootForHeight(c.root, c.height)))
     for (let i = 0; i < v.claims.length; i++) {
       const c = v.claims[i]
-      if (c.coinbase && height !== null && c.height + 100 < height) return { status: 'invalid', reason: `Invalid merkle path for transaction ${c.txid}` }
+      // The node's maturity rule (src/bitcoin/verify.rs `settle`): an unmined spender is
+      // mined at the next block at the earliest.
+      if (c.coinbase && c.spent && height !== null && height + 1 < c.height + COINBASE_MATURITY) {
+        return { status: 'invalid', reason: `coinbase ${c.txid} at height ${c.height} is spent before maturity (height ${height + 1} at the earliest)` }
+      }
       if (answers[i].status === 'rejected') throw answers[i].reason
       if (answers[i].value !== true) return { status: 'invalid', reason: `Invalid merkle path for transaction ${c.txid}` }
     }

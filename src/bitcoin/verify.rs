@@ -12,9 +12,14 @@
 //! output than input. The walk ends at the first failure, as the SDK's does.
 //!
 //! [`Verification::settle`] then applies the ChainTracker's answers, in the walk's order:
-//! a proof above the tracker's height leaves the job unresolved; a refused root (or a
-//! coinbase more than 100 blocks deep, the SDK's `MerklePath.verify` rule) makes it
-//! invalid; otherwise the walk's own outcome stands.
+//! a proof above the tracker's height leaves the job unresolved; a refused root, or a
+//! coinbase output spent by an unmined transaction before it is 100 blocks deep (the node's
+//! maturity rule), makes it invalid; otherwise the walk's own outcome stands.
+//!
+//! Where the node and `@bsv/sdk` disagree, this follows the node (docs/native-verify.md
+//! "Differences from @bsv/sdk"): a coinbase's proof is valid at any depth (the SDK refuses
+//! one more than 100 blocks below the tracker's tip), and a second OP_ELSE in one OP_IF fails
+//! ([`script::interp`]).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -70,10 +75,15 @@ pub struct RootClaim {
     pub root: Hash32,
     /// The mined transaction the claim proves.
     pub txid: Txid,
-    /// The transaction is at offset 0 (a coinbase): the SDK also compares its height
-    /// with the tracker's.
+    /// The transaction is at offset 0 (a coinbase).
     pub coinbase: bool,
+    /// An unmined transaction of the bundle spends one of its outputs (it is not the subject):
+    /// for a coinbase, the node then requires the spend to be at least 100 blocks above it.
+    pub spent: bool,
 }
+
+/// Blocks a coinbase output must be below the block that spends it (the node's maturity rule).
+pub const COINBASE_MATURITY: u64 = 100;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verification {
@@ -113,8 +123,13 @@ impl Verification {
             }
         }
         for c in &self.claims {
-            let deep = c.coinbase && current.is_some_and(|h| c.height + 100 < h);
-            if deep || !valid(c) {
+            // An unmined spender can be mined at the next block at the earliest.
+            let immature = c.coinbase && c.spent && current.is_some_and(|h| h + 1 < c.height + COINBASE_MATURITY);
+            if immature {
+                let at = current.unwrap_or(0) + 1;
+                return Settled { status: Status::Invalid, reason: format!("coinbase {} at height {} is spent before maturity (height {at} at the earliest)", c.txid, c.height), wait_height: None };
+            }
+            if !valid(c) {
                 return Settled { status: Status::Invalid, reason: format!("Invalid merkle path for transaction {}", c.txid), wait_height: None };
             }
         }
@@ -491,7 +506,9 @@ fn walk(g: &Graph<'_, '_>, limits: &Limits, v: &mut Verification) -> Result<(), 
             let mut w = txid.0;
             w.reverse();
             let coinbase = merkle::index_of(bump, &w) == Some(0);
-            v.claims.push(RootClaim { height: bump.height, root, txid, coinbase });
+            // The walk reaches a transaction other than the subject only as the source of an
+            // unmined transaction's input.
+            v.claims.push(RootClaim { height: bump.height, root, txid, coinbase, spent: n != 0 });
             verified.insert(n);
             continue;
         }
@@ -544,11 +561,11 @@ pub fn txid_of(raw: &[u8]) -> Txid {
 mod tests {
     use super::*;
 
-    fn claimed(coinbase: bool) -> Verification {
+    fn claimed(coinbase: bool, spent: bool) -> Verification {
         Verification {
             status: Status::Verified,
             reason: "ok".into(),
-            claims: vec![RootClaim { height: 100, root: Hash32([1; 32]), txid: Hash32([2; 32]), coinbase }],
+            claims: vec![RootClaim { height: 100, root: Hash32([1; 32]), txid: Hash32([2; 32]), coinbase, spent }],
             proof_height: Some(100),
             raw: None,
             work: Work::default(),
@@ -557,15 +574,22 @@ mod tests {
 
     #[test]
     fn settle_applies_height_then_claims_in_order() {
-        let v = claimed(false);
+        let v = claimed(false, false);
         let s = v.settle(Some(99), |_| true);
         assert_eq!((s.status, s.wait_height), (Status::Unresolved, Some(100)));
         assert_eq!(v.settle(Some(100), |_| true).status, Status::Verified);
         assert_eq!(v.settle(Some(100), |_| false).status, Status::Invalid);
-        // A coinbase more than 100 blocks below the tracker's height: refused, as the SDK does.
-        let c = claimed(true);
-        assert_eq!(c.settle(Some(200), |_| true).status, Status::Verified);
-        assert_eq!(c.settle(Some(201), |_| true).status, Status::Invalid);
+        // A coinbase is proven at any depth (the node's rule; the SDK refuses one more than
+        // 100 blocks below the tip).
+        let c = claimed(true, false);
+        assert_eq!(c.settle(Some(100), |_| true).status, Status::Verified);
+        assert_eq!(c.settle(Some(5000), |_| true).status, Status::Verified);
+        // Spent by an unmined transaction: only once that can be mined 100 blocks above it.
+        let spent = claimed(true, true);
+        assert_eq!(spent.settle(Some(198), |_| true).status, Status::Invalid);
+        assert_eq!(spent.settle(Some(199), |_| true).status, Status::Verified);
+        // Maturity concerns coinbases only.
+        assert_eq!(claimed(false, true).settle(Some(100), |_| true).status, Status::Verified);
     }
 
     #[test]

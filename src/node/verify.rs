@@ -41,8 +41,11 @@ pub struct NativeRootClaim {
     /// Display hex, as `isValidRootForHeight` takes it.
     pub root: String,
     pub txid: String,
-    /// The proven transaction is at offset 0 (the SDK compares a coinbase's height).
+    /// The proven transaction is at offset 0 (a coinbase).
     pub coinbase: bool,
+    /// An unmined transaction of the bundle spends an output of it: a coinbase must then be
+    /// at least 100 blocks below the next block (the node's maturity rule).
+    pub spent: bool,
 }
 
 #[napi(object)]
@@ -105,7 +108,7 @@ fn to_js(v: Verification) -> NativeVerification {
     NativeVerification {
         status: v.status.as_str().to_string(),
         reason: v.reason,
-        claims: v.claims.into_iter().map(|c| NativeRootClaim { height: c.height as f64, root: c.root.to_hex(), txid: c.txid.to_hex(), coinbase: c.coinbase }).collect(),
+        claims: v.claims.into_iter().map(|c| NativeRootClaim { height: c.height as f64, root: c.root.to_hex(), txid: c.txid.to_hex(), coinbase: c.coinbase, spent: c.spent }).collect(),
         proof_height: v.proof_height.map(|h| h as f64),
         raw: v.raw.map(Buffer::from),
         work: NativeVerifyWork { ops: v.work.ops as f64, hashed_bytes: v.work.hashed_bytes as f64, signatures: v.work.signatures as f64 },

@@ -470,6 +470,11 @@ impl<'a, 'b, 'c> Machine<'a, 'b, 'c> {
                 self.else_stack.push(false);
             }
             0x67 => {
+                // After Genesis the node allows one OP_ELSE per OP_IF (UNBALANCED_CONDITIONAL);
+                // the SDK allows more unless it is given explicit flags.
+                if self.else_stack.last() == Some(&true) {
+                    return fail("OP_ELSE may only be used once for each OP_IF or OP_NOTIF after Genesis.");
+                }
                 let Some(top) = self.if_stack.last_mut() else { return fail("OP_ELSE requires a preceeding OP_IF.") };
                 if *top {
                     self.if_false += 1;
@@ -1132,5 +1137,89 @@ mod nesting {
         // The operation budget stops it, as `limited`.
         let small = Bounds { memory_limit: DEFAULT_MEMORY_LIMIT, budget: 1000 };
         assert!(matches!(validate(&spend, small, &mut Cache::default(), &mut Work::default()), Err(Fault::Budget(_))));
+    }
+}
+
+/// Rows of the node's own script tests (bitcoin-sv `src/test/data/script_tests.json`, vendored in
+/// tests/fixtures/script with their source): the conditionals after Genesis.
+#[cfg(test)]
+mod node_vectors {
+    use super::*;
+    use crate::bitcoin::tx::view_prefix;
+
+    /// The node's test notation for the tokens these rows use: numbers, '' strings, raw 0x
+    /// bytes and opcode names.
+    fn assemble(text: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        for token in text.split_whitespace() {
+            if let Some(hex) = token.strip_prefix("0x") {
+                out.extend(hex::decode(hex).expect("hex token"));
+            } else if token.starts_with('\'') {
+                let s = token.trim_matches('\'').as_bytes();
+                assert!(s.len() < 0x4c, "short strings only");
+                out.push(s.len() as u8);
+                out.extend_from_slice(s);
+            } else if let Ok(n) = token.parse::<i64>() {
+                out.push(match n {
+                    0 => 0x00,
+                    -1 => 0x4f,
+                    1..=16 => 0x50 + n as u8,
+                    _ => panic!("number {n} is not used by these rows"),
+                });
+            } else {
+                out.push(match token {
+                    "IF" => 0x63,
+                    "NOTIF" => 0x64,
+                    "VERIF" => 0x65,
+                    "VERNOTIF" => 0x66,
+                    "ELSE" => 0x67,
+                    "ENDIF" => 0x68,
+                    "RETURN" => 0x6a,
+                    "EQUAL" => 0x87,
+                    "ADD" => 0x93,
+                    "SHA1" => 0xa7,
+                    other => panic!("opcode {other} is not used by these rows"),
+                });
+            }
+        }
+        out
+    }
+
+    fn tx_with(unlock: &[u8]) -> Vec<u8> {
+        // Version 2 (relaxed): the rows test conditionals, not the SDK's strict version-1 rules.
+        let mut t = vec![2, 0, 0, 0, 1];
+        t.extend_from_slice(&[0x11; 32]);
+        t.extend_from_slice(&[0, 0, 0, 0]);
+        t.push(unlock.len() as u8);
+        t.extend_from_slice(unlock);
+        t.extend_from_slice(&[0xff; 4]);
+        t.push(1);
+        t.extend_from_slice(&[0; 8]);
+        t.push(1);
+        t.push(0x51);
+        t.extend_from_slice(&[0; 4]);
+        t
+    }
+
+    #[test]
+    fn a_second_else_in_one_if_is_unbalanced_after_genesis_as_the_node_says() {
+        let rows: Vec<Vec<String>> =
+            serde_json::from_str(include_str!("../../../tests/fixtures/script/bsv-genesis-conditionals.json")).unwrap();
+        let mut checked = 0;
+        for row in rows.iter().filter(|r| r.len() >= 4) {
+            let (sig, pubkey, expected) = (&row[0], &row[1], &row[3]);
+            let raw = tx_with(&assemble(sig));
+            let tx = view_prefix(&raw).unwrap();
+            let locking = assemble(pubkey);
+            let spend = Spend { tx: &tx, input: 0, locking: &locking, satoshis: 0 };
+            let got = validate(&spend, Bounds::default(), &mut Cache::default(), &mut Work::default());
+            match expected.as_str() {
+                "OK" => assert_eq!(got, Ok(()), "{sig} | {pubkey}"),
+                "UNBALANCED_CONDITIONAL" => assert!(matches!(got, Err(Fault::Script(_))), "{sig} | {pubkey}: {got:?}"),
+                other => panic!("unexpected expectation {other}"),
+            }
+            checked += 1;
+        }
+        assert_eq!(checked, 18);
     }
 }
