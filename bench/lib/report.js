@@ -548,11 +548,10 @@ round; CPU is the process's CPU time (every thread) per submit, and its ratio (p
 wrapped) is the throughput ratio a CPU-bound machine with nothing else to do would show. The
 publication lag runs from the moment a wrapped submit resolved until its group was published
 (durable and visible to readers; the admission gate keeps every later change behind it); each
-round gives its p50 and p99 over its submits. In these rounds the lag is the length of the round:
-the test Engine's SQLite driver answers synchronously, so a loop of back-to-back submits never
-yields a macrotask, and a submit's group is assembled only after one (the wait that makes sure
-no un-awaited hook of the submit is still to come, docs/engine-notes.md "Publication"); a host
-whose submits arrive as separate requests, or whose storage does real I/O, yields between them.
+round gives its p50 and p99 over its submits. The test Engine's SQLite answers without I/O, so
+a loop of back-to-back submits would never yield a macrotask, and a submit's group is assembled
+only after one (docs/engine-notes.md "Publication"); a wrapped submit that resolves while an
+earlier one is still settling therefore yields one turn of the event loop before it returns.
 
 ${table(['submitters', 'plain, submits/s', 'wrapped, submits/s', 'wrapped / plain', 'CPU ms per submit, plain', 'wrapped', 'plain CPU / wrapped CPU', 'publication lag p50, ms', 'p99, ms'], s.widths.map(w => [
     String(w.submitters), cell(w.plainPerSec), cell(w.wrappedPerSec), cell(w.wrappedOverPlain),

@@ -677,6 +677,10 @@ async function runSubmit (state, taggedBEEF, call) {
   // `await engine.submit(...)` can make another change.
   scope.reserveTickets(orderedSinks(state.engine))
   publish(state, scope, taggedBEEF)
+  // An earlier submit still waiting for the macrotask that lets its group be assembled (see
+  // SubmitScope.settle) would wait for the end of a whole burst when the host submits again
+  // at once and its storage answers without I/O (SQLite): one turn of the event loop first.
+  if (state.active.size > 1) await nextMacrotask()
   return result
 }
 
