@@ -467,7 +467,8 @@ function createRouter (live, options = {}) {
     }
   })
 
-  router.all(prefix + '/{*rest}', (req, res) => sendError(res, 'not-found', 'unknown route'))
+  // Anything else under the prefix (a prefix mount matches the same paths on Express 4 and 5).
+  router.use(prefix, (req, res) => sendError(res, 'not-found', 'unknown route'))
   router.manifest = manifest
   router.health = () => observe.healthOf(live, { mode, baseURL: options.baseURL })
   router.metrics = () => observe.metricsText(live)
