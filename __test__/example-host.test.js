@@ -101,15 +101,17 @@ describe('configuration checks', () => {
     await expect(open({ chain: { network: '', genesisHash: GENESIS } })).rejects.toThrow(/chain.network must be a non-empty string/)
   })
 
-  test('a store reopened as another provider is refused', async () => {
+  test('a public-mode store reopened as a BRC-103 provider is refused; a new origin is logged', async () => {
     const dataDir = tmp()
     const live = await open({ dataDir, provider: 'http://127.0.0.1:1234' })
     await live.close()
     const key = PrivateKey.fromRandom()
     await expect(open({ dataDir, create: false, provider: key.toPublicKey().toString() }))
-      .rejects.toThrow(/this store was created for provider http:\/\/127\.0\.0\.1:1234, not 0[23][0-9a-f]{64}: open it with provider http:\/\/127\.0\.0\.1:1234, or use a new dataDir/)
-    const again = await open({ dataDir, create: false, provider: 'http://127.0.0.1:1234' })
+      .rejects.toThrow(/this store was created for a public-mode provider \(origin http:\/\/127\.0\.0\.1:1234\), not a BRC-103 provider \(identity key 0[23][0-9a-f]{64}\): open it in the mode it was created for, or use a new dataDir/)
+    const entries = []
+    const again = await open({ dataDir, create: false, provider: 'http://127.0.0.1:5678', log: (e) => entries.push(e) })
     await again.close()
+    expect(entries).toContainEqual({ op: 'config', action: 'warning', reason: 'the provider changed from http://127.0.0.1:1234 to http://127.0.0.1:5678 since this store was last opened: scopes now name the new one' })
   })
 
   test('the router logs its startup line and warns when nothing is wrapped or no Engine is attached', async () => {

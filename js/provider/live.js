@@ -117,13 +117,15 @@ class LiveLookup {
     let restored = null
     if (o.restored) restored = typeof o.restored === 'string' ? o.restored : 'the operator declared a restore'
     else if (anchorPath && !fresh) restored = anchor.restoredReason(anchor.readAnchor(anchorPath), core.epoch(), core.highWater())
+    let providerChange
     try {
-      checkProvider(core, o.provider)
+      providerChange = checkProvider(core, o.provider)
     } catch (e) {
       await core.closeStore()
       throw e
     }
     const live = new LiveLookup(core, o, { anchorPath, restored })
+    if (providerChange) live.logEvent({ op: 'config', action: 'warning', reason: providerChange })
     if (restored) live.logEvent({ op: 'restore', action: 'serving-paused', reason: restored })
     else if (live.anchor) await live.anchor.update()
     return live
@@ -932,19 +934,29 @@ function checkChain (chain) {
 }
 
 /**
- * A store answers for one provider (every scope names it): reopening it as another provider
- * (a public-mode store as a BRC-103 provider, another identity key) is refused. The provider
- * is recorded at the first open that has none on record.
+ * A store answers for one kind of provider (every scope names it): reopening a public-mode
+ * store (an origin) as a BRC-103 provider (an identity key), or the other way round, is
+ * refused. Another value of the same kind (a public host on a new origin, a new identity key)
+ * is accepted and returned as a warning to log. The provider is recorded at every open.
  */
 function checkProvider (core, provider) {
   const saved = readMeta(core, PROVIDER_META)
-  if (saved && typeof saved.provider === 'string') {
-    if (saved.provider !== provider) {
-      throw new TypeError(`this store was created for provider ${saved.provider}, not ${provider}: open it with provider ${saved.provider}, or use a new dataDir with create: true for the new provider (its clients start over)`)
+  const kind = providerKind(provider)
+  let warning = null
+  if (saved && typeof saved.provider === 'string' && saved.provider !== provider) {
+    const was = providerKind(saved.provider)
+    if (was !== kind) {
+      throw new TypeError(`this store was created for ${was === 'identity' ? 'a BRC-103 provider (identity key' : 'a public-mode provider (origin'} ${saved.provider}), not ${kind === 'identity' ? 'a BRC-103 provider (identity key' : 'a public-mode provider (origin'} ${provider}): open it in the mode it was created for, or use a new dataDir with create: true for this mode (its clients start over)`)
     }
-    return
+    warning = `the provider changed from ${saved.provider} to ${provider} since this store was last opened: scopes now name the new one`
   }
-  core.metaPut(PROVIDER_META, JSON.stringify({ provider }))
+  if (!saved || saved.provider !== provider) core.metaPut(PROVIDER_META, JSON.stringify({ provider }))
+  return warning
+}
+
+/** 'identity' for a compressed public key (BRC-103), 'origin' otherwise (public mode). */
+function providerKind (provider) {
+  return /^0[23][0-9a-f]{64}$/i.test(provider) ? 'identity' : 'origin'
 }
 
 const MAIN_GENESIS = '000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f'

@@ -5,6 +5,8 @@
 
 const INSTRUMENTED = Symbol.for('overlay-lookup-live.instrumented')
 /** Upper bounds (seconds) of the latency histograms. */
+/** Submits whose place was taken and whose group is not yet published, timed at once at most. */
+const MAX_TRACKED = 100000
 const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
 class Histogram {
@@ -44,6 +46,8 @@ function instrument (live) {
   sink.reserve = function () {
     const ticket = reserve.apply(this, arguments)
     reservedAt.set(ticket, process.hrtime.bigint())
+    // Bounded: a ticket given up elsewhere (not through sink.cancel) is forgotten eventually.
+    if (reservedAt.size > MAX_TRACKED) reservedAt.delete(reservedAt.keys().next().value)
     return ticket
   }
   const cancel = sink.cancel
