@@ -9,7 +9,7 @@ const path = require('node:path')
 const { spawn } = require('node:child_process')
 const express = require('express')
 const { PrivateKey } = require('@bsv/sdk')
-const { LiveLookup } = require('../js')
+const { LiveLookup, PROFILE, digest } = require('../js')
 const { publish } = require('../examples/host/publish')
 
 const ROOT = path.resolve(__dirname, '..')
@@ -148,7 +148,16 @@ describe('configuration checks', () => {
       const body = await res.json()
       expect(body).toMatchObject({ status: 'unavailable', services: ['ls_x'], storeOpen: true, engineAttached: false })
       expect(body.problems).toEqual(['no Engine is attached (await live.attach(engine))'])
+      // A read the store refuses is counted by its error code.
+      const manifest = await (await fetch(origin + '/overlay/v1/capabilities')).json()
+      const read = await fetch(origin + '/overlay/v1/lookup/read', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'cache-control': 'no-store', 'x-bsv-overlay-capability': digest('capabilities', manifest.body), 'x-bsv-overlay-profile': PROFILE },
+        body: '{}'
+      })
+      const refused = await read.json()
       const samples = parseMetrics(await (await fetch(origin + '/metrics')).text())
+      expect(samples[`overlay_live_requests_total{op="read",outcome="error",status="${read.status}",code="${refused.error.code}"}`]).toBe(1)
       expect(samples.overlay_live_engine_attached).toBe(0)
       expect(samples.overlay_live_services).toBe(1)
     } finally {

@@ -240,10 +240,6 @@ function validateProvider (live, options, manifest) {
 }
 
 /**
- * Builds the router. See js/provider/router.d.ts for the options.
- * @param {import('./live').LiveLookup} live
- */
-/**
  * The provider identity key as 64 lowercase hex: a hex string as given, or a @bsv/sdk
  * PrivateKey (anything with toHex()).
  */
@@ -288,6 +284,10 @@ function logStartup (live, options, manifest) {
   }
 }
 
+/**
+ * Builds the router. See js/provider/router.d.ts for the options.
+ * @param {import('./live').LiveLookup} live
+ */
 function createRouter (live, options = {}) {
   const authentication = options.authentication
   if (authentication !== 'brc103' && authentication !== 'none') {
