@@ -170,6 +170,17 @@ function main () {
     const installed = path.join(prebuilt, 'node_modules', PKG.name)
     assert.deepStrictEqual(fs.readdirSync(installed).filter(f => f.endsWith('.node') || f === 'target'), [],
       'a prebuilt install must not build anything')
+    // The installed package carries its docs and examples: every relative link of the README
+    // and of docs/*.md resolves inside node_modules.
+    for (const doc of ['README.md', ...fs.readdirSync(path.join(installed, 'docs')).filter(f => f.endsWith('.md')).map(f => path.join('docs', f))]) {
+      const text = fs.readFileSync(path.join(installed, doc), 'utf8')
+      for (const [, target] of text.matchAll(/\]\(((?:docs|examples)\/[^)#\s]+|[a-z-]+\.(?:md|conf|png))(?:#[^)]*)?\)/g)) {
+        assert(fs.existsSync(path.join(installed, path.dirname(doc), target)), `${doc} links ${target}, which the package lacks`)
+      }
+    }
+    for (const f of ['examples/host/server.js', 'examples/host/server.ts', 'examples/host/publish.js', 'examples/follower/follow.js']) {
+      assert(fs.existsSync(path.join(installed, f)), `the package lacks ${f}`)
+    }
     const bindings = runApp(prebuilt, env)
     const host = platformPackages.find(p => bindings.some(b => b.includes(`${path.sep}node_modules${path.sep}${p}${path.sep}`)))
     assert(host, `the binding must come from a platform package, got ${bindings.join(', ')}`)
