@@ -9,6 +9,8 @@ const { runChecks, formatReport } = require('./check')
 const { gaspRouter, scheduleGASPSync } = require('./provider/gasp')
 const { NativeWallet } = require('./auth/wallet')
 const { NativeAuthFetch } = require('./auth/authfetch')
+const { runOverlayMigrations, openSqlite } = require('./provider/sqlite')
+const { LocalChainTracker, mintFunding } = require('./dev/chain')
 
 module.exports = {
   LiveLookup,
@@ -25,6 +27,11 @@ module.exports = {
   scheduleGASPSync,
   NativeWallet,
   NativeAuthFetch,
+  // Hosting helpers: @bsv/overlay's migrations on SQLite, a local development chain tracker.
+  runOverlayMigrations,
+  openSqlite,
+  LocalChainTracker,
+  mintFunding,
   EvidenceVerifier: require('./client/verifier').EvidenceVerifier,
   checkEvidence: require('./client/verifier').checkEvidence,
   // Native evidence verification (docs/native-verify.md).

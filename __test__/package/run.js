@@ -12,6 +12,10 @@
 // 3. no binary, with a toolchain: the main tarball alone and the normal PATH: the install builds
 //    from source (profile ci, with this repository's target/ as cargo's cache to save time) and
 //    app.js runs on the binary it built.
+// 4. the shipped example: the tarballs with @bsv/overlay, knex and better-sqlite3 (normal PATH:
+//    better-sqlite3 compiles), example.js runs examples/host/server.js in public mode and with
+//    BRC-103 (health, a publish followed live by examples/follower/follow.js, the checker,
+//    metrics), tsc --strict compiles examples/host/server.ts, and the host runs on Express 4.
 //
 // npm dependencies of the package resolve from the npm cache (warm after the repository's own
 // install) or the registry, as for any operator. --profile is passed on to `npm run package`
@@ -94,10 +98,45 @@ function newProject (tmp, name) {
 }
 
 /** What an operator types: the package (and here its local tarballs) plus the app's own deps. */
-function installArgs (tarballs, extra = []) {
-  const deps = PKG.dependencies
+function installArgs (tarballs, extra = [], more = []) {
   return ['install', '--no-audit', '--no-fund', '--prefer-offline', '--foreground-scripts', ...extra,
-    ...tarballs, `express@${deps.express}`, `@bsv/sdk@${deps['@bsv/sdk']}`]
+    ...tarballs, `express@${PKG.devDependencies.express}`, `@bsv/sdk@${PKG.dependencies['@bsv/sdk']}`, ...more]
+}
+
+/**
+ * 4. The shipped example host: the tarballs with what the example's README section lists
+ * (@bsv/overlay, knex, better-sqlite3; TypeScript and the type packages for server.ts), then
+ * example.js runs the host in public mode and with BRC-103 (health, publish, a live follower,
+ * the checker, metrics), tsc --strict compiles the TypeScript host copied into the project, and
+ * the JS host runs again on Express 4.
+ */
+function exampleProject (tmp, tarballs) {
+  const dir = path.join(tmp, 'example')
+  fs.mkdirSync(dir)
+  fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'operator-example', version: '1.0.0', private: true }))
+  fs.copyFileSync(path.join(__dirname, 'example.js'), path.join(dir, 'example.js'))
+  // better-sqlite3 compiles at install where no prebuilt binary can be fetched (.ci/run's setting).
+  const build = {}
+  for (const key of ['npm_config_build_from_source', 'npm_config_nodedir']) if (process.env[key]) build[key] = process.env[key]
+  const env = operatorEnv(process.env.PATH, build)
+  const dev = PKG.devDependencies
+  const more = ['@bsv/overlay', 'knex', 'better-sqlite3', 'typescript', '@types/express', '@types/node'].map(p => `${p}@${dev[p] || '*'}`)
+  const inst = check(run('npm', installArgs(tarballs, [], more), { cwd: dir, env }), 'npm install for the example host')
+  console.log(`example: npm install from the tarballs with the host's packages: ${inst.seconds} s`)
+  const ran = check(run(process.execPath, ['example.js', 'none', 'brc103'], { cwd: dir, env }), 'example.js (Express 5)')
+  assert.match(ran.out, /example: ok\n/)
+  for (const line of ran.out.split('\n').filter(l => l.startsWith('example: AUTH='))) console.log(line + ' (Express 5)')
+  // The TypeScript host, copied out of the package as an operator starts from it.
+  const ex = path.join(dir, 'node_modules', PKG.name, 'examples', 'host')
+  for (const f of ['server.ts', 'messages.js', 'messages.d.ts']) fs.copyFileSync(path.join(ex, f), path.join(dir, f))
+  check(run(path.join(dir, 'node_modules', '.bin', 'tsc'), ['--noEmit', '--strict', '--skipLibCheck', '--module', 'preserve', '--moduleResolution', 'bundler', '--types', 'node', 'server.ts'], { cwd: dir, env }), 'tsc --strict on examples/host/server.ts')
+  console.log('example: server.ts compiles with tsc --strict')
+  check(run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', 'express@4'], { cwd: dir, env }), 'npm install express@4')
+  const four = check(run(process.execPath, ['example.js', 'none'], { cwd: dir, env }), 'example.js (Express 4)')
+  assert.match(four.out, /example: ok\n/)
+  const version = require(path.join(dir, 'node_modules', 'express', 'package.json')).version
+  assert.match(version, /^4\./)
+  for (const line of four.out.split('\n').filter(l => l.startsWith('example: AUTH='))) console.log(`${line} (Express ${version})`)
 }
 
 function runApp (dir, env) {
@@ -131,6 +170,17 @@ function main () {
     const installed = path.join(prebuilt, 'node_modules', PKG.name)
     assert.deepStrictEqual(fs.readdirSync(installed).filter(f => f.endsWith('.node') || f === 'target'), [],
       'a prebuilt install must not build anything')
+    // The installed package carries its docs and examples: every relative link of the README
+    // and of docs/*.md resolves inside node_modules.
+    for (const doc of ['README.md', ...fs.readdirSync(path.join(installed, 'docs')).filter(f => f.endsWith('.md')).map(f => path.join('docs', f))]) {
+      const text = fs.readFileSync(path.join(installed, doc), 'utf8')
+      for (const [, target] of text.matchAll(/\]\(((?:docs|examples)\/[^)#\s]+|[a-z-]+\.(?:md|conf|png))(?:#[^)]*)?\)/g)) {
+        assert(fs.existsSync(path.join(installed, path.dirname(doc), target)), `${doc} links ${target}, which the package lacks`)
+      }
+    }
+    for (const f of ['examples/host/server.js', 'examples/host/server.ts', 'examples/host/publish.js', 'examples/follower/follow.js']) {
+      assert(fs.existsSync(path.join(installed, f)), `the package lacks ${f}`)
+    }
     const bindings = runApp(prebuilt, env)
     const host = platformPackages.find(p => bindings.some(b => b.includes(`${path.sep}node_modules${path.sep}${p}${path.sep}`)))
     assert(host, `the binding must come from a platform package, got ${bindings.join(', ')}`)
@@ -159,6 +209,9 @@ function main () {
     const local = runApp(source, operatorEnv(bare))
     assert(local.some(b => b.startsWith(path.join(source, 'node_modules', PKG.name) + path.sep)), `expected the built binary, got ${local.join(', ')}`)
     console.log('source: app.js ok with the binary built at install')
+
+    // 4. the shipped example host, JS (Express 5 and 4) and TypeScript
+    exampleProject(tmp, tarballs)
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true })
   }

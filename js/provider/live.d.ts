@@ -132,8 +132,12 @@ export declare class LiveLookup {
   readonly options: LiveLookupOptions
   readonly epoch: string
   readonly highWater: string
-  /** Wraps a LookupService; register the result in place of the original. */
-  wrap (name: string, lookupService: LookupService, companion: LiveCompanion): LookupService
+  /**
+   * Wraps a LookupService; register the result in place of the original. The result has the
+   * type of the service given (an @bsv/overlay LookupService stays one, so
+   * `engine.lookupServices[name] = live.wrap(name, service, companion)` type-checks).
+   */
+  wrap<S extends LookupService> (name: string, lookupService: S, companion: LiveCompanion): S
   /**
    * Brackets engine.submit (one group per transaction) and brings every wrapped service in
    * line with Engine storage (a backfill for a new service, otherwise only what differs); a

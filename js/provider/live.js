@@ -82,10 +82,10 @@ class LiveLookup {
   static async open (options) {
     const o = { ...DEFAULTS, ...options }
     if (!o.dataDir) throw new TypeError('LiveLookup.open needs dataDir')
-    if (!o.chain || !o.chain.network || !o.chain.genesisHash) {
-      throw new TypeError('LiveLookup.open needs chain: { network, genesisHash }')
+    checkChain(o.chain)
+    if (!o.provider || typeof o.provider !== 'string') {
+      throw new TypeError('LiveLookup.open needs provider: the identity key of the router\'s privateKey (66 hex) with BRC-103, or the exact origin of baseURL (https://host[:port]) in public mode')
     }
-    if (!o.provider) throw new TypeError('LiveLookup.open needs provider (identity key or HTTPS origin)')
     // A store created by this open has a new epoch nobody holds a cursor for: an anchor
     // from an earlier store in this place says nothing about it.
     const fresh = anchor.isEmptyDir(o.dataDir)
@@ -117,7 +117,15 @@ class LiveLookup {
     let restored = null
     if (o.restored) restored = typeof o.restored === 'string' ? o.restored : 'the operator declared a restore'
     else if (anchorPath && !fresh) restored = anchor.restoredReason(anchor.readAnchor(anchorPath), core.epoch(), core.highWater())
+    let providerChange
+    try {
+      providerChange = checkProvider(core, o.provider)
+    } catch (e) {
+      await core.closeStore()
+      throw e
+    }
     const live = new LiveLookup(core, o, { anchorPath, restored })
+    if (providerChange) live.logEvent({ op: 'config', action: 'warning', reason: providerChange })
     if (restored) live.logEvent({ op: 'restore', action: 'serving-paused', reason: restored })
     else if (live.anchor) await live.anchor.update()
     return live
@@ -912,6 +920,47 @@ class LiveLookup {
   }
 }
 
+/** Validates `chain` with messages that say what to pass. */
+function checkChain (chain) {
+  if (!chain || typeof chain !== 'object') {
+    throw new TypeError('LiveLookup.open needs chain: { network, genesisHash } (the chain the Engine\'s chain tracker follows)')
+  }
+  if (typeof chain.network !== 'string' || chain.network.length === 0) {
+    throw new TypeError("LiveLookup.open chain.network must be a non-empty string such as 'main' or 'test'")
+  }
+  if (typeof chain.genesisHash !== 'string' || !/^[0-9a-f]{64}$/.test(chain.genesisHash)) {
+    throw new TypeError(`LiveLookup.open chain.genesisHash must be 64 lowercase hex characters, the hash of the chain's genesis block (main: ${MAIN_GENESIS}); got ${JSON.stringify(String(chain.genesisHash)).slice(0, 80)}`)
+  }
+}
+
+/**
+ * A store answers for one kind of provider (every scope names it): reopening a public-mode
+ * store (an origin) as a BRC-103 provider (an identity key), or the other way round, is
+ * refused. Another value of the same kind (a public host on a new origin, a new identity key)
+ * is accepted and returned as a warning to log. The provider is recorded at every open.
+ */
+function checkProvider (core, provider) {
+  const saved = readMeta(core, PROVIDER_META)
+  const kind = providerKind(provider)
+  let warning = null
+  if (saved && typeof saved.provider === 'string' && saved.provider !== provider) {
+    const was = providerKind(saved.provider)
+    if (was !== kind) {
+      throw new TypeError(`this store was created for ${was === 'identity' ? 'a BRC-103 provider (identity key' : 'a public-mode provider (origin'} ${saved.provider}), not ${kind === 'identity' ? 'a BRC-103 provider (identity key' : 'a public-mode provider (origin'} ${provider}): open it in the mode it was created for, or use a new dataDir with create: true for this mode (its clients start over)`)
+    }
+    warning = `the provider changed from ${saved.provider} to ${provider} since this store was last opened: scopes now name the new one`
+  }
+  if (!saved || saved.provider !== provider) core.metaPut(PROVIDER_META, JSON.stringify({ provider }))
+  return warning
+}
+
+/** 'identity' for a compressed public key (BRC-103), 'origin' otherwise (public mode). */
+function providerKind (provider) {
+  return /^0[23][0-9a-f]{64}$/i.test(provider) ? 'identity' : 'origin'
+}
+
+const MAIN_GENESIS = '000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f'
+const PROVIDER_META = 'provider'
 const LIVE_REORG = Symbol.for('overlay-lookup-live.reorg')
 const CHAIN_META = 'chain-view'
 const RULES_META = 'service-rules'

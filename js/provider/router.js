@@ -11,6 +11,7 @@ const wire = require('../common/wire')
 const { CapabilityManifest, PROFILE } = require('./manifest')
 const { NativeWallet } = require('../auth/wallet')
 const { AuthServer } = require('../auth/authserver')
+const observe = require('./observe')
 
 const MAX_BODY = wire.PROFILE_LIMITS.maxRequestBytes
 /** A refused body up to this many times its cap is drained before the refusal (readBody). */
@@ -239,15 +240,63 @@ function validateProvider (live, options, manifest) {
 }
 
 /**
+ * The provider identity key as 64 lowercase hex: a hex string as given, or a @bsv/sdk
+ * PrivateKey (anything with toHex()).
+ */
+function privateKeyHex (key) {
+  if (key !== null && typeof key === 'object' && typeof key.toHex === 'function') return String(key.toHex()).padStart(64, '0')
+  if (key === undefined || key === null) {
+    throw new TypeError('router needs privateKey: the provider identity key (64 hex, or a @bsv/sdk PrivateKey) that signs the capability manifest, in public mode too; keep it with the data directory so the manifest identity stays the same across restarts')
+  }
+  if (typeof key === 'string' && /^[0-9a-fA-F]{64}$/.test(key)) return key.toLowerCase()
+  throw new TypeError('router privateKey must be 64 hex characters or a @bsv/sdk PrivateKey')
+}
+
+/** Checks a health or metrics path option; null when not asked for. */
+function routePath (value, name) {
+  if (value === undefined || value === null || value === false) return null
+  if (typeof value !== 'string' || !value.startsWith('/')) throw new TypeError(`router ${name} must be a path such as '/${name}' (or left out)`)
+  return value
+}
+
+/**
+ * The startup line through the LiveLookup's `log` hook, and warnings for a configuration that
+ * would serve nothing useful.
+ */
+function logStartup (live, options, manifest) {
+  const services = [...live.services.keys()]
+  live.logEvent({
+    op: 'start',
+    provider: live.options.provider,
+    identity: manifest.identity,
+    mode: options.authentication === 'brc103' ? 'brc103' : 'public',
+    baseURL: options.baseURL,
+    store: live.options.dataDir,
+    epoch: live.epoch,
+    highWater: live.highWater,
+    services,
+    engineAttached: !!live.engine
+  })
+  if (services.length === 0) {
+    live.logEvent({ op: 'config', action: 'warning', reason: 'the router serves no lookup service yet: wrap one with live.wrap(name, lookupService, companion) and register the result in engine.lookupServices before live.router(...)' })
+  } else if (!live.engine) {
+    live.logEvent({ op: 'config', action: 'warning', reason: `services ${services.join(', ')} are wrapped but no Engine is attached: call await live.attach(engine) after registering them, or the feed misses what the Engine admits` })
+  }
+}
+
+/**
  * Builds the router. See js/provider/router.d.ts for the options.
  * @param {import('./live').LiveLookup} live
  */
 function createRouter (live, options = {}) {
   const authentication = options.authentication
   if (authentication !== 'brc103' && authentication !== 'none') {
-    throw new TypeError("router needs authentication: 'brc103' or 'none' (explicitly)")
+    throw new TypeError("router needs authentication: 'brc103' (BRC-103 callers) or 'none' (public mode), explicitly")
   }
   if (!options.baseURL) throw new TypeError('router needs baseURL (the advertised base URL)')
+  options = { ...options, privateKey: privateKeyHex(options.privateKey) }
+  const healthPath = routePath(options.health, 'health')
+  const metricsPath = routePath(options.metrics, 'metrics')
   const manifest = new CapabilityManifest(live, {
     privateKey: options.privateKey,
     baseURL: options.baseURL,
@@ -269,6 +318,27 @@ function createRouter (live, options = {}) {
   const log = typeof options.log === 'function' ? options.log : () => {}
   const prefix = basePath(options.baseURL) + '/overlay/v1'
   const router = express.Router()
+  // Counters for the metrics route (js/provider/observe.js), kept only when it is served.
+  const counters = metricsPath ? observe.instrument(live) : null
+  const mode = authentication === 'brc103' ? 'brc103' : 'public'
+
+  if (healthPath) {
+    router.get(healthPath, (req, res) => {
+      const body = observe.healthOf(live, { mode, baseURL: options.baseURL })
+      res.setHeader('Cache-Control', 'no-store')
+      send(res, body.status === 'ok' ? 200 : 503, JSON.stringify(body))
+    })
+  }
+  if (metricsPath) {
+    router.get(metricsPath, (req, res) => {
+      const text = Buffer.from(observe.metricsText(live))
+      res.statusCode = 200
+      res.setHeader('Cache-Control', 'no-store')
+      res.setHeader('Content-Type', 'text/plain; version=0.0.4; charset=utf-8')
+      res.setHeader('Content-Length', text.length)
+      res.end(text)
+    })
+  }
 
   /** Sends an answer, signed first when it answers a verified BRC-104 exchange. */
   const answer = async (res, status, body, exchange) => {
@@ -389,6 +459,7 @@ function createRouter (live, options = {}) {
       if (ac.signal.aborted) return
       // Cursors and bodies never reach the log.
       log({ op, status: out.status, principal: caller.principal || null, bytes: out.body.length })
+      if (counters) observe.countRequest(counters, op, out.status, out.body)
       if (!exchange) return send(res, out.status, out.body)
       inTurn(() => answer(res, out.status, out.body, exchange).catch(fail))
     } catch (e) {
@@ -396,8 +467,12 @@ function createRouter (live, options = {}) {
     }
   })
 
-  router.all(prefix + '/{*rest}', (req, res) => sendError(res, 'not-found', 'unknown route'))
+  // Anything else under the prefix (a prefix mount matches the same paths on Express 4 and 5).
+  router.use(prefix, (req, res) => sendError(res, 'not-found', 'unknown route'))
   router.manifest = manifest
+  router.health = () => observe.healthOf(live, { mode, baseURL: options.baseURL })
+  router.metrics = () => observe.metricsText(live)
+  logStartup(live, options, manifest)
   // The BRC-104 wallet and sessions in use (null in public mode), for
   // diagnostics; the wallet never exposes its key.
   router.wallet = wallet
