@@ -8,7 +8,7 @@ const path = require('node:path')
 const { execFile } = require('node:child_process')
 const { runChecks, CHECKS, needing } = require('../js/check')
 const { startNode } = require('./helpers/node')
-const { startFaultyProxy } = require('./helpers/faulty-proxy')
+const { startFaultyNode } = require('./helpers/check-faults')
 
 const BIN = path.join(__dirname, '..', 'bin', 'overlay-lookup-live.js')
 const ORIGIN = 'https://app.example'
@@ -94,18 +94,15 @@ test('text output: one line per check, skips say what they need, the last line c
   expect(out.code).toBe(0)
 })
 
-describe('a provider with a fault', () => {
-  test('the command line prints the FAIL line and exits 1', async () => {
-    const proxy = await startFaultyProxy('forged-cursor-accepted')
-    closers.push(() => proxy.close())
-    const n = await node({ authentication: 'none', baseURL: proxy.origin })
-    proxy.target = n.origin
-    const out = await cli(['check', proxy.origin, '--service', 'ls_notes', '--allow-insecure-http', '--wait-ms', String(WAIT_MS)])
-    const lines = out.stdout.trim().split('\n')
-    expect(lines.filter(l => l.startsWith('FAIL '))).toEqual([expect.stringMatching(/^FAIL cursor\.forged: /)])
-    expect(lines[lines.length - 1]).toMatch(/^\d+ passed, 1 failed, \d+ skipped$/)
-    expect(out.code).toBe(1)
-  })
+test('a provider with a fault: the command line prints the FAIL line and exits 1', async () => {
+  const n = await startFaultyNode('none')
+  closers.push(() => n.close())
+  n.use('a forged cursor is read as the last one')
+  const out = await cli(['check', n.origin, '--service', 'ls_notes', '--allow-insecure-http', '--wait-ms', String(WAIT_MS)])
+  const lines = out.stdout.trim().split('\n')
+  expect(lines.filter(l => l.startsWith('FAIL '))).toEqual([expect.stringMatching(/^FAIL cursor\.forged: a read whose cursor had one character changed was accepted \(200\); .* \(BRC-193 §2, §8\)$/)])
+  expect(lines[lines.length - 1]).toMatch(/^\d+ passed, 1 failed, \d+ skipped$/)
+  expect(out.code).toBe(1)
 })
 
 test('a base URL that is not the advertised one fails manifest.base-url', async () => {

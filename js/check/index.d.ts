@@ -37,6 +37,8 @@ export interface CheckResult {
   /** The check's name, e.g. 'headers.cache-control'. */
   check: string
   status: 'ok' | 'fail' | 'skip'
+  /** Where the rule it enforces is written, e.g. 'BRC-193 §8'. */
+  section: string
   /** `ok <check>`, `FAIL <check>: <seen>; <rule>` or `skip <check>: <reason>`. */
   line: string
   /** For a failure: what the provider did. */

@@ -153,14 +153,14 @@ class Run {
   }
 
   record (result) {
-    const r = { check: result.check, status: result.status }
+    const rule = ruleOf(result.check)
+    const r = { check: result.check, status: result.status, section: rule.section }
     if (result.status === 'ok') r.line = `ok ${r.check}`
     if (result.status === 'skip') {
       r.reason = result.reason
       r.line = `skip ${r.check}: ${r.reason}`
     }
     if (result.status === 'fail') {
-      const rule = ruleOf(r.check)
       r.seen = result.seen
       r.rule = `${rule.requires} (${rule.section})`
       r.line = `FAIL ${r.check}: ${r.seen}; ${r.rule}`
@@ -750,6 +750,7 @@ class Run {
       await this.check(check, () => {
         if (boundary.findings[check]) fail(boundary.findings[check])
         if (boundary.skip) return skip(boundary.skip)
+        if (check === 'snapshot.through-w' && this.chain.filter(b => b.phase === 'snapshot').length < 2) return skip('the snapshot fit in the open batch: no later snapshot batch to judge')
       })
     }
 
@@ -781,6 +782,7 @@ class Run {
           }
         }
       }
+      if (!s.live.groups.some(g => g.observations.some(o => outpointOf(o)))) return skip('the delivered change has no output observation to look for in the snapshot')
       for (const g of s.live.groups) {
         for (const o of g.observations) {
           const where = seen.get(outpointOf(o)) || []
@@ -1060,6 +1062,7 @@ class Run {
       }), a => `${a.name} paired Access-Control-Allow-Credentials: true with Access-Control-Allow-Origin ${a.header('access-control-allow-origin')}`)
     })
     await this.check('errors.envelope', () => {
+      if (!judged.some(a => a.status >= 400)) return skip('no error answer arrived to judge')
       report(judged.filter(a => a.method !== 'OPTIONS' && !a.corsRefusal && (a.status < 200 || a.status >= 300) && envelopeProblem(a) !== null),
         a => `${a.name}: ${envelopeProblem(a)}`)
     })
@@ -1067,6 +1070,7 @@ class Run {
       report(answers.filter(a => a.status >= 300 && a.status < 400), a => `${a.name} redirected to ${JSON.stringify(a.header('location') || null)}`)
     })
     await this.check('limits.respected', () => {
+      if (!this.batches.some(x => x.limits)) return skip('no batch arrived to judge')
       for (const { answer, batch, limits } of this.batches) {
         if (!limits) continue
         const eff = this.effective(limits)
@@ -1076,6 +1080,7 @@ class Run {
       }
     })
     await this.check('batch.through-highwater', () => {
+      if (this.batches.length === 0) return skip('no batch arrived to judge')
       for (const { answer, batch } of this.batches) {
         if (u64(batch.through) > u64(batch.highWater)) fail(`${answer.name} has through ${batch.through} above highWater ${batch.highWater}`)
       }
@@ -1091,15 +1096,19 @@ class Run {
       incoming = u64(b.through)
     }
     await this.check('snapshot.sequence-w', () => {
+      if (!this.chain.some(b => b.phase === 'snapshot' && b.groups.length > 0)) return skip('the snapshot has no groups (an empty collection): no sequence to judge')
       for (const b of this.chain) {
         const off = b.phase === 'snapshot' && b.groups.find(g => u64(g.sequence) !== W)
         if (off) fail(`snapshot group ${off.id} has sequence ${off.sequence}, W is ${W}`)
       }
     })
     await this.check('live.through-monotonic', () => {
+      if (live.length < 2) return skip('fewer than two live batches arrived')
       for (const { b, i, incoming } of live) if (incoming !== null && u64(b.through) < incoming) fail(`through went back from ${incoming} to ${b.through} in live batch ${i}`)
     })
+    const liveGroups = live.some(({ b }) => b.groups.length > 0)
     await this.check('live.sequence-order', () => {
+      if (!liveGroups) return skip(NEEDS_MUTATE + ' (a live group to judge)')
       for (const { b, incoming } of live) {
         let last = incoming
         for (const g of b.groups) {
@@ -1110,6 +1119,7 @@ class Run {
       }
     })
     await this.check('live.sequence-in-range', () => {
+      if (!liveGroups) return skip(NEEDS_MUTATE + ' (a live group to judge)')
       for (const { b } of live) {
         const g = b.groups.find(g => u64(g.sequence) > u64(b.through))
         if (g) fail(`live group ${g.id} has sequence ${g.sequence} above the batch's through ${b.through}`)
@@ -1124,7 +1134,9 @@ class Run {
         if (b) fail(`the scope of session ${session.slice(0, 16)}… changed between batches at scope.${firstDifference(batches[0].scope, b.scope)}`)
       }
     })
+    const observed = this.batches.some(({ batch }) => batch.groups.some(g => g.observations.length > 0))
     await this.check('scope.observations', () => {
+      if (!observed) return skip('no observation arrived to judge')
       for (const { answer, batch } of this.batches) {
         for (const g of batch.groups) {
           const o = g.observations.find(o => !o || firstDifference(o.scope, batch.scope) !== null)
@@ -1133,6 +1145,7 @@ class Run {
       }
     })
     await this.check('observations.unique', () => {
+      if (!observed) return skip('no observation arrived to judge')
       const where = new Map()
       for (const { batch } of this.batches) {
         for (const g of batch.groups) {
@@ -1174,6 +1187,7 @@ class Run {
       if (opens.size < 2) return skip('fewer than two sessions were opened')
     })
     await this.check('deadlines.fixed', () => {
+      if (![...bySession.values()].some(b => b.length > 1)) return skip('no session answered twice')
       for (const [session, batches] of bySession) {
         const b = batches.find(x => x.expiresAt !== batches[0].expiresAt || x.replayUntil !== batches[0].replayUntil)
         if (b) fail(`session ${session.slice(0, 16)}… moved its deadlines from expiresAt ${batches[0].expiresAt}, replayUntil ${batches[0].replayUntil} to ${b.expiresAt}, ${b.replayUntil}`)
