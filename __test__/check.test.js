@@ -155,3 +155,11 @@ test('a failing --mutate command is reported with its error message, not its sta
   expect(line).toMatch(/^FAIL mutation\.delivered: the --mutate command \(run with \/bin\/sh -c\) failed \(exit 1\): Error: the mutation endpoint refused: 403; /)
   expect(line).not.toMatch(/ at /)
 })
+
+test('docs/operators.md lists every check with the section its rule names', () => {
+  const { RULES } = require('../js/check')
+  const docs = require('node:fs').readFileSync(path.join(__dirname, '..', 'docs', 'operators.md'), 'utf8')
+  const rows = new Map([...docs.matchAll(/^\| `([a-z0-9.-]+)` \| (BRC-[^|]+?) \| ([^|]*)\|$/gm)].map(m => [m[1], [m[2], m[3].trim()]]))
+  expect([...rows.keys()]).toEqual(Object.keys(RULES))
+  for (const [check, [section, , needs]] of Object.entries(RULES)) expect(rows.get(check)).toEqual([section, (needs || []).join(', ')])
+})

@@ -28,6 +28,8 @@ const AUTH_HEADERS = ['x-bsv-auth-version', 'x-bsv-auth-identity-key', 'x-bsv-au
 const MUTATE_TIMEOUT_MS = 60000
 /** Longest wait the checker spends for a mutation's group to arrive. */
 const DELIVERY_BUDGET_MS = 30000
+/** How long before the session expiry the expiry poll starts. */
+const EXPIRY_POLL_LEAD_MS = 4000
 /** How far past the session expiry the expiry poll asks to wait. */
 const EXPIRY_OVERSHOOT_MS = 3000
 /** Pages the checker reads to finish a snapshot before it gives up on the boundary checks. */
@@ -942,6 +944,9 @@ class Run {
       cur = r.json
     }
     await this.check('long-poll.expiry-cap', async () => {
+      // The poll starts a few seconds before the expiry, so that its bound is well past it.
+      const early = expiresMs - Date.now() - EXPIRY_POLL_LEAD_MS
+      if (early > 0) await sleep(early)
       const remaining = expiresMs - Date.now()
       if (remaining <= 0) return skip('the session expired while the other checks ran')
       if (cur.phase !== 'live' || cur.groups.length > 0) return skip('the session did not catch up with its live feed')
