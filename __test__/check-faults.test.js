@@ -7,7 +7,7 @@
 // of session expiry run with --long against a node whose sessions last a few seconds.
 
 const { runChecks, CHECKS, needing } = require('../js/check')
-const { FAULTS, PUBLIC_ONLY, startFaultyNode, SERVICE } = require('./helpers/check-faults')
+const { FAULTS, PUBLIC_ONLY, startFaultyNode, SERVICE, EMPTY_QUERY } = require('./helpers/check-faults')
 
 const ORIGIN = 'https://app.example'
 /** Short polls keep each run near a second; the long-poll rules are the same at any bound. */
@@ -29,6 +29,7 @@ function run (n, auth, f, extra = {}) {
     origin: ORIGIN,
     waitMs: WAIT_MS,
     mutate: () => n.mutate(),
+    emptyQuery: EMPTY_QUERY,
     ...extra,
     ...(f && f.run ? f.run(n) : {})
   })

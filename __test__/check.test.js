@@ -48,12 +48,16 @@ test('public mode: the command line with --mutate and --json passes every check'
   n = await node({ authentication: 'none', allowedOrigins: [ORIGIN], before })
   const mutate = `"${process.execPath}" -e "fetch('${n.origin}/test/mutate', { method: 'POST' }).then(r => { if (!r.ok) process.exit(1) })"`
   const out = await cli(['check', n.origin, '--service', 'ls_notes', '--allow-insecure-http', '--origin', ORIGIN,
-    '--wait-ms', String(WAIT_MS), '--mutate', mutate, '--json'])
+    '--wait-ms', String(WAIT_MS), '--mutate', mutate, '--empty-query', '{"author":"nobody"}', '--json'])
   const report = JSON.parse(out.stdout)
   expect(named(report, 'fail')).toEqual([])
   // Public sessions are bearer capabilities: the BRC-103 checks do not apply; --long is not given.
   expect(named(report, 'skip').sort()).toEqual([...needing('brc103'), ...needing('long')].sort())
   expect(report.results.map(r => r.check).sort()).toEqual([...CHECKS].sort())
+  // Every result names the section of the rule it enforces; the counts add up.
+  const { RULES } = require('../js/check')
+  for (const r of report.results) expect(r.section).toBe(RULES[r.check][0])
+  expect(report.passed + report.failed + report.skipped).toBe(CHECKS.length)
   expect(out.code).toBe(0)
 })
 
@@ -67,6 +71,7 @@ test('BRC-103: a fresh random identity passes every check (function API, mutatio
     allowInsecureHttp: true,
     origin: ORIGIN,
     waitMs: WAIT_MS,
+    emptyQuery: { author: 'nobody' },
     mutate: async () => {
       mutations++
       await n.submit(await n.factory.createNotes([`mutation ${mutations}`]))
@@ -89,7 +94,8 @@ test('text output: one line per check, skips say what they need, the last line c
   expect(skips).toContainEqual(expect.stringMatching(/^skip cors\.preflight: .*pass --origin/))
   for (const c of needing('mutate')) expect(skips).toContainEqual(expect.stringMatching(new RegExp(`^skip ${c.replace('.', '\\.')}: needs --mutate`)))
   for (const c of needing('long')) expect(skips).toContain(`skip ${c}: runs long: needs --long (waits for a session to expire)`)
-  expect(skips).toHaveLength(1 + needing('mutate').length + needing('long').length)
+  expect(skips).toContain('skip snapshot.empty: needs --empty-query <a query that selects nothing>')
+  expect(skips).toHaveLength(1 + needing('mutate').length + needing('empty-query').length + needing('long').length)
   expect(lines.filter(l => !/^(ok|skip) /.test(l))).toEqual([`${CHECKS.length - skips.length} passed, 0 failed, ${skips.length} skipped`])
   expect(out.code).toBe(0)
 })
@@ -141,7 +147,7 @@ test('--help names what each optional check needs, and that --mutate runs under 
   expect(out.stdout).toMatch(/--mutate '<command>' +a command .* run with \/bin\/sh -c/)
   expect(out.stdout).toMatch(/N passed, M failed, K skipped/)
   const flat = out.stdout.replace(/\s+/g, ' ')
-  for (const [what, heading] of [['mutate', '--mutate:'], ['second-principal', 'a second principal'], ['long', '--long (runs long']]) {
+  for (const [what, heading] of [['mutate', '--mutate:'], ['empty-query', '--empty-query:'], ['second-principal', 'a second principal'], ['long', '--long (runs long']]) {
     expect(flat).toContain(heading)
     for (const c of needing(what)) expect(flat).toContain(c)
   }

@@ -71,6 +71,7 @@ describe('Overlay Express 2.2: the router on server.app before start()', () => {
       service: 'ls_notes',
       auth: 'brc103',
       allowInsecureHttp: true,
+      emptyQuery: { author: 'nobody' },
       waitMs: 400,
       mutate: async () => { await publish([`published ${++published}`]) }
     })

@@ -86,6 +86,7 @@ maybe('behind nginx with the operators\' configuration', () => {
       auth: 'brc103',
       allowInsecureHttp: true,
       origin: APP,
+      emptyQuery: { author: 'nobody' },
       waitMs: 400,
       mutate: async () => {
         mutations++

@@ -11,6 +11,7 @@ const { needing } = require('../js/check/rules')
 /** What the checks can need, as --help names it. */
 const NEEDS = [
   ['mutate', '--mutate'],
+  ['empty-query', '--empty-query'],
   ['brc103', '--auth brc103'],
   ['second-principal', 'a second principal (made by the checker under --auth brc103)'],
   ['origin', '--origin'],
@@ -36,6 +37,7 @@ N passed, M failed, K skipped. Exit 0 when none failed, 1 when one failed, 2 for
 
   --service <name>        the lookup service to check (required)
   --query <json>          the query to open (default {})
+  --empty-query <json>    a query of the service that selects nothing (checks an empty snapshot)
   --auth none|brc103      how to call it: public, or BRC-103 with a fresh random identity (default none)
   --allow-insecure-http   allow a plain http base URL (local development only)
   --mutate '<command>'    a command that commits a change the query selects, run with /bin/sh -c
@@ -75,6 +77,7 @@ async function check (argv) {
     options: {
       service: { type: 'string' },
       query: { type: 'string' },
+      'empty-query': { type: 'string' },
       auth: { type: 'string' },
       'allow-insecure-http': { type: 'boolean' },
       mutate: { type: 'string' },
@@ -97,6 +100,14 @@ async function check (argv) {
       return usage(`--query is not JSON: ${e.message}`)
     }
   }
+  let emptyQuery
+  if (values['empty-query'] !== undefined) {
+    try {
+      emptyQuery = JSON.parse(values['empty-query'])
+    } catch (e) {
+      return usage(`--empty-query is not JSON: ${e.message}`)
+    }
+  }
   const { runChecks, summaryLine } = require('../js/check')
   const json = !!values.json
   let report
@@ -105,6 +116,7 @@ async function check (argv) {
       baseURL: positionals[0],
       service: values.service,
       query,
+      emptyQuery,
       auth: values.auth || 'none',
       allowInsecureHttp: !!values['allow-insecure-http'],
       mutate: values.mutate,

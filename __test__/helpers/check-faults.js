@@ -22,6 +22,8 @@ const { PROBE_ORIGIN } = require('../../js/check/run')
 const wire = require('../../js/common/wire')
 
 const SERVICE = 'ls_notes'
+/** A query of ls_notes that selects nothing (no note has this author). */
+const EMPTY_QUERY = { author: 'nobody' }
 const VARY = 'Authorization, x-bsv-auth-identity-key, x-bsv-overlay-capability, x-bsv-overlay-profile'
 /** What the faults that change timing hold an answer for; well past the checker's slack. */
 const HOLD_MS = 2500
@@ -173,6 +175,15 @@ function batchesOrErrors (edit) {
 }
 
 // --- scope -----------------------------------------------------------------------------------
+fault('an empty snapshot is completed as live', {
+  checks: ['snapshot.empty'],
+  live: batches((j) => { if (j.phase === 'snapshot' && j.snapshotComplete && j.groups.length === 0) j.phase = 'live' })
+})
+fault('a group no limit can hold is limited of kind group', {
+  checks: ['limited.permanent'],
+  live: batchesOrErrors((e) => { if (e.code === 'limited' && e.limit && e.limit.kind === 'group') e.limit.minimumObservations = 4096 })
+})
+
 fault('scope names another service', { checks: ['scope.service'], live: batches((j) => setScope(j, 'service', 'ls_other')) })
 fault('scope names another provider', { checks: ['scope.provider'], live: batches((j) => setScope(j, 'provider', 'https://elsewhere.example')) })
 fault('scope names other rules', { checks: ['scope.rules'], live: batches((j) => setScope(j, 'rulesDigest', 'ab'.repeat(32))) })
@@ -279,17 +290,19 @@ fault('a forged cursor is read as the last one', {
     }
   })
 })
-fault('an unknown session is not-found', {
-  checks: ['session.unknown'],
-  live: tracked({
-    read: async (request, caller, next, state) => {
+/** `op` of a session never issued answers not-found where the provider answered `status`. */
+function revealsUnknown (op, status) {
+  return tracked({
+    [op]: async (request, caller, next, state) => {
       const out = await next(request)
       const j = parse(request)
-      return out.status === 409 && isObject(j) && !known(state, j.session) ? errorAnswer(404, 'not-found', 'no such session') : out
+      return out.status === status && isObject(j) && !known(state, j.session) ? errorAnswer(404, 'not-found', 'no such session') : out
     }
   })
-})
-fault("another identity reads a session", {
+}
+fault('an unknown session is not-found', { checks: ['session.unknown'], live: revealsUnknown('read', 409) })
+fault('close of an unknown session is not-found', { checks: ['close.unknown'], live: revealsUnknown('close', 200) })
+fault('another identity reads a session', {
   checks: ['session.foreign-read'],
   modes: ['brc103'],
   live: tracked({
@@ -307,16 +320,6 @@ fault("another identity's close is honoured", {
     close: async (request, caller, next, state) => {
       const s = known(state, (parse(request) || {}).session)
       return next(request, s && s.owner ? s.owner : caller)
-    }
-  })
-})
-fault('close of an unknown session is not-found', {
-  checks: ['close.unknown'],
-  live: tracked({
-    close: async (request, caller, next, state) => {
-      const out = await next(request)
-      const j = parse(request)
-      return out.status === 200 && isObject(j) && !known(state, j.session) ? errorAnswer(404, 'not-found', 'no such session') : out
     }
   })
 })
@@ -384,9 +387,10 @@ fault('a snapshot page has another through', {
     if (BigInt(j.highWater) < BigInt(j.through)) j.highWater = j.through
   })
 })
-// Its groups then read as live groups with sequence W.
+// Its groups then read as live groups with sequence W, and an empty collection has no
+// completed snapshot batch.
 fault('the last snapshot batch says live', {
-  checks: ['snapshot.complete-phase', 'live.sequence-order', 'mutation.delivered'],
+  checks: ['snapshot.complete-phase', 'live.sequence-order', 'mutation.delivered', 'snapshot.empty'],
   live: batches((j) => { if (j.phase === 'snapshot' && j.snapshotComplete) j.phase = 'live' })
 })
 // Its live group (the mutation) then reads as a snapshot group past W.
@@ -868,4 +872,4 @@ async function startFaultyNode (auth, { origins = [], live } = {}) {
  */
 const PUBLIC_ONLY = ['manifest.signature', 'selection.stale-capability', 'selection.unknown-profile', 'request.content-type', 'request.content-encoding', 'request.header-cap', 'headers.content-encoding']
 
-module.exports = { FAULTS, PUBLIC_ONLY, startFaultyNode, HOLD_MS, SERVICE }
+module.exports = { FAULTS, PUBLIC_ONLY, startFaultyNode, HOLD_MS, SERVICE, EMPTY_QUERY }

@@ -23,6 +23,8 @@ export interface CheckOptions {
   waitMs?: number
   /** Time allowed per request beyond its wait (default 30000). */
   timeoutMs?: number
+  /** A query of the service that selects nothing, to check an empty collection's snapshot (snapshot.empty). */
+  emptyQuery?: unknown
   /** Runs the checks that wait for a session to expire (default false). */
   long?: boolean
   /** Longest those checks wait for the expiry, in ms (default 120000); a later expiry skips them. */
@@ -75,7 +77,7 @@ export declare function canonicalBase (input: string, allowInsecureHttp?: boolea
 /** The names of every check, in the order of RULES. */
 export declare const CHECKS: string[]
 /** What a check needs beyond a plain run; without it the check is skipped. */
-export type CheckNeed = 'mutate' | 'brc103' | 'second-principal' | 'origin' | 'long'
+export type CheckNeed = 'mutate' | 'empty-query' | 'brc103' | 'second-principal' | 'origin' | 'long'
 /** Per check: [section, what it requires, what it needs (absent: nothing)]. */
 export declare const RULES: Record<string, [string, string] | [string, string, CheckNeed[]]>
 /** The checks that need `what`. */

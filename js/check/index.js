@@ -39,7 +39,7 @@ function freshWallet () {
 /** Checks and normalizes the options of runChecks; throws a TypeError naming what is wrong. */
 function normalize (options) {
   if (!options || typeof options !== 'object') throw new TypeError('runChecks needs options')
-  const { baseURL, service, query = {}, auth = 'none', allowInsecureHttp = false, mutate, origin, waitMs = DEFAULT_WAIT_MS, timeoutMs = DEFAULT_TIMEOUT_MS, long = false, longBudgetMs = DEFAULT_LONG_BUDGET_MS, onResult } = options
+  const { baseURL, service, query = {}, auth = 'none', allowInsecureHttp = false, mutate, origin, waitMs = DEFAULT_WAIT_MS, timeoutMs = DEFAULT_TIMEOUT_MS, long = false, longBudgetMs = DEFAULT_LONG_BUDGET_MS, emptyQuery, onResult } = options
   if (typeof service !== 'string' || service.length === 0) throw new TypeError('a service name is needed (--service)')
   if (auth !== 'none' && auth !== 'brc103') throw new TypeError("auth must be 'none' or 'brc103'")
   if (mutate !== undefined && mutate !== null && typeof mutate !== 'string' && typeof mutate !== 'function') throw new TypeError('mutate must be a shell command or a function')
@@ -53,10 +53,15 @@ function normalize (options) {
   if (!Number.isInteger(timeoutMs) || timeoutMs < 1) throw new TypeError('timeoutMs must be a positive integer')
   if (typeof long !== 'boolean') throw new TypeError('long must be a boolean')
   if (!Number.isInteger(longBudgetMs) || longBudgetMs < 1) throw new TypeError('longBudgetMs must be a positive integer')
-  try {
-    JSON.stringify(query)
-  } catch (_) {
-    throw new TypeError('the query must be a JSON value')
+  for (const [name, q] of [['query', query], ['emptyQuery', emptyQuery]]) {
+    if (name === 'emptyQuery' && q === undefined) continue
+    let text
+    try {
+      text = JSON.stringify(q)
+    } catch (_) {
+      text = undefined
+    }
+    if (text === undefined) throw new TypeError(`the ${name} must be a JSON value`)
   }
   return {
     base: canonicalBase(baseURL, allowInsecureHttp),
@@ -71,6 +76,7 @@ function normalize (options) {
     timeoutMs,
     long,
     longBudgetMs,
+    emptyQuery,
     onResult: typeof onResult === 'function' ? onResult : null
   }
 }

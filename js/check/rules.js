@@ -2,7 +2,7 @@
 // What each conformance check requires, in the checker's own words, and where the
 // requirement is written. A FAIL line is "<what was seen>; <requirement> (<section>)".
 // Each entry: [section, requirement, needs?] where needs lists what the check needs beyond a
-// plain run: 'mutate' (--mutate), 'brc103' (--auth brc103), 'second-principal' (a second
+// plain run: 'mutate' (--mutate), 'empty-query' (--empty-query), 'brc103' (--auth brc103), 'second-principal' (a second
 // BRC-103 identity, made by the checker under --auth brc103), 'origin' (--origin) and 'long'
 // (--long: waits for a session to expire). Without it the check is skipped, saying why.
 
@@ -70,6 +70,7 @@ const RULES = {
   'snapshot.through-w': ['BRC-193 §3', 'every snapshot batch has through = W, the through of the open'],
   'snapshot.complete-phase': ['BRC-193 §3', 'the last snapshot batch sets snapshotComplete and still has phase snapshot; no live batch comes before it'],
   'snapshot.live-after': ['BRC-193 §3', 'the batch after the last snapshot batch has phase live'],
+  'snapshot.empty': ['BRC-193 §3', 'an empty collection still has a completed snapshot batch (snapshotComplete, phase snapshot, no groups), and the batch after it is live', ['empty-query']],
   'mutation.delivered': ['BRC-193 §3, §4, §7', 'a change committed after the open (before the snapshot boundary) arrives after the boundary as a live group with a sequence above W', ['mutate']],
   'mutation.once': ['BRC-193 §3, §7', 'a change committed after the open arrives exactly once: in the live feed, not also in the snapshot', ['mutate']],
   'replay.live': ['BRC-193 §4', 'a nonempty live batch read again from the same (session, cursor) is the same batch byte for byte (only highWater may have advanced)', ['mutate']],
@@ -93,6 +94,7 @@ const RULES = {
   'errors.envelope': ['BRC-193 §6', 'every error answer is {version:1, error:{code, message, retryable, retryAfterMs?, limit?}} with a known code, the status its code maps to, and no session or cursor'],
   'redirects.none': ['BRC-193 §2', 'lookup answers are never redirects: clients do not follow them, so the advertised base must answer directly'],
   'limits.respected': ['BRC-193 §2, §8', 'a batch body never exceeds the effective maxBytes and a batch never carries more observations than maxObservations'],
+  'limited.permanent': ['BRC-193 §8', 'a limited group that no allowed limit can hold is of kind permanent-group: a limited answer of kind group names minimums within the provider\'s advertised limits'],
   'batch.through-highwater': ['BRC-193 §3, §8', 'through <= highWater in every batch'],
   'snapshot.sequence-w': ['BRC-193 §3', 'every snapshot group carries sequence W'],
   'live.through-monotonic': ['BRC-193 §3', 'during live replay through never decreases'],
@@ -116,7 +118,7 @@ function ruleOf (check) {
   return { section: r[0], requires: r[1], needs: r[2] || [] }
 }
 
-/** Checks whose rule needs `what` ('mutate', 'brc103', 'second-principal', 'origin', 'long'). */
+/** Checks whose rule needs `what` ('mutate', 'empty-query', 'brc103', 'second-principal', 'origin', 'long'). */
 function needing (what) {
   return Object.keys(RULES).filter(c => (RULES[c][2] || []).includes(what))
 }

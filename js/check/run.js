@@ -603,7 +603,34 @@ class Run {
     await this.identityChecks(s)
     await this.liveChecks(s)
     await this.closeChecks(s)
+    await this.emptyChecks()
     await this.expiryChecks()
+  }
+
+  /**
+   * An empty collection (BRC-193 §3), with --empty-query: its open still leads to a completed
+   * snapshot batch (snapshotComplete, phase snapshot, no groups), and the batch after it is live.
+   */
+  async emptyChecks () {
+    await this.check('snapshot.empty', async () => {
+      if (this.o.emptyQuery === undefined) return skip('needs --empty-query <a query that selects nothing>')
+      const body = { ...this.openBody(SMALL), query: this.o.emptyQuery }
+      let b = this.expectBatch(await this.lookup('open of the empty query', 'open', body), 'the open of the --empty-query')
+      const session = b.session
+      try {
+        for (let i = 0; ; i++) {
+          if (b.groups.length > 0) return skip(`the --empty-query selects something (group ${b.groups[0].id})`)
+          if (b.phase !== 'snapshot') fail(`batch ${i} of the empty query has phase ${b.phase} before a completed snapshot batch`)
+          if (b.snapshotComplete) break
+          if (i >= MAX_PAGES) fail(`the empty query's snapshot did not complete within ${MAX_PAGES} batches`)
+          b = this.expectBatch(await this.lookup('empty query page', 'read', this.readBody(b, SMALL), { limits: SMALL }), 'a read of the empty query')
+        }
+        const after = this.expectBatch(await this.lookup('empty query past its boundary', 'read', this.readBody(b, SMALL), { limits: SMALL }), 'the read past the empty snapshot')
+        if (after.phase !== 'live') fail(`the batch after the empty completed snapshot batch has phase ${after.phase}`)
+      } finally {
+        await this.closeQuietly(session)
+      }
+    })
   }
 
   /** The open: echoed limits, scope, a replayed first page, open retry and conflicts. */
@@ -1084,6 +1111,15 @@ class Run {
         if (n > eff.maxObservations) fail(`${answer.name} carries ${n} observations under maxObservations ${eff.maxObservations}`)
       }
     })
+    await this.check('limited.permanent', () => {
+      const groupLimited = judged.filter(a => a.status === 413 && errorOf(a) && errorOf(a).limit && errorOf(a).limit.kind === 'group')
+      if (groupLimited.length === 0) return skip('no limited answer of kind group arrived (see limited.group)')
+      const big = this.bigPage()
+      report(groupLimited.filter(a => {
+        const l = errorOf(a).limit
+        return (l.minimumBytes !== undefined && l.minimumBytes > big.maxBytes) || (l.minimumObservations !== undefined && l.minimumObservations > big.maxObservations)
+      }), a => `${a.name} is limited of kind group with ${JSON.stringify(errorOf(a).limit)}, beyond the provider's own limits (${big.maxBytes} bytes, ${big.maxObservations} observations)`)
+    })
     await this.check('batch.through-highwater', () => {
       if (this.batches.length === 0) return skip('no batch arrived to judge')
       for (const { answer, batch } of this.batches) {
@@ -1226,7 +1262,7 @@ const SESSION_CHECKS = [
   'cursor.forged', 'session.unknown', 'session.foreign-read', 'close.foreign', 'auth.read-unauthenticated',
   'snapshot.through-w', 'snapshot.complete-phase', 'snapshot.live-after', 'mutation.delivered', 'mutation.once', 'replay.live', 'live.stable',
   'long-poll.bound', 'long-poll.deadline', 'read.immediate', 'long-poll.wake', 'close.idempotent', 'read.after-close', 'open.after-close', 'close.unknown',
-  ...EXPIRY_CHECKS
+  'snapshot.empty', ...EXPIRY_CHECKS
 ]
 
 module.exports = { Run, PROFILE, PROBE_ORIGIN, LATER_CHECKS, SESSION_CHECKS, EXPIRY_CHECKS, strictCases, messageOf, slackOf }
