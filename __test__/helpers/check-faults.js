@@ -467,6 +467,26 @@ fault('live ids use the snapshot namespace', {
     for (const g of j.groups) g.id = state.first.get(j.session)
   })
 })
+// A session whose snapshot completed in its open starts replay at the highWater of its first
+// live read instead of after W: a change committed in between is lost.
+fault('a change after the last page is lost', {
+  checks: ['mutation.last-page'],
+  live: {
+    open: async (request, caller, next, state) => {
+      const out = await next(request)
+      const j = out.status === 200 ? parse(out.body) : undefined
+      if (isBatch(j) && j.snapshotComplete) (state.complete = state.complete || new Set()).add(j.cursor)
+      return out
+    },
+    read: async (request, caller, next, state) => {
+      const out = await next(request)
+      const j = out.status === 200 ? parse(out.body) : undefined
+      if (!isBatch(j) || !state.complete || !state.complete.has((parse(request) || {}).cursor)) return out
+      j.groups = []
+      return { status: 200, body: bytes(j) }
+    }
+  }
+})
 fault('live group ids differ by session', {
   checks: ['live.stable', 'observations.unique'],
   live: batches((j) => { if (j.phase === 'live') for (const g of j.groups) g.id = `${g.id}-${j.session.slice(0, 6)}` }, ['read'])

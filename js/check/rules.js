@@ -74,6 +74,7 @@ const RULES = {
   'mutation.delivered': ['BRC-193 §3, §4, §7', 'a change committed after the open (before the snapshot boundary) arrives after the boundary as a live group with a sequence above W', ['mutate']],
   'mutation.once': ['BRC-193 §3, §7', 'a change committed after the open arrives exactly once: in the live feed, not also in the snapshot', ['mutate']],
   'replay.live': ['BRC-193 §4', 'a nonempty live batch read again from the same (session, cursor) is the same batch byte for byte (only highWater may have advanced)', ['mutate']],
+  'mutation.last-page': ['BRC-193 §3, §7', "a change committed after a session's last snapshot page was served, before it read past the boundary, arrives in that session's live feed", ['mutate']],
   'live.stable': ['BRC-193 §3, §8', 'one live group has the same id and observation array in every session of the query and under any limits', ['mutate']],
   'long-poll.bound': ['BRC-193 §4', 'a caught-up long poll waits for its bound and returns an empty live batch with the same session, a cursor and coherent watermarks'],
   'long-poll.deadline': ['BRC-193 §4, §8', 'a caught-up long poll answers at min(arrival + effective waitMs, session expiry), not later'],

@@ -828,29 +828,42 @@ class Run {
       if (d) fail(`reading the live batch with the change twice: ${d}`)
     })
 
-    await this.check('live.stable', async () => {
+    // The second session was opened with the largest page before the mutation: its open was
+    // its last snapshot page, and the change was committed after it, before its boundary read.
+    await this.check('mutation.last-page', async () => {
       if (!this.o.mutate) return skip(NEEDS_MUTATE)
       if (!s.delivered) return skip('needs a delivered mutation (see mutation.delivered)')
       if (!s.second) fail('the second open of the same query was not answered with a batch')
+      if (!s.second.snapshotComplete) return skip("the snapshot does not fit one page of the provider's largest limits: no last page came before the mutation")
       const mine = s.live.groups[0]
-      // The second session reaches the same group in its own live feed, with larger limits.
       let cur = s.second
       const limits = this.bigPage()
       const deadline = Date.now() + DELIVERY_BUDGET_MS
-      for (;;) {
-        if (Date.now() >= deadline) fail(`the second session did not reach live group sequence ${mine.sequence}`)
-        const a = await this.lookup('second session read', 'read', this.readBody(cur, limits), { limits })
-        cur = this.expectBatch(a, "the second session's read")
-        const same = cur.groups.find(g => g.sequence === mine.sequence)
-        if (same) {
-          if (same.id !== mine.id) fail(`live group sequence ${mine.sequence} has id ${mine.id} in one session and ${same.id} in another`)
-          const d = firstDifference(same.observations, mine.observations)
-          if (d !== null) fail(`live group ${mine.id} differs between two sessions (limits ${JSON.stringify(s.pageLimits)} and ${JSON.stringify(limits)}) at observations${d}`)
-          break
+      try {
+        for (;;) {
+          if (Date.now() >= deadline) fail(`the session did not reach live group sequence ${mine.sequence} within ${DELIVERY_BUDGET_MS / 1000} s`)
+          const a = await this.lookup('second session read', 'read', this.readBody(cur, limits), { limits, waitMs: limits.waitMs })
+          cur = this.expectBatch(a, "the second session's read")
+          const same = cur.groups.find(g => g.sequence === mine.sequence)
+          if (same) {
+            s.secondGroup = { group: same, limits }
+            return
+          }
+          if (cur.phase === 'live' && u64(cur.through) >= u64(mine.sequence)) fail(`a session whose last snapshot page came before the change passed sequence ${mine.sequence} (through ${cur.through}) without it`)
         }
-        if (cur.phase === 'live' && u64(cur.through) >= u64(mine.sequence)) fail(`the second session passed sequence ${mine.sequence} (through ${cur.through}) without group ${mine.id}`)
+      } finally {
+        await this.closeQuietly(cur.session)
       }
-      await this.closeQuietly(cur.session)
+    })
+
+    await this.check('live.stable', async () => {
+      if (!this.o.mutate) return skip(NEEDS_MUTATE)
+      if (!s.secondGroup) return skip('needs the change in a second session (see mutation.last-page)')
+      const mine = s.live.groups[0]
+      const { group: same, limits } = s.secondGroup
+      if (same.id !== mine.id) fail(`live group sequence ${mine.sequence} has id ${mine.id} in one session and ${same.id} in another`)
+      const d = firstDifference(same.observations, mine.observations)
+      if (d !== null) fail(`live group ${mine.id} differs between two sessions (limits ${JSON.stringify(s.pageLimits)} and ${JSON.stringify(limits)}) at observations${d}`)
     })
 
     await this.check('long-poll.bound', async () => {
@@ -1260,7 +1273,7 @@ const EXPIRY_CHECKS = ['long-poll.expiry-cap', 'read.at-expiry', 'open.after-exp
 const SESSION_CHECKS = [
   ...SCOPE_FIELDS.map(f => f[0]), 'replay.byte-identical', 'limited.group', 'open.retry', 'open.conflict-limits', 'open.conflict-query', 'open.conflict-rules',
   'cursor.forged', 'session.unknown', 'session.foreign-read', 'close.foreign', 'auth.read-unauthenticated',
-  'snapshot.through-w', 'snapshot.complete-phase', 'snapshot.live-after', 'mutation.delivered', 'mutation.once', 'replay.live', 'live.stable',
+  'snapshot.through-w', 'snapshot.complete-phase', 'snapshot.live-after', 'mutation.delivered', 'mutation.once', 'replay.live', 'mutation.last-page', 'live.stable',
   'long-poll.bound', 'long-poll.deadline', 'read.immediate', 'long-poll.wake', 'close.idempotent', 'read.after-close', 'open.after-close', 'close.unknown',
   'snapshot.empty', ...EXPIRY_CHECKS
 ]
