@@ -13,7 +13,7 @@ const ORIGIN = 'https://app.example'
 /** Short polls keep each run near a second; the long-poll rules are the same at any bound. */
 const WAIT_MS = 200
 /** Sessions of the expiry node: long enough for one run's other checks. */
-const SHORT_SESSION = { sessionSeconds: 3, replaySeconds: 3 }
+const SHORT_SESSION = { sessionSeconds: 4, replaySeconds: 4 }
 
 const failed = (report) => report.results.filter(r => r.status === 'fail').map(r => r.check).sort()
 const skipped = (report) => report.results.filter(r => r.status === 'skip').map(r => r.check).sort()
