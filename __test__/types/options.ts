@@ -20,3 +20,24 @@ export const flatChain: LiveLookupOptions = {
   // @ts-expect-error the network is given inside `chain`, not beside it
   network: 'main'
 }
+
+// The conformance checker's options (js/check/index.d.ts), as docs/operators.md shows them.
+import type { CheckOptions, CheckReport } from '../../js/index'
+import { needing } from '../../js/check/index'
+
+export const checkOptions: CheckOptions = {
+  baseURL: 'https://overlay.example.com',
+  service: 'ls_notes',
+  auth: 'brc103',
+  mutate: 'curl -sf -X POST https://admin.internal/publish-test-note',
+  emptyQuery: { author: 'nobody' },
+  long: true,
+  longBudgetMs: 120000
+}
+export const mutateByFunction: CheckOptions = { ...checkOptions, mutate: async () => {} }
+// @ts-expect-error auth is 'none' or 'brc103'
+export const badAuth: CheckOptions = { ...checkOptions, auth: 'basic' }
+export const longChecks: string[] = needing('long')
+// @ts-expect-error what a check needs is one of the named needs
+needing('coffee')
+export const sectionOf = (r: CheckReport): string[] => r.results.map(x => x.section)

@@ -13,7 +13,8 @@ export interface CheckOptions {
   allowInsecureHttp?: boolean
   /**
    * Commits a change the query selects: a shell command (run with /bin/sh -c) or an async
-   * function. It runs twice; without it the checks that need a mutation are skipped.
+   * function. It runs twice; without it the checks that need a mutation are skipped. A failed
+   * command is reported with its error message (the first error line of its stderr).
    */
   mutate?: string | (() => unknown | Promise<unknown>)
   /** A browser origin the provider allows, to check its CORS preflight. */
@@ -22,6 +23,12 @@ export interface CheckOptions {
   waitMs?: number
   /** Time allowed per request beyond its wait (default 30000). */
   timeoutMs?: number
+  /** A query of the service that selects nothing, to check an empty collection's snapshot (snapshot.empty). */
+  emptyQuery?: unknown
+  /** Runs the checks that wait for a session to expire (default false). */
+  long?: boolean
+  /** Longest those checks wait for the expiry, in ms (default 120000); a later expiry skips them. */
+  longBudgetMs?: number
   /** The BRC-103 identity to use (default a fresh random one, its key held in the Rust core). */
   wallet?: import('../auth/wallet').NativeWallet
   /** Called with each result as it is decided. */
@@ -32,6 +39,8 @@ export interface CheckResult {
   /** The check's name, e.g. 'headers.cache-control'. */
   check: string
   status: 'ok' | 'fail' | 'skip'
+  /** Where the rule it enforces is written, e.g. 'BRC-193 §8'. */
+  section: string
   /** `ok <check>`, `FAIL <check>: <seen>; <rule>` or `skip <check>: <reason>`. */
   line: string
   /** For a failure: what the provider did. */
@@ -60,12 +69,16 @@ export interface CheckReport {
 
 /** Runs every check; rejects only with a TypeError for unusable options. */
 export declare function runChecks (options: CheckOptions): Promise<CheckReport>
-/** The report as text: one line per check, then `N passed, M failed`. */
+/** The report as text: one line per check, then `N passed, M failed, K skipped`. */
 export declare function formatReport (report: CheckReport): string
 export declare function summaryLine (report: CheckReport): string
 /** A base URL in the canonical form the manifest must carry; throws a TypeError for an unusable one. */
 export declare function canonicalBase (input: string, allowInsecureHttp?: boolean): string
 /** The names of every check, in the order of RULES. */
 export declare const CHECKS: string[]
-/** Per check: [section, what it requires]. */
-export declare const RULES: Record<string, [string, string]>
+/** What a check needs beyond a plain run; without it the check is skipped. */
+export type CheckNeed = 'mutate' | 'empty-query' | 'brc103' | 'second-principal' | 'origin' | 'long'
+/** Per check: [section, what it requires, what it needs (absent: nothing)]. */
+export declare const RULES: Record<string, [string, string] | [string, string, CheckNeed[]]>
+/** The checks that need `what`. */
+export declare function needing (what: CheckNeed): string[]

@@ -7,10 +7,12 @@
 const { PrivateKey } = require('@bsv/sdk')
 const { NativeWallet } = require('../auth/wallet')
 const { Run } = require('./run')
-const { RULES } = require('./rules')
+const { RULES, needing } = require('./rules')
 
 const DEFAULT_WAIT_MS = 2000
 const DEFAULT_TIMEOUT_MS = 30000
+/** Longest the --long checks wait for a session to expire. */
+const DEFAULT_LONG_BUDGET_MS = 120000
 
 /**
  * The canonical form of a base URL as BRC-194 §6 spells it for the common cases (lowercase
@@ -37,7 +39,7 @@ function freshWallet () {
 /** Checks and normalizes the options of runChecks; throws a TypeError naming what is wrong. */
 function normalize (options) {
   if (!options || typeof options !== 'object') throw new TypeError('runChecks needs options')
-  const { baseURL, service, query = {}, auth = 'none', allowInsecureHttp = false, mutate, origin, waitMs = DEFAULT_WAIT_MS, timeoutMs = DEFAULT_TIMEOUT_MS, onResult } = options
+  const { baseURL, service, query = {}, auth = 'none', allowInsecureHttp = false, mutate, origin, waitMs = DEFAULT_WAIT_MS, timeoutMs = DEFAULT_TIMEOUT_MS, long = false, longBudgetMs = DEFAULT_LONG_BUDGET_MS, emptyQuery, onResult } = options
   if (typeof service !== 'string' || service.length === 0) throw new TypeError('a service name is needed (--service)')
   if (auth !== 'none' && auth !== 'brc103') throw new TypeError("auth must be 'none' or 'brc103'")
   if (mutate !== undefined && mutate !== null && typeof mutate !== 'string' && typeof mutate !== 'function') throw new TypeError('mutate must be a shell command or a function')
@@ -49,10 +51,17 @@ function normalize (options) {
   }
   if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > 25000) throw new TypeError('waitMs must be an integer from 0 to 25000')
   if (!Number.isInteger(timeoutMs) || timeoutMs < 1) throw new TypeError('timeoutMs must be a positive integer')
-  try {
-    JSON.stringify(query)
-  } catch (_) {
-    throw new TypeError('the query must be a JSON value')
+  if (typeof long !== 'boolean') throw new TypeError('long must be a boolean')
+  if (!Number.isInteger(longBudgetMs) || longBudgetMs < 1) throw new TypeError('longBudgetMs must be a positive integer')
+  for (const [name, q] of [['query', query], ['emptyQuery', emptyQuery]]) {
+    if (name === 'emptyQuery' && q === undefined) continue
+    let text
+    try {
+      text = JSON.stringify(q)
+    } catch (_) {
+      text = undefined
+    }
+    if (text === undefined) throw new TypeError(`the ${name} must be a JSON value`)
   }
   return {
     base: canonicalBase(baseURL, allowInsecureHttp),
@@ -65,6 +74,9 @@ function normalize (options) {
     origin: origin || null,
     waitMs,
     timeoutMs,
+    long,
+    longBudgetMs,
+    emptyQuery,
     onResult: typeof onResult === 'function' ? onResult : null
   }
 }
@@ -93,13 +105,13 @@ async function runChecks (options) {
   }
 }
 
-/** The report as text: one line per check, then `N passed, M failed`. */
+/** The report as text: one line per check, then `N passed, M failed, K skipped`. */
 function formatReport (report) {
   return [...report.results.map(r => r.line), summaryLine(report)].join('\n') + '\n'
 }
 
 function summaryLine (report) {
-  return `${report.passed} passed, ${report.failed} failed`
+  return `${report.passed} passed, ${report.failed} failed, ${report.skipped} skipped`
 }
 
-module.exports = { runChecks, formatReport, summaryLine, canonicalBase, CHECKS: Object.keys(RULES), RULES }
+module.exports = { runChecks, formatReport, summaryLine, canonicalBase, CHECKS: Object.keys(RULES), RULES, needing }

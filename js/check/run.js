@@ -9,7 +9,7 @@ const { execFile } = require('node:child_process')
 const native = require('../common/native')
 const wire = require('../common/wire')
 const { CheckTransport } = require('./transport')
-const { ruleOf } = require('./rules')
+const { ruleOf, RULES } = require('./rules')
 const { U32_MAX, u64, isU32, snippet, errorOf, describe, batchProblem, firstDifference, replayDifference, forge, tokens, envelopeProblem } = require('./judge')
 
 const { PROFILE, PROFILE_LIMITS } = wire
@@ -28,6 +28,10 @@ const AUTH_HEADERS = ['x-bsv-auth-version', 'x-bsv-auth-identity-key', 'x-bsv-au
 const MUTATE_TIMEOUT_MS = 60000
 /** Longest wait the checker spends for a mutation's group to arrive. */
 const DELIVERY_BUDGET_MS = 30000
+/** How long before the session expiry the expiry poll starts. */
+const EXPIRY_POLL_LEAD_MS = 4000
+/** How far past the session expiry the expiry poll asks to wait. */
+const EXPIRY_OVERSHOOT_MS = 3000
 /** Pages the checker reads to finish a snapshot before it gives up on the boundary checks. */
 const MAX_PAGES = 1000
 
@@ -45,8 +49,60 @@ function fail (seen) {
 
 const skip = (reason) => ({ skip: reason })
 
-/** Limits of the probes: a page allowance every provider must offer, one observation, no wait. */
-const SMALL = { maxBytes: 65536, maxObservations: 1, waitMs: 0 }
+/** Limits of the probes: one observation, no wait, twice the minimum byte allowance. */
+const SMALL = { maxBytes: 131072, maxObservations: 1, waitMs: 0 }
+/** The allowance every provider must support (BRC-193 §2): 64 KiB, one observation, no wait. */
+const MINIMUM = { maxBytes: 65536, maxObservations: 1, waitMs: 0 }
+/** How long past its bound a poll may answer (network and scheduling), for a bound of `ms`. */
+const slackOf = (ms) => Math.max(1000, Math.ceil(ms / 4))
+/** Clock difference tolerated between the checker and the provider, in seconds. */
+const CLOCK_SKEW = 5n
+/** Fewest characters of a session id that can carry 128 random bits (base64url: 22). */
+const MIN_SESSION_CHARS = 16
+const NEEDS_MUTATE = 'needs --mutate <a command that commits a change the query selects>'
+/** scope members of the open judged one by one: [check, member]. */
+const SCOPE_FIELDS = [['scope.service', 'service'], ['scope.provider', 'provider'], ['scope.rules', 'rulesDigest'], ['scope.query', 'queryDigest'], ['scope.chain', 'chain']]
+
+/** `txid.vout` of an output observation (BRC-192 evidence), or null. */
+function outpointOf (o) {
+  const e = o && o.kind === 'output' && o.payload && o.payload.evidence
+  return e && typeof e.txid === 'string' ? `${e.txid}.${e.outputIndex}` : null
+}
+
+/**
+ * The malformed requests, one check each: [check, op, what, make(validOpen, read, session), codes].
+ * Every one must be refused with one of `codes` (BRC-193 §2, §6).
+ */
+function strictCases () {
+  const lim = (b, l) => ({ ...b, limits: { ...b.limits, ...l } })
+  const session1025 = 'a'.repeat(1025)
+  return [
+    ['open.not-json', 'open', 'a body that is not JSON', () => '{"version":1,', ['invalid']],
+    ['open.unknown-member', 'open', 'an unknown member', (o) => ({ ...o, unexpected: true }), ['invalid']],
+    ['open.version', 'open', 'version 2', (o) => ({ ...o, version: 2 }), ['invalid', 'unsupported']],
+    ['open.no-service', 'open', 'no service', (o) => { const { service: _s, ...rest } = o; return rest }, ['invalid']],
+    ['open.request-id-short', 'open', 'a 15-character requestId', (o) => ({ ...o, requestId: crypto.randomBytes(8).toString('hex').slice(0, 15) }), ['invalid']],
+    ['open.request-id-long', 'open', 'a 129-character requestId', (o) => ({ ...o, requestId: crypto.randomBytes(65).toString('hex').slice(0, 129) }), ['invalid']],
+    ['open.request-id-alphabet', 'open', 'a requestId with a dot', (o) => ({ ...o, requestId: crypto.randomBytes(12).toString('hex') + '.' + crypto.randomBytes(4).toString('hex') }), ['invalid']],
+    ['open.zero-max-bytes', 'open', 'limits.maxBytes 0', (o) => lim(o, { maxBytes: 0 }), ['invalid']],
+    ['open.zero-max-observations', 'open', 'limits.maxObservations 0', (o) => lim(o, { maxObservations: 0 }), ['invalid']],
+    ['open.limit-overflow', 'open', 'limits.maxObservations 2^32', (o) => lim(o, { maxObservations: U32_MAX + 1 }), ['invalid']],
+    ['open.no-limits', 'open', 'no limits', (o) => { const { limits: _l, ...rest } = o; return rest }, ['invalid']],
+    ['open.critical-unknown', 'open', 'an unknown critical extension', (o) => ({ ...o, extensions: { 'urn:example:check-unknown': true }, critical: ['urn:example:check-unknown'] }), ['unsupported']],
+    ['open.rules-digest-mismatch', 'open', 'a requiredRulesDigest the service does not have', (o) => ({ ...o, requiredRulesDigest: 'ee'.repeat(32) }), ['conflict']],
+    ['read.not-json', 'read', 'a body that is not JSON', () => '[1,', ['invalid']],
+    ['read.no-cursor', 'read', 'no cursor', (o, r) => { const { cursor: _c, ...rest } = r; return rest }, ['invalid']],
+    ['read.unknown-member', 'read', 'an unknown member', (o, r) => ({ ...r, unexpected: true }), ['invalid']],
+    ['read.zero-max-bytes', 'read', 'limits.maxBytes 0', (o, r) => lim(r, { maxBytes: 0 }), ['invalid']],
+    ['read.zero-max-observations', 'read', 'limits.maxObservations 0', (o, r) => lim(r, { maxObservations: 0 }), ['invalid']],
+    ['read.long-cursor', 'read', 'a 1025-byte cursor', (o, r) => ({ ...r, cursor: 'a'.repeat(1025) }), ['invalid']],
+    ['read.long-session', 'read', 'a 1025-byte session', (o, r) => ({ ...r, session: session1025 }), ['invalid']],
+    ['close.not-json', 'close', 'a body that is not JSON', () => '{', ['invalid']],
+    ['close.no-session', 'close', 'no session', () => ({ version: 1 }), ['invalid']],
+    ['close.unknown-member', 'close', 'an unknown member', (o, r, s) => ({ version: 1, session: s, unexpected: true }), ['invalid']],
+    ['close.long-session', 'close', 'a 1025-byte session', () => ({ version: 1, session: session1025 }), ['invalid']]
+  ]
+}
 
 function requestId () {
   return crypto.randomBytes(16).toString('hex') // 128 random bits (BRC-193 §2)
@@ -65,10 +121,19 @@ async function runMutation (mutate) {
   return new Promise((resolve) => {
     execFile('/bin/sh', ['-c', mutate], { timeout: MUTATE_TIMEOUT_MS, maxBuffer: 1024 * 1024 }, (err, _stdout, stderr) => {
       if (!err) return resolve(null)
-      const tail = String(stderr || '').trim().split('\n').slice(-2).join(' | ')
-      resolve(`the --mutate command failed (${err.killed ? 'timed out' : 'exit ' + err.code})${tail ? ': ' + tail : ''}`)
+      resolve(`the --mutate command (run with /bin/sh -c) failed (${err.killed ? 'timed out' : 'exit ' + err.code})${messageOf(stderr)}`)
     })
   })
+}
+
+/**
+ * What a failed command said: its error message, not the stack frames after it (a Node
+ * script that throws prints the frames last). ': <message>', or '' when it said nothing.
+ */
+function messageOf (stderr) {
+  const lines = String(stderr || '').split('\n').map(l => l.trim()).filter(l => l && !/^at\s/.test(l) && !/^Node\.js v/.test(l) && l !== '^')
+  const message = lines.find(l => /^([A-Za-z]*Error|error|fatal)\b/i.test(l)) || lines.find(l => /\b(error|failed|denied|refused|not found)\b/i.test(l)) || lines[lines.length - 1]
+  return message ? ': ' + (message.length > 300 ? message.slice(0, 300) + '…' : message) : ''
 }
 
 const sleep = (ms) => new Promise(resolve => setTimeout(resolve, ms))
@@ -90,14 +155,14 @@ class Run {
   }
 
   record (result) {
-    const r = { check: result.check, status: result.status }
+    const rule = ruleOf(result.check)
+    const r = { check: result.check, status: result.status, section: rule.section }
     if (result.status === 'ok') r.line = `ok ${r.check}`
     if (result.status === 'skip') {
       r.reason = result.reason
       r.line = `skip ${r.check}: ${r.reason}`
     }
     if (result.status === 'fail') {
-      const rule = ruleOf(r.check)
       r.seen = result.seen
       r.rule = `${rule.requires} (${rule.section})`
       r.line = `FAIL ${r.check}: ${r.seen}; ${r.rule}`
@@ -155,7 +220,7 @@ class Run {
       answer = e.answer
     }
     if (answer.status === 200 && (op === 'open' || op === 'read') && batchProblem(answer.json) === null) {
-      this.batches.push({ answer, batch: answer.json, limits: limits || (payload && payload.limits) || null })
+      this.batches.push({ answer, batch: answer.json, limits: limits !== undefined ? limits : (payload && payload.limits) || null })
     }
     return answer
   }
@@ -336,7 +401,6 @@ class Run {
 
   /** Authentication, selection headers, framing and strictness of open, read and close. */
   async requestChecks () {
-    const small = SMALL
     const valid = () => this.validOpen()
 
     await this.check('auth.required', async () => {
@@ -349,16 +413,21 @@ class Run {
       const a = await this.lookup('open naming another capability', 'open', valid(), { headers: { 'x-bsv-overlay-capability': 'ff'.repeat(32) } })
       this.expectError(a, 'an open naming capability ff…ff', ['context-changed'])
     })
+
     await this.check('selection.unknown-profile', async () => {
       const a = await this.lookup('open selecting another profile', 'open', valid(), { headers: { 'x-bsv-overlay-profile': 'urn:example:not-a-profile' } })
       this.expectError(a, 'an open selecting profile urn:example:not-a-profile', ['unsupported'])
     })
 
-    await this.check('request.framing', async () => {
+    await this.check('request.method', async () => {
       const get = await this.t.raw('GET of open', { method: 'GET', suffix: '/overlay/v1/lookup/open', op: 'open', headers: this.plainSelection() })
       if (get.status < 400 || get.status >= 500) fail(`GET …/lookup/open answered ${describe(get)}`)
+    })
+    await this.check('request.content-type', async () => {
       const text = await this.lookup('open as text/plain', 'open', valid(), { headers: { 'content-type': 'text/plain' } })
       this.expectError(text, 'an open sent as text/plain', ['invalid'])
+    })
+    await this.check('request.content-encoding', async () => {
       const gz = await this.t.raw('gzip-encoded open', {
         suffix: '/overlay/v1/lookup/open',
         op: 'open',
@@ -369,23 +438,21 @@ class Run {
       this.expectError(gz, 'an open with Content-Encoding gzip', this.o.auth === 'brc103' ? ['unsupported', 'unauthorized', 'invalid'] : ['unsupported'])
     })
 
-    await this.check('open.strict', async () => {
-      const b = valid()
-      const { limits: _omit, ...noLimits } = b
-      const cases = [
-        ['a body that is not JSON', '{"version":1,', ['invalid']],
-        ['an unknown member', { ...b, unexpected: true }, ['invalid']],
-        ['version 2', { ...b, version: 2 }, ['invalid', 'unsupported']],
-        ['a 15-character requestId', { ...b, requestId: 'a'.repeat(15) }, ['invalid']],
-        ['limits.maxBytes 0', { ...b, limits: { ...small, maxBytes: 0 } }, ['invalid']],
-        ['limits.maxObservations 2^32', { ...b, limits: { ...small, maxObservations: U32_MAX + 1 } }, ['invalid']],
-        ['no limits', noLimits, ['invalid']]
-      ]
-      for (const [what, body, codes] of cases) {
-        const a = await this.lookup(`open with ${what}`, 'open', body, { limits: small })
-        this.expectError(a, `an open with ${what}`, codes)
-      }
-    })
+    // One check per malformed request (BRC-193 §2): each must be refused with its code.
+    const session = crypto.randomBytes(16).toString('hex')
+    const r = { version: 1, session, cursor: crypto.randomBytes(32).toString('base64url'), limits: SMALL }
+    for (const [check, op, what, make, codes] of strictCases()) {
+      await this.check(check, async () => {
+        const body = make(valid(), r, session)
+        // The limits a batch answering it would be judged by (limits.respected): none for
+        // limits that are themselves malformed.
+        const l = body && typeof body === 'object' ? body.limits : SMALL
+        const judgedBy = l && ['maxBytes', 'maxObservations'].every(k => isU32(l[k]) && l[k] > 0) ? l : null
+        const a = await this.lookup(`${op} with ${what}`, op, body, { limits: judgedBy })
+        this.expectError(a, `${op === 'open' ? 'an' : 'a'} ${op} with ${what}`, codes)
+        if (a.status === 200 && a.json && a.json.session) await this.closeQuietly(a.json.session)
+      })
+    }
 
     await this.check('open.unknown-service', async () => {
       const service = 'overlay-lookup-live-check-' + crypto.randomBytes(6).toString('hex')
@@ -393,41 +460,34 @@ class Run {
       this.expectError(a, `an open of service ${service}`, ['not-found', 'invalid', 'unsupported'])
     })
 
-    await this.check('read.strict', async () => {
-      const session = crypto.randomBytes(16).toString('hex')
-      const cursor = crypto.randomBytes(32).toString('base64url')
-      const r = { version: 1, session, cursor, limits: small }
-      const { cursor: _c, ...noCursor } = r
-      const cases = [
-        ['a body that is not JSON', '[1,'],
-        ['no cursor', noCursor],
-        ['an unknown member', { ...r, unexpected: true }],
-        ['limits.maxBytes 0', { ...r, limits: { ...small, maxBytes: 0 } }],
-        ['a 1025-byte cursor', { ...r, cursor: 'a'.repeat(1025) }]
-      ]
-      for (const [what, body] of cases) {
-        const a = await this.lookup(`read with ${what}`, 'read', body, { limits: small })
-        this.expectError(a, `a read with ${what}`, ['invalid'])
-      }
-    })
-
-    await this.check('close.strict', async () => {
-      const cases = [
-        ['a body that is not JSON', '{'],
-        ['no session', { version: 1 }],
-        ['an unknown member', { version: 1, session: crypto.randomBytes(16).toString('hex'), unexpected: true }]
-      ]
-      for (const [what, body] of cases) {
-        const a = await this.lookup(`close with ${what}`, 'close', body)
-        this.expectError(a, `a close with ${what}`, ['invalid'])
-      }
-    })
-
+    // Well-formed opens at the edges of the rules are accepted.
+    const accepted = [
+      ['open.request-id-bounds', 'requestIds of 16 and of 128 letters, digits, _ and -', () => [
+        { ...valid(), requestId: 'A_-' + crypto.randomBytes(8).toString('hex').slice(0, 13) },
+        { ...valid(), requestId: ('a-_Z' + crypto.randomBytes(64).toString('hex')).slice(0, 128) }
+      ]],
+      ['open.rules-digest-match', 'requiredRulesDigest equal to the advertised rulesDigest', () => [
+        { ...valid(), requiredRulesDigest: this.offer.rulesDigest }
+      ]]
+    ]
+    for (const [check, what, bodies] of accepted) {
+      await this.check(check, async () => {
+        for (const body of bodies()) {
+          const a = await this.lookup(`open with ${what}`, 'open', body, { limits: SMALL })
+          const b = this.expectBatch(a, `an open with ${what}`)
+          await this.closeQuietly(b.session)
+        }
+      })
+    }
   }
 
-  /** limited, clamped limits, and the request body and header caps. */
+  /** Closes a session the checker opened for one probe; the answer is judged with the others. */
+  async closeQuietly (session, transport = this.t) {
+    await this.lookup('close of a probe session', 'close', { version: 1, session }, { transport }).catch(() => {})
+  }
+
+  /** limited, clamped limits, the minimum allowance, and the request body and header caps. */
   async limitChecks () {
-    const small = SMALL
     await this.check('limited.bounded', async () => {
       const a = await this.lookup('open with maxBytes 1', 'open', this.openBody({ maxBytes: 1, maxObservations: 1, waitMs: 0 }))
       this.expectError(a, 'an open with maxBytes 1', ['limited'])
@@ -447,20 +507,29 @@ class Run {
       const body = this.openBody(huge)
       const a = await this.lookup('open with U32-max limits', 'open', body)
       const b = this.expectBatch(a, 'an open with every limit at 4294967295')
-      await this.lookup('close of the clamp session', 'close', { version: 1, session: b.session })
+      await this.closeQuietly(b.session)
       const want = this.effective(huge)
       const d = firstDifference(want, b.limits)
       if (d !== null) fail(`the batch echoes limits ${JSON.stringify(b.limits)}, expected ${JSON.stringify(want)}`)
     })
 
+    await this.check('limits.minimum-allowance', async () => {
+      if (this.offer.maxResponseBytes < MINIMUM.maxBytes || this.offer.maxObservations < 1) fail(`the manifest advertises maxResponseBytes ${this.offer.maxResponseBytes} and maxObservations ${this.offer.maxObservations}`)
+      const a = await this.lookup('open with the minimum allowance', 'open', this.openBody(MINIMUM))
+      const b = this.expectBatch(a, `an open with limits ${JSON.stringify(MINIMUM)}`)
+      await this.closeQuietly(b.session)
+      const d = firstDifference(MINIMUM, b.limits)
+      if (d !== null) fail(`an open with limits ${JSON.stringify(MINIMUM)} echoes ${JSON.stringify(b.limits)}`)
+    })
+
     await this.check('request.body-cap', async () => {
       const cap = this.offer.maxRequestBytes
-      const body = JSON.stringify(this.openBody(small))
+      const body = JSON.stringify(this.openBody(SMALL))
       if (body.length > cap) return skip(`the advertised maxRequestBytes (${cap}) is smaller than a plain open`)
       const atCap = body + ' '.repeat(cap - body.length)
-      const ok = await this.lookup(`open of exactly ${cap} bytes`, 'open', atCap, { limits: small })
+      const ok = await this.lookup(`open of exactly ${cap} bytes`, 'open', atCap, { limits: SMALL })
       const b = this.expectBatch(ok, `an open padded to the advertised maxRequestBytes (${cap} bytes)`)
-      await this.lookup('close of the body-cap session', 'close', { version: 1, session: b.session })
+      await this.closeQuietly(b.session)
       const over = await this.t.raw(`open of ${cap + 1} bytes`, { suffix: '/overlay/v1/lookup/open', op: 'open', headers: this.plainSelection(), body: atCap + ' ' })
       this.expectError(over, `an open of ${cap + 1} bytes`, this.o.auth === 'brc103' ? ['limited', 'unauthorized'] : ['limited'])
     })
@@ -479,9 +548,7 @@ class Run {
       a.excluded = true
       if (a.status < 400 || a.status >= 500) fail(`a request with 17 KiB of header fields answered ${describe(a)}`)
     })
-
   }
-
   /** The CORS preflight, and an answer to a client that offers compression. */
   async corsChecks () {
     await this.check('cors.preflight', async () => {
@@ -531,13 +598,42 @@ class Run {
    */
   async session () {
     const s = {}
+    await this.expiryOpen()
     if (!(await this.openChecks(s))) return
     await this.identityChecks(s)
     await this.liveChecks(s)
     await this.closeChecks(s)
+    await this.emptyChecks()
+    await this.expiryChecks()
   }
 
-  /** The open: echoed limits, scope, a replayed first page, open retry and conflict. */
+  /**
+   * An empty collection (BRC-193 §3), with --empty-query: its open still leads to a completed
+   * snapshot batch (snapshotComplete, phase snapshot, no groups), and the batch after it is live.
+   */
+  async emptyChecks () {
+    await this.check('snapshot.empty', async () => {
+      if (this.o.emptyQuery === undefined) return skip('needs --empty-query <a query that selects nothing>')
+      const body = { ...this.openBody(SMALL), query: this.o.emptyQuery }
+      let b = this.expectBatch(await this.lookup('open of the empty query', 'open', body), 'the open of the --empty-query')
+      const session = b.session
+      try {
+        for (let i = 0; ; i++) {
+          if (b.groups.length > 0) return skip(`the --empty-query selects something (group ${b.groups[0].id})`)
+          if (b.phase !== 'snapshot') fail(`batch ${i} of the empty query has phase ${b.phase} before a completed snapshot batch`)
+          if (b.snapshotComplete) break
+          if (i >= MAX_PAGES) fail(`the empty query's snapshot did not complete within ${MAX_PAGES} batches`)
+          b = this.expectBatch(await this.lookup('empty query page', 'read', this.readBody(b, SMALL), { limits: SMALL }), 'a read of the empty query')
+        }
+        const after = this.expectBatch(await this.lookup('empty query past its boundary', 'read', this.readBody(b, SMALL), { limits: SMALL }), 'the read past the empty snapshot')
+        if (after.phase !== 'live') fail(`the batch after the empty completed snapshot batch has phase ${after.phase}`)
+      } finally {
+        await this.closeQuietly(session)
+      }
+    })
+  }
+
+  /** The open: echoed limits, scope, a replayed first page, open retry and conflicts. */
   async openChecks (s) {
     const page = { maxBytes: Math.min(262144, this.offer.maxResponseBytes), maxObservations: 1, waitMs: 0 }
     await this.check('limits.echo', async () => {
@@ -553,26 +649,29 @@ class Run {
       const d = firstDifference(want, b.limits)
       if (d !== null) fail(`an open asking ${JSON.stringify(limits)} echoes ${JSON.stringify(b.limits)}, expected ${JSON.stringify(want)}`)
     })
-    const dependent = ['batch.scope', 'replay.byte-identical', 'open.retry', 'open.conflict', 'cursor.forged', 'session.unknown', 'session.principal-scoped',
-      'snapshot.boundary', 'mutation.delivered', 'replay.live', 'long-poll.bound', 'long-poll.wake', 'close.idempotent', 'read.after-close', 'close.unknown']
     if (!s.first) {
-      this.skipAll(dependent, 'needs a successful open (see limits.echo)')
+      this.skipAll(SESSION_CHECKS, 'needs a successful open (see limits.echo)')
       return false
     }
+    // A second session of the same query, opened before any mutation: its live groups are
+    // compared with the main session's (live.stable).
+    const second = await this.lookup('second open', 'open', this.openBody(this.bigPage())).catch(() => null)
+    if (second && second.status === 200 && batchProblem(second.json) === null) s.second = second.json
 
-    await this.check('batch.scope', () => {
-      const sc = s.first.scope
-      const provider = this.o.auth === 'brc103' ? this.identity : new URL(this.o.base).origin
-      const expect = {
-        service: this.o.service,
-        provider,
-        rulesDigest: this.offer.rulesDigest,
-        queryDigest: wire.digest('lookup-query', { service: this.o.service, query: this.o.query })
-      }
-      for (const [k, v] of Object.entries(expect)) if (sc[k] !== v) fail(`scope.${k} is ${JSON.stringify(sc[k])}, expected ${JSON.stringify(v)}`)
-      if (firstDifference(sc.chain, this.chainOf) !== null) fail(`scope.chain is ${JSON.stringify(sc.chain)}, the manifest names ${JSON.stringify(this.chainOf)}`)
-      for (const { batch } of this.batches) if (batch.session === s.first.session && firstDifference(batch.scope, sc) !== null) fail('the scope changed between batches of one session')
-    })
+    const scope = s.first.scope || {}
+    const provider = this.o.auth === 'brc103' ? this.identity : new URL(this.o.base).origin
+    const expected = {
+      service: this.o.service,
+      provider,
+      rulesDigest: this.offer.rulesDigest,
+      queryDigest: wire.digest('lookup-query', { service: this.o.service, query: this.o.query }),
+      chain: this.chainOf
+    }
+    for (const [check, key] of SCOPE_FIELDS) {
+      await this.check(check, () => {
+        if (firstDifference(scope[key], expected[key]) !== null) fail(`scope.${key} of the open is ${JSON.stringify(scope[key])}, expected ${JSON.stringify(expected[key])}`)
+      })
+    }
 
     // The first page after the open, read twice.
     await this.check('replay.byte-identical', async () => {
@@ -585,6 +684,19 @@ class Run {
       if (d) fail(`reading ${b.phase === 'snapshot' ? 'a snapshot page' : 'a nonempty live batch'} twice: ${d}`)
     })
 
+    // The same page with 16 bytes too few (the echoed maxBytes may be a few digits shorter):
+    // its group does not fit (BRC-193 §3, §8).
+    await this.check('limited.group', async () => {
+      const p = s.page1
+      if (!p || p.batch.groups.length === 0) return skip('needs a page with a group after the open')
+      const maxBytes = p.answer.body.length - 16
+      const a = await this.lookup('first page with 16 bytes too few', 'read', { ...p.body, limits: { ...p.body.limits, maxBytes } })
+      this.expectError(a, `the first page read with maxBytes ${maxBytes} (its size less 16)`, ['limited'])
+      const e = errorOf(a)
+      if (!e.limit || e.limit.kind !== 'group') fail(`a group over the byte budget answered limit ${JSON.stringify(e.limit || null)}, not kind group`)
+      if (e.limit.minimumBytes !== undefined && e.limit.minimumBytes <= maxBytes) fail(`limit.minimumBytes ${e.limit.minimumBytes} is not above the ${maxBytes} bytes that were too few`)
+    })
+
     await this.check('open.retry', async () => {
       const again = await this.lookup('open again (same requestId)', 'open', s.openBody)
       this.expectBatch(again, 'the repeated open')
@@ -594,12 +706,18 @@ class Run {
       }
     })
 
-    await this.check('open.conflict', async () => {
-      const changed = { ...s.openBody, limits: { ...s.openBody.limits, maxObservations: s.openBody.limits.maxObservations + 1 } }
-      const a = await this.lookup('open reusing the requestId with other limits', 'open', changed)
-      this.expectError(a, 'an open reusing a requestId with changed limits', ['conflict'])
-    })
-
+    // Reusing the requestId with one open parameter changed (BRC-193 §2, §8).
+    const changes = [
+      ['open.conflict-limits', 'other limits', (b) => ({ ...b, limits: { ...b.limits, maxObservations: b.limits.maxObservations + 1 } })],
+      ['open.conflict-query', 'another query', (b) => ({ ...b, query: { ...(b.query && typeof b.query === 'object' && !Array.isArray(b.query) ? b.query : {}), overlayLookupLiveCheck: 1 } })],
+      ['open.conflict-rules', 'a requiredRulesDigest added', (b) => ({ ...b, requiredRulesDigest: this.offer.rulesDigest })]
+    ]
+    for (const [check, what, change] of changes) {
+      await this.check(check, async () => {
+        const a = await this.lookup(`open reusing the requestId with ${what}`, 'open', change(s.openBody))
+        this.expectError(a, `an open reusing a requestId with ${what}`, ['conflict'])
+      })
+    }
     return true
   }
 
@@ -616,66 +734,140 @@ class Run {
       this.expectError(a, 'a read naming an unknown session', ['reset-required'])
     })
 
-    await this.check('session.principal-scoped', async () => {
+    const other = () => {
+      if (!this.other) {
+        this.other = new CheckTransport({ baseURL: this.o.base, auth: 'brc103', wallet: this.o.otherWallet, timeoutMs: this.o.timeoutMs })
+        this.transports.push(this.other)
+      }
+      return this.other
+    }
+
+    await this.check('session.foreign-read', async () => {
       if (this.o.auth !== 'brc103') return skip('public mode: a session is its own bearer capability')
-      const other = new CheckTransport({ baseURL: this.o.base, auth: 'brc103', wallet: this.o.otherWallet, timeoutMs: this.o.timeoutMs })
-      this.transports.push(other)
-      const a = await this.lookup('read by another identity', 'read', this.readBody(s.first, s.pageLimits), { transport: other })
+      const a = await this.lookup('read by another identity', 'read', this.readBody(s.first, s.pageLimits), { transport: other() })
       // The session is unknown to that identity (reset-required); refusing it is fine too.
       this.expectError(a, "another identity's read of the session", ['reset-required', 'unauthorized'])
-      const c = await this.lookup('close by another identity', 'close', { version: 1, session: s.first.session }, { transport: other })
-      if (c.status !== 200 || firstDifference(c.json, { version: 1, closed: true }) !== null) fail(`another identity's close answered ${describe(c)} ${snippet(c.body)}`)
-      const still = await this.lookup('read after the other identity closed', 'read', this.readBody(s.first, s.pageLimits))
-      this.expectBatch(still, "the owner's read after another identity closed the session")
     })
 
+    await this.check('close.foreign', async () => {
+      if (this.o.auth !== 'brc103') return skip('public mode: a session is its own bearer capability')
+      const own = this.expectBatch(await this.lookup('open of a session another identity closes', 'open', this.validOpen()), 'an open')
+      const c = await this.lookup('close by another identity', 'close', { version: 1, session: own.session }, { transport: other() })
+      if (c.status !== 200 || firstDifference(c.json, { version: 1, closed: true }) !== null) fail(`another identity's close answered ${describe(c)} ${snippet(c.body)}`)
+      const still = await this.lookup('read after another identity closed', 'read', this.readBody(own, SMALL))
+      this.expectBatch(still, "the owner's read after another identity closed the session")
+      await this.closeQuietly(own.session)
+    })
+
+    await this.check('auth.read-unauthenticated', async () => {
+      if (this.o.auth !== 'brc103') return skip('public mode (--auth none)')
+      if (!s.page1) return skip('needs the first page (see replay.byte-identical)')
+      const a = await this.t.raw('unauthenticated read of the session', { suffix: '/overlay/v1/lookup/read', op: 'read', headers: this.plainSelection(), body: JSON.stringify(s.page1.body) })
+      this.expectError(a, 'a read of an existing session without BRC-104 authentication', ['unauthorized'])
+    })
   }
 
   /** The snapshot boundary, a mutation delivered live and replayed, and the long polls. */
   async liveChecks (s) {
     // A change committed after the open and before the boundary (BRC-193 §7).
     let mutated = null
-    if (this.o.mutate) mutated = { before: s.first.highWater, failure: await runMutation(this.o.mutate) }
+    if (this.o.mutate) mutated = { failure: await runMutation(this.o.mutate) }
 
     // Finish the snapshot, then cross the boundary.
     const boundary = await this.drain(s)
-    await this.check('snapshot.boundary', () => {
-      if (boundary.skip) return skip(boundary.skip)
-      if (boundary.finding) fail(boundary.finding)
-    })
+    for (const check of ['snapshot.through-w', 'snapshot.complete-phase', 'snapshot.live-after']) {
+      await this.check(check, () => {
+        if (boundary.findings[check]) fail(boundary.findings[check])
+        if (boundary.skip) return skip(boundary.skip)
+        if (check === 'snapshot.through-w' && this.chain.filter(b => b.phase === 'snapshot').length < 2) return skip('the snapshot fit in the open batch: no later snapshot batch to judge')
+      })
+    }
 
     await this.check('mutation.delivered', async () => {
-      if (!this.o.mutate) return skip('needs --mutate <a command that commits a change the query selects>')
+      if (!this.o.mutate) return skip(NEEDS_MUTATE)
       if (mutated.failure) fail(mutated.failure)
       if (!boundary.live) return skip('the snapshot boundary was not reached')
       const W = u64(s.first.through)
-      let cur = boundary.live
-      let req = boundary.liveRequest
-      const deadline = Date.now() + DELIVERY_BUDGET_MS
-      while (cur.groups.length === 0) {
-        if (Date.now() >= deadline) fail(`no live group arrived within ${DELIVERY_BUDGET_MS / 1000} s after the --mutate command succeeded (through ${cur.through}); did it commit a change the query selects?`)
-        const { answer, body } = await this.advance('live read after the mutation', cur, s.pageLimits, Math.min(this.offer.maxWaitMs, 10000))
-        cur = this.follow(this.expectBatch(answer, 'a live read after the mutation'))
-        req = { answer, body }
-      }
+      const found = await this.untilGroups(boundary.live, boundary.liveRequest, s.pageLimits, 'a live read after the mutation')
+      if (!found) fail(`no live group arrived within ${DELIVERY_BUDGET_MS / 1000} s after the --mutate command succeeded; did it commit a change the query selects?`)
+      const cur = found.batch
       if (cur.phase !== 'live') fail(`the batch with the change has phase ${cur.phase}`)
       const low = cur.groups.find(g => u64(g.sequence) <= W)
       if (low) fail(`the change arrived as group ${low.id} with sequence ${low.sequence}, not above W=${W}`)
-      s.delivered = req
+      s.delivered = found.request
       s.live = cur
     })
     if (!s.live && boundary.live) s.live = this.chain[this.chain.length - 1]
 
+    await this.check('mutation.once', () => {
+      if (!this.o.mutate) return skip(NEEDS_MUTATE)
+      if (!s.delivered) return skip('needs a delivered mutation (see mutation.delivered)')
+      const seen = new Map()
+      for (const b of this.chain) {
+        for (const g of b.groups) {
+          for (const o of g.observations) {
+            const key = outpointOf(o)
+            if (key) seen.set(key, [...(seen.get(key) || []), `${b.phase} group ${g.id}`])
+          }
+        }
+      }
+      if (!s.live.groups.some(g => g.observations.some(o => outpointOf(o)))) return skip('the delivered change has no output observation to look for in the snapshot')
+      for (const g of s.live.groups) {
+        for (const o of g.observations) {
+          const where = seen.get(outpointOf(o)) || []
+          if (where.length > 1) fail(`the mutated output ${outpointOf(o)} arrived ${where.length} times: ${where.join(', ')}`)
+        }
+      }
+    })
+
     await this.check('replay.live', async () => {
-      if (!this.o.mutate) return skip('needs --mutate')
+      if (!this.o.mutate) return skip(NEEDS_MUTATE)
       if (!s.delivered) return skip('needs a delivered mutation (see mutation.delivered)')
       const again = await this.lookup('live batch again', 'read', s.delivered.body, { limits: s.delivered.body.limits })
       const d = replayDifference(s.delivered.answer, again)
       if (d) fail(`reading the live batch with the change twice: ${d}`)
     })
 
+    // The second session was opened with the largest page before the mutation: its open was
+    // its last snapshot page, and the change was committed after it, before its boundary read.
+    await this.check('mutation.last-page', async () => {
+      if (!this.o.mutate) return skip(NEEDS_MUTATE)
+      if (!s.delivered) return skip('needs a delivered mutation (see mutation.delivered)')
+      if (!s.second) fail('the second open of the same query was not answered with a batch')
+      if (!s.second.snapshotComplete) return skip("the snapshot does not fit one page of the provider's largest limits: no last page came before the mutation")
+      const mine = s.live.groups[0]
+      let cur = s.second
+      const limits = this.bigPage()
+      const deadline = Date.now() + DELIVERY_BUDGET_MS
+      try {
+        for (;;) {
+          if (Date.now() >= deadline) fail(`the session did not reach live group sequence ${mine.sequence} within ${DELIVERY_BUDGET_MS / 1000} s`)
+          const a = await this.lookup('second session read', 'read', this.readBody(cur, limits), { limits, waitMs: limits.waitMs })
+          cur = this.expectBatch(a, "the second session's read")
+          const same = cur.groups.find(g => g.sequence === mine.sequence)
+          if (same) {
+            s.secondGroup = { group: same, limits }
+            return
+          }
+          if (cur.phase === 'live' && u64(cur.through) >= u64(mine.sequence)) fail(`a session whose last snapshot page came before the change passed sequence ${mine.sequence} (through ${cur.through}) without it`)
+        }
+      } finally {
+        await this.closeQuietly(cur.session)
+      }
+    })
+
+    await this.check('live.stable', async () => {
+      if (!this.o.mutate) return skip(NEEDS_MUTATE)
+      if (!s.secondGroup) return skip('needs the change in a second session (see mutation.last-page)')
+      const mine = s.live.groups[0]
+      const { group: same, limits } = s.secondGroup
+      if (same.id !== mine.id) fail(`live group sequence ${mine.sequence} has id ${mine.id} in one session and ${same.id} in another`)
+      const d = firstDifference(same.observations, mine.observations)
+      if (d !== null) fail(`live group ${mine.id} differs between two sessions (limits ${JSON.stringify(s.pageLimits)} and ${JSON.stringify(limits)}) at observations${d}`)
+    })
+
     await this.check('long-poll.bound', async () => {
-      if (!s.live) return skip('needs a caught-up live cursor (see snapshot.boundary)')
+      if (!s.live) return skip('needs a caught-up live cursor (see snapshot.live-after)')
       const waitMs = Math.min(this.o.waitMs, this.offer.maxWaitMs)
       for (let attempt = 0; attempt < 3; attempt++) {
         const cur = s.live
@@ -691,19 +883,37 @@ class Run {
           if (u64(b.through) > u64(cur.through)) continue // it examined newer records
           fail(`a caught-up poll with waitMs ${waitMs} returned an empty batch after ${ms} ms with through unchanged (${b.through})`)
         }
+        s.quietPoll = { ms, waitMs }
         return
       }
       return skip('the provider committed changes during three polls in a row: no quiet poll to judge')
     })
 
+    // A poll answers at its bound, not later (BRC-193 §8: min(arrival + waitMs, expiry)).
+    await this.check('long-poll.deadline', async () => {
+      if (!s.quietPoll) return skip('needs a quiet long poll (see long-poll.bound)')
+      const { ms, waitMs } = s.quietPoll
+      if (ms > waitMs + slackOf(waitMs)) fail(`a caught-up poll with waitMs ${waitMs} answered after ${ms} ms, past its bound (allowing ${slackOf(waitMs)} ms)`)
+    })
+
+    await this.check('read.immediate', async () => {
+      if (!s.live) return skip('needs a caught-up live cursor (see snapshot.live-after)')
+      const started = Date.now()
+      const { answer } = await this.advance('caught-up read with waitMs 0', s.live, s.pageLimits, 0)
+      const ms = Date.now() - started
+      const b = this.expectBatch(answer, 'a caught-up read with waitMs 0')
+      s.live = this.follow(b)
+      if (b.groups.length === 0 && ms > slackOf(0)) fail(`a caught-up read with waitMs 0 answered after ${ms} ms`)
+    })
+
     await this.check('long-poll.wake', async () => {
-      if (!this.o.mutate) return skip('needs --mutate')
+      if (!this.o.mutate) return skip(NEEDS_MUTATE)
       if (!s.live) return skip('needs a caught-up live cursor')
-      const waitMs = Math.min(this.offer.maxWaitMs, 20000)
-      if (waitMs < 1000) return skip(`the provider's maxWaitMs (${this.offer.maxWaitMs}) leaves no time to commit during a poll`)
+      const waitMs = Math.min(this.offer.maxWaitMs, Math.max(3000, 4 * this.o.waitMs))
       const started = Date.now()
       const poll = this.advance('long poll woken by a mutation', s.live, s.pageLimits, waitMs)
-      await sleep(300)
+      // Time for the poll to reach the provider and wait before the change is committed.
+      await sleep(Math.max(100, Math.min(300, this.o.waitMs / 2)))
       const failure = await runMutation(this.o.mutate)
       const mutatedAt = Date.now() - started
       const { answer } = await poll
@@ -711,15 +921,27 @@ class Run {
       if (failure) fail(failure)
       const b = this.expectBatch(answer, 'the poll during the mutation')
       s.live = this.follow(b)
-      if (b.groups.length === 0) {
-        if (mutatedAt >= ms) return skip(`the --mutate command took ${mutatedAt} ms, longer than the poll's ${waitMs} ms bound`)
-        fail(`the poll returned an empty batch after ${ms} ms (bound ${waitMs} ms) although the --mutate command had committed at ${mutatedAt} ms`)
-      }
+      if (mutatedAt >= waitMs - slackOf(waitMs)) return skip(`the --mutate command took ${mutatedAt} ms, too close to the poll's ${waitMs} ms bound`)
+      if (b.groups.length === 0) fail(`the poll returned an empty batch after ${ms} ms (bound ${waitMs} ms) although the --mutate command had committed at ${mutatedAt} ms`)
+      if (ms >= waitMs) fail(`the poll returned the change only at its bound (${ms} ms, bound ${waitMs} ms) although it was committed at ${mutatedAt} ms`)
     })
-
   }
 
-  /** Close, repeated close, a read after close and the close of an unknown session. */
+  /** Reads from `batch` until a batch with groups arrives (up to DELIVERY_BUDGET_MS); null if none. */
+  async untilGroups (batch, request, limits, what) {
+    let cur = batch
+    let req = request
+    const deadline = Date.now() + DELIVERY_BUDGET_MS
+    while (cur.groups.length === 0) {
+      if (Date.now() >= deadline) return null
+      const { answer, body } = await this.advance('live read after the mutation', cur, limits, Math.min(this.offer.maxWaitMs, 10000))
+      cur = this.follow(this.expectBatch(answer, what))
+      req = { answer, body }
+    }
+    return { batch: cur, request: req }
+  }
+
+  /** Close, repeated close, a read and a re-open after close, and the close of an unknown session. */
   async closeChecks (s) {
     await this.check('close.idempotent', async () => {
       for (const label of ['close', 'close again']) {
@@ -732,6 +954,10 @@ class Run {
       const a = await this.lookup('read after close', 'read', this.readBody(last, s.pageLimits))
       this.expectError(a, 'a read of the closed session', ['expired', 'reset-required'])
     })
+    await this.check('open.after-close', async () => {
+      const a = await this.lookup('open again after close (same requestId)', 'open', s.openBody)
+      this.expectError(a, 'repeating the open of a closed session', ['expired'])
+    })
     await this.check('close.unknown', async () => {
       const a = await this.lookup('close of an unknown session', 'close', { version: 1, session: forge(s.first.session) })
       if (a.status !== 200 || !a.json || firstDifference(a.json, { version: 1, closed: true }) !== null) fail(`closing an unknown session answered ${describe(a)} ${snippet(a.body)}`)
@@ -739,55 +965,111 @@ class Run {
   }
 
   /**
+   * Session expiry (BRC-193 §8), with --long only: the session expiryOpen opened before the
+   * other checks is waited out when its expiresAt is within the long budget. A poll spanning the expiry ends by it; a read, a
+   * re-open and a close after it answer reset-required (or expired), expired and closed:true.
+   */
+  async expiryChecks () {
+    const names = EXPIRY_CHECKS
+    const e = this.expiry
+    if (!this.o.long) return this.skipAll(names, 'runs long: needs --long (waits for a session to expire)')
+    if (e.skip) return this.skipAll(names, e.skip)
+    let cur = e.first
+    const expiresMs = Number(u64(cur.expiresAt)) * 1000
+    // Read the snapshot and the live feed until caught up (an empty live batch), then poll
+    // across the expiry: a poll with a group waiting would answer at once and prove nothing.
+    for (let i = 0; i < MAX_PAGES && !(cur.phase === 'live' && cur.groups.length === 0); i++) {
+      const r = await this.lookup('expiry session page', 'read', this.readBody(cur, this.bigPage()), { limits: this.bigPage() })
+      if (r.status !== 200 || batchProblem(r.json) !== null) break
+      cur = r.json
+    }
+    await this.check('long-poll.expiry-cap', async () => {
+      // The poll starts a few seconds before the expiry, so that its bound is well past it.
+      const early = expiresMs - Date.now() - EXPIRY_POLL_LEAD_MS
+      if (early > 0) await sleep(early)
+      const remaining = expiresMs - Date.now()
+      if (remaining <= 0) return skip('the session expired while the other checks ran')
+      if (cur.phase !== 'live' || cur.groups.length > 0) return skip('the session did not catch up with its live feed')
+      const waitMs = Math.min(this.offer.maxWaitMs, MAX.waitMs, remaining + EXPIRY_OVERSHOOT_MS)
+      if (waitMs < remaining + slackOf(remaining)) return skip(`the session expires in ${remaining} ms, not within one ${waitMs} ms poll`)
+      const started = Date.now()
+      const limits = { ...SMALL, waitMs }
+      const r = await this.lookup(`poll across the expiry (waitMs ${waitMs})`, 'read', this.readBody(cur, limits), { limits, waitMs })
+      const ms = Date.now() - started
+      if (ms > remaining + slackOf(remaining)) fail(`a poll with waitMs ${waitMs} on a session expiring in ${remaining} ms answered after ${ms} ms (${describe(r)})`)
+      if (r.status === 200 && batchProblem(r.json) === null && Date.now() > expiresMs + slackOf(0)) fail('a poll that ended after the session expiry answered a successful batch')
+    })
+    const wait = expiresMs - Date.now() + 1100
+    if (wait > 0) await sleep(wait)
+    await this.check('read.at-expiry', async () => {
+      const r = await this.lookup('read after expiry', 'read', this.readBody(cur, SMALL), { limits: SMALL })
+      this.expectError(r, 'a read after the session expired', ['reset-required', 'expired'])
+    })
+    await this.check('open.after-expiry', async () => {
+      const r = await this.lookup('open again after expiry (same requestId)', 'open', e.body)
+      this.expectError(r, 'repeating the open of an expired session', ['expired'])
+    })
+    await this.check('close.expired', async () => {
+      const r = await this.lookup('close of an expired session', 'close', { version: 1, session: cur.session })
+      if (r.status !== 200 || !r.json || firstDifference(r.json, { version: 1, closed: true }) !== null) fail(`closing an expired session answered ${describe(r)} ${snippet(r.body)}`)
+    })
+  }
+
+  /**
+   * With --long: opens the session left to expire, first, so that the other checks run while
+   * it ages. Sets this.expiry to {first, body} or {skip}.
+   */
+  async expiryOpen () {
+    if (!this.o.long) return
+    const body = this.openBody(SMALL)
+    const a = await this.lookup('open of a session left to expire', 'open', body)
+    if (a.status !== 200 || batchProblem(a.json) !== null) return (this.expiry = { skip: `the open of the expiry session answered ${describe(a)}` })
+    const left = Number(u64(a.json.expiresAt)) * 1000 - Date.now()
+    if (left > this.o.longBudgetMs) return (this.expiry = { skip: `the session expires in ${Math.round(left / 1000)} s, beyond the --long budget of ${this.o.longBudgetMs / 1000} s` })
+    this.expiry = { first: a.json, body }
+  }
+
+  /**
    * Reads the main session to its snapshot boundary and one batch past it. Resolves
-   * {live, liveRequest} at the first live batch, {finding} when the boundary is broken,
-   * {skip} when it could not be reached.
+   * {findings, live, liveRequest}: findings by check name, and the first live batch (the
+   * read that returned it) unless the boundary could not be reached ({skip}).
    */
   async drain (s) {
     const W = s.first.through
-    const snapshot = [...this.chain]
-    let cur = this.chain[this.chain.length - 1]
-    let req = s.page1 ? { answer: s.page1.answer, body: s.page1.body } : null
-    const problem = (b, i) => {
-      if (b.phase === 'snapshot') {
-        if (b.through !== W) return `snapshot batch ${i} has through ${b.through}, the open's W is ${W}`
-      }
-      return null
+    const findings = {}
+    const note = (check, text) => { if (!findings[check]) findings[check] = text }
+    let req = null
+    let prior = null
+    // Judges batch i (b) after `prior`; true when b is the first live batch.
+    const judge = (b, i) => {
+      if (b.phase === 'snapshot' && b.through !== W) note('snapshot.through-w', `snapshot batch ${i} has through ${b.through}, the open's W is ${W}`)
+      if (b.snapshotComplete && b.phase !== 'snapshot' && !(prior && prior.snapshotComplete)) note('snapshot.complete-phase', `batch ${i}, the first with snapshotComplete true, has phase ${b.phase}`)
+      if (b.phase === 'live' && !(prior && prior.snapshotComplete) && !b.snapshotComplete) note('snapshot.complete-phase', `batch ${i} has phase live before any batch set snapshotComplete`)
+      if (prior && prior.snapshotComplete && prior.phase === 'snapshot' && b.phase !== 'live') note('snapshot.live-after', `the batch after the last snapshot batch has phase ${b.phase}`)
+      return b.phase === 'live' || (prior && prior.snapshotComplete)
     }
-    for (let i = 0; i < snapshot.length; i++) {
-      const b = snapshot[i]
-      if (b.phase === 'live') {
-        const prior = snapshot[i - 1]
-        if (!prior || !prior.snapshotComplete) return { finding: `batch ${i} has phase live before a batch with snapshotComplete: true` }
-        return { live: b, liveRequest: req }
-      }
-      const p = problem(b, i)
-      if (p) return { finding: p }
-      if (b.snapshotComplete && i + 1 < snapshot.length && snapshot[i + 1].phase !== 'live') return { finding: `the batch after the last snapshot batch has phase ${snapshot[i + 1].phase}` }
+    const known = [...this.chain]
+    for (let i = 0; i < known.length; i++) {
+      const b = known[i]
+      if (judge(b, i)) return { findings, live: b, liveRequest: i === 1 && s.page1 ? { answer: s.page1.answer, body: s.page1.body } : null }
+      prior = b
     }
-    for (let i = snapshot.length; i < snapshot.length + MAX_PAGES; i++) {
-      const prior = cur
+    for (let i = known.length; i < known.length + MAX_PAGES; i++) {
       const { answer, body } = await this.advance(prior.snapshotComplete ? 'read past the snapshot boundary' : 'snapshot page', prior, prior.snapshotComplete ? s.pageLimits : this.bigPage())
       if (answer.status !== 200) {
         const e = errorOf(answer)
-        if (e && e.code === 'limited') return { skip: `a snapshot group does not fit the provider's own limits (${describe(answer)})` }
-        return { finding: `reading snapshot batch ${i} answered ${describe(answer)}` }
+        if (e && e.code === 'limited') return { findings, skip: `a snapshot group does not fit the provider's own limits (${describe(answer)})` }
+        return { findings, skip: `reading snapshot batch ${i} answered ${describe(answer)}` }
       }
       const problemShape = batchProblem(answer.json)
-      if (problemShape) return { finding: `batch ${i} is not a Batch: ${problemShape}` }
+      if (problemShape) return { findings, skip: `batch ${i} is not a Batch: ${problemShape}` }
       const b = this.follow(answer.json)
-      if (prior.snapshotComplete) {
-        if (b.phase !== 'live') return { finding: `the batch after the last snapshot batch has phase ${b.phase}` }
-        return { live: b, liveRequest: { answer, body } }
-      }
-      if (b.phase !== 'snapshot') return { finding: `batch ${i} has phase ${b.phase} before any batch set snapshotComplete` }
-      const p = problem(b, i)
-      if (p) return { finding: p }
-      cur = b
+      req = { answer, body }
+      if (judge(b, i)) return { findings, live: b, liveRequest: req }
+      prior = b
     }
-    return { skip: `the snapshot did not complete within ${MAX_PAGES} pages; pass a narrower --query` }
+    return { findings, skip: `the snapshot did not complete within ${MAX_PAGES} pages; pass a narrower --query` }
   }
-
   /** Judgements over every answer and batch the run saw. */
   async aggregates () {
     const answers = this.transports.flatMap(t => t.answers)
@@ -825,6 +1107,7 @@ class Run {
       }), a => `${a.name} paired Access-Control-Allow-Credentials: true with Access-Control-Allow-Origin ${a.header('access-control-allow-origin')}`)
     })
     await this.check('errors.envelope', () => {
+      if (!judged.some(a => a.status >= 400)) return skip('no error answer arrived to judge')
       report(judged.filter(a => a.method !== 'OPTIONS' && !a.corsRefusal && (a.status < 200 || a.status >= 300) && envelopeProblem(a) !== null),
         a => `${a.name}: ${envelopeProblem(a)}`)
     })
@@ -832,6 +1115,7 @@ class Run {
       report(answers.filter(a => a.status >= 300 && a.status < 400), a => `${a.name} redirected to ${JSON.stringify(a.header('location') || null)}`)
     })
     await this.check('limits.respected', () => {
+      if (!this.batches.some(x => x.limits)) return skip('no batch arrived to judge')
       for (const { answer, batch, limits } of this.batches) {
         if (!limits) continue
         const eff = this.effective(limits)
@@ -840,42 +1124,158 @@ class Run {
         if (n > eff.maxObservations) fail(`${answer.name} carries ${n} observations under maxObservations ${eff.maxObservations}`)
       }
     })
-    await this.check('batch.watermarks', () => {
+    await this.check('limited.permanent', () => {
+      const groupLimited = judged.filter(a => a.status === 413 && errorOf(a) && errorOf(a).limit && errorOf(a).limit.kind === 'group')
+      if (groupLimited.length === 0) return skip('no limited answer of kind group arrived (see limited.group)')
+      const big = this.bigPage()
+      report(groupLimited.filter(a => {
+        const l = errorOf(a).limit
+        return (l.minimumBytes !== undefined && l.minimumBytes > big.maxBytes) || (l.minimumObservations !== undefined && l.minimumObservations > big.maxObservations)
+      }), a => `${a.name} is limited of kind group with ${JSON.stringify(errorOf(a).limit)}, beyond the provider's own limits (${big.maxBytes} bytes, ${big.maxObservations} observations)`)
+    })
+    await this.check('batch.through-highwater', () => {
+      if (this.batches.length === 0) return skip('no batch arrived to judge')
       for (const { answer, batch } of this.batches) {
         if (u64(batch.through) > u64(batch.highWater)) fail(`${answer.name} has through ${batch.through} above highWater ${batch.highWater}`)
       }
-      const W = this.chain.length > 0 ? u64(this.chain[0].through) : null
-      let incoming = null
-      for (let i = 0; i < this.chain.length; i++) {
-        const b = this.chain[i]
-        const through = u64(b.through)
-        if (b.phase === 'snapshot') {
-          const off = b.groups.find(g => u64(g.sequence) !== W)
-          if (off) fail(`snapshot group ${off.id} has sequence ${off.sequence}, W is ${W}`)
-        } else {
-          if (incoming !== null && through < incoming) fail(`through went back from ${incoming} to ${through} in live batch ${i}`)
-          let last = incoming
-          for (const g of b.groups) {
-            const seq = u64(g.sequence)
-            if (last !== null && seq <= last) fail(`live group ${g.id} has sequence ${seq}, not above ${last}`)
-            if (seq > through) fail(`live group ${g.id} has sequence ${seq} above the batch's through ${through}`)
-            last = seq
+    })
+
+    // The main session's chain of batches, in cursor order (BRC-193 §3, §8).
+    const W = this.chain.length > 0 ? u64(this.chain[0].through) : null
+    const live = []
+    let incoming = null
+    for (let i = 0; i < this.chain.length; i++) {
+      const b = this.chain[i]
+      if (b.phase === 'live') live.push({ b, i, incoming })
+      incoming = u64(b.through)
+    }
+    await this.check('snapshot.sequence-w', () => {
+      if (!this.chain.some(b => b.phase === 'snapshot' && b.groups.length > 0)) return skip('the snapshot has no groups (an empty collection): no sequence to judge')
+      for (const b of this.chain) {
+        const off = b.phase === 'snapshot' && b.groups.find(g => u64(g.sequence) !== W)
+        if (off) fail(`snapshot group ${off.id} has sequence ${off.sequence}, W is ${W}`)
+      }
+    })
+    await this.check('live.through-monotonic', () => {
+      if (live.length < 2) return skip('fewer than two live batches arrived')
+      for (const { b, i, incoming } of live) if (incoming !== null && u64(b.through) < incoming) fail(`through went back from ${incoming} to ${b.through} in live batch ${i}`)
+    })
+    const liveGroups = live.some(({ b }) => b.groups.length > 0)
+    await this.check('live.sequence-order', () => {
+      if (!liveGroups) return skip(NEEDS_MUTATE + ' (a live group to judge)')
+      for (const { b, incoming } of live) {
+        let last = incoming
+        for (const g of b.groups) {
+          const seq = u64(g.sequence)
+          if (last !== null && seq <= last) fail(`live group ${g.id} has sequence ${seq}, not above ${last}`)
+          last = seq
+        }
+      }
+    })
+    await this.check('live.sequence-in-range', () => {
+      if (!liveGroups) return skip(NEEDS_MUTATE + ' (a live group to judge)')
+      for (const { b } of live) {
+        const g = b.groups.find(g => u64(g.sequence) > u64(b.through))
+        if (g) fail(`live group ${g.id} has sequence ${g.sequence} above the batch's through ${b.through}`)
+      }
+    })
+
+    const bySession = new Map()
+    for (const { batch } of this.batches) bySession.set(batch.session, [...(bySession.get(batch.session) || []), batch])
+    await this.check('scope.constant', () => {
+      for (const [session, batches] of bySession) {
+        const b = batches.find(x => firstDifference(x.scope, batches[0].scope) !== null)
+        if (b) fail(`the scope of session ${session.slice(0, 16)}… changed between batches at scope.${firstDifference(batches[0].scope, b.scope)}`)
+      }
+    })
+    const observed = this.batches.some(({ batch }) => batch.groups.some(g => g.observations.length > 0))
+    await this.check('scope.observations', () => {
+      if (!observed) return skip('no observation arrived to judge')
+      for (const { answer, batch } of this.batches) {
+        for (const g of batch.groups) {
+          const o = g.observations.find(o => !o || firstDifference(o.scope, batch.scope) !== null)
+          if (o) fail(`observation ${o && o.id} of group ${g.id} in ${answer.name} has a scope unlike the batch's (at ${firstDifference(batch.scope, o && o.scope)})`)
+        }
+      }
+    })
+    await this.check('observations.unique', () => {
+      if (!observed) return skip('no observation arrived to judge')
+      const where = new Map()
+      for (const { batch } of this.batches) {
+        for (const g of batch.groups) {
+          for (const o of g.observations) {
+            const key = `${batch.scope && batch.scope.epoch} ${o && o.id}`
+            const prior = where.get(key)
+            if (prior && prior !== g.id) fail(`observation ${o.id} appears in groups ${prior} and ${g.id}`)
+            where.set(key, g.id)
           }
         }
-        incoming = through
+      }
+    })
+    await this.check('groups.namespaces', () => {
+      if (!this.chain.some(b => b.phase === 'live' && b.groups.length > 0)) return skip(NEEDS_MUTATE + ' (a live group to compare)')
+      const snapshotIds = new Set()
+      for (const b of this.chain) {
+        if (b.phase !== 'snapshot') continue
+        for (const g of b.groups) {
+          snapshotIds.add(g.id)
+          for (const o of g.observations) snapshotIds.add(o.id)
+        }
+      }
+      for (const { b } of live) {
+        for (const g of b.groups) {
+          if (snapshotIds.has(g.id)) fail(`live group id ${g.id} is also a snapshot id of the session`)
+          const o = g.observations.find(o => snapshotIds.has(o.id))
+          if (o) fail(`live observation id ${o.id} is also a snapshot id of the session`)
+        }
+      }
+    })
+    await this.check('session.id-bounded', () => {
+      for (const session of bySession.keys()) if (Buffer.byteLength(session) > 1024) fail(`a session id is ${Buffer.byteLength(session)} bytes`)
+    })
+    await this.check('session.unguessable', () => {
+      const sessions = [...bySession.keys()]
+      const short = sessions.find(x => Buffer.byteLength(x) < MIN_SESSION_CHARS)
+      if (short) fail(`session id ${JSON.stringify(short)} has fewer than ${MIN_SESSION_CHARS} characters: it cannot carry 128 random bits`)
+      const opens = new Set(this.batches.filter(x => x.answer.op === 'open').map(x => x.batch.session))
+      if (opens.size < 2) return skip('fewer than two sessions were opened')
+    })
+    await this.check('deadlines.fixed', () => {
+      if (![...bySession.values()].some(b => b.length > 1)) return skip('no session answered twice')
+      for (const [session, batches] of bySession) {
+        const b = batches.find(x => x.expiresAt !== batches[0].expiresAt || x.replayUntil !== batches[0].replayUntil)
+        if (b) fail(`session ${session.slice(0, 16)}… moved its deadlines from expiresAt ${batches[0].expiresAt}, replayUntil ${batches[0].replayUntil} to ${b.expiresAt}, ${b.replayUntil}`)
+      }
+    })
+    await this.check('deadlines.replay', () => {
+      const replay = u64(this.offer.replaySeconds)
+      for (const { answer, batch } of this.batches) {
+        if (u64(batch.replayUntil) !== u64(batch.expiresAt) + replay) fail(`${answer.name} has replayUntil ${batch.replayUntil}, not expiresAt ${batch.expiresAt} + replaySeconds ${replay}`)
+      }
+    })
+    await this.check('deadlines.session-bound', () => {
+      const seconds = u64(this.offer.sessionSeconds)
+      for (const { answer, batch } of this.batches) {
+        if (answer.op !== 'open') continue
+        const at = BigInt(Math.floor(answer.at / 1000))
+        const exp = u64(batch.expiresAt)
+        if (exp > at + seconds + CLOCK_SKEW || exp + CLOCK_SKEW < at + seconds) fail(`${answer.name} has expiresAt ${exp}, answered at ${at} with sessionSeconds ${seconds} (expected ${at + seconds} ± ${CLOCK_SKEW} s)`)
       }
     })
   }
 }
 
 /** Checks after the manifest, skipped together when the manifest is unusable. */
-const LATER_CHECKS = [
-  'auth.required', 'selection.stale-capability', 'selection.unknown-profile', 'request.framing', 'open.strict', 'open.unknown-service',
-  'read.strict', 'close.strict', 'limited.bounded', 'limits.clamp', 'request.body-cap', 'request.header-cap', 'cors.preflight',
-  'limits.echo', 'batch.scope', 'replay.byte-identical', 'open.retry', 'open.conflict', 'cursor.forged', 'session.unknown',
-  'session.principal-scoped', 'snapshot.boundary', 'mutation.delivered', 'replay.live', 'long-poll.bound', 'long-poll.wake',
-  'close.idempotent', 'read.after-close', 'close.unknown', 'headers.cache-control', 'headers.vary', 'headers.content-encoding',
-  'cors.credentials', 'errors.envelope', 'redirects.none', 'limits.respected', 'batch.watermarks'
+const LATER_CHECKS = Object.keys(RULES).filter(c => !c.startsWith('manifest.'))
+/** Checks of the session expiry, run with --long only. */
+const EXPIRY_CHECKS = ['long-poll.expiry-cap', 'read.at-expiry', 'open.after-expiry', 'close.expired']
+/** Checks that need the main session's open. */
+const SESSION_CHECKS = [
+  ...SCOPE_FIELDS.map(f => f[0]), 'replay.byte-identical', 'limited.group', 'open.retry', 'open.conflict-limits', 'open.conflict-query', 'open.conflict-rules',
+  'cursor.forged', 'session.unknown', 'session.foreign-read', 'close.foreign', 'auth.read-unauthenticated',
+  'snapshot.through-w', 'snapshot.complete-phase', 'snapshot.live-after', 'mutation.delivered', 'mutation.once', 'replay.live', 'mutation.last-page', 'live.stable',
+  'long-poll.bound', 'long-poll.deadline', 'read.immediate', 'long-poll.wake', 'close.idempotent', 'read.after-close', 'open.after-close', 'close.unknown',
+  'snapshot.empty', ...EXPIRY_CHECKS
 ]
 
-module.exports = { Run, PROFILE, PROBE_ORIGIN, LATER_CHECKS }
+module.exports = { Run, PROFILE, PROBE_ORIGIN, LATER_CHECKS, SESSION_CHECKS, EXPIRY_CHECKS, strictCases, messageOf, slackOf }

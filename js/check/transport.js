@@ -53,6 +53,8 @@ class Answer {
     this.body = decodedBody(this.headers.get('content-encoding'), body)
     this.signed = signed
     this.ms = ms
+    /** When the answer arrived (ms since the epoch). */
+    this.at = Date.now()
     this._json = undefined
   }
 
