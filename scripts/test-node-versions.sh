@@ -34,6 +34,9 @@ for major in "${majors[@]}"; do
   PATH="$home/bin:$PATH" npm_config_nodedir="$home" npm_config_build_from_source=true npm_config_jobs=2 \
     npm rebuild better-sqlite3 >"$dir/rebuild.log" 2>&1 || { cat "$dir/rebuild.log"; exit 1; }
   start=$SECONDS
-  PATH="$home/bin:$PATH" node node_modules/jest/bin/jest.js --runInBand
+  # The checker's fault matrix (about three minutes of proxies and faulty answers around one
+  # node) judges the checker and the HTTP answers, not the Node runtime: it runs once, in
+  # `npm test` on the Node on PATH, and is left out here to keep CI's run short.
+  PATH="$home/bin:$PATH" node node_modules/jest/bin/jest.js --runInBand --testPathIgnorePatterns check-faults
   echo "test-node-versions: Node $version: Jest suite passed in $((SECONDS - start)) s"
 done
