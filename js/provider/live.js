@@ -7,6 +7,7 @@ const native = require('../common/native')
 const wire = require('../common/wire')
 const ingest = require('./ingest')
 const anchor = require('./anchor')
+const { Metrics } = require('./observe')
 const { createHash } = require('node:crypto')
 const { Beef, Transaction } = require('@bsv/sdk')
 
@@ -153,13 +154,23 @@ class LiveLookup {
     this.sink = {
       commit: (changes, ticket) => this.recorded(changes, false, ticket),
       commitDivisible: (changes) => this.recorded(changes, true),
-      reserve: () => this.core.reserve(),
-      cancel: (ticket) => this.core.cancel(ticket),
+      reserve: () => {
+        const ticket = this.core.reserve()
+        this.metrics.reserved(ticket)
+        return ticket
+      },
+      cancel: (ticket) => {
+        this.metrics.forget(ticket)
+        this.core.cancel(ticket)
+      },
       orderBefore: (first, then) => this.core.orderBefore(first ?? null, then),
       evicted: (service, txid, outputIndex) => this.rememberEviction(service, txid, outputIndex),
       log: (entry) => this.logEvent(entry)
     }
     this.overRetention = false
+    // Commit latency, publication lag, prohibitions and answered requests, for the router's
+    // metrics route (js/provider/observe.js).
+    this.metrics = new Metrics()
     this.closed = false
     this.compacting = null
     // Reads and opens are answered in batches through one callback (src/node/delivery.rs):
@@ -254,14 +265,22 @@ class LiveLookup {
     try {
       native = (changes || []).map(toNativeChange)
     } catch (e) {
-      if (ticket !== null) this.core.cancel(ticket)
+      if (ticket !== null) this.sink.cancel(ticket)
       throw e
     }
     if (native.length === 0) {
-      if (ticket !== null) this.core.cancel(ticket)
+      if (ticket !== null) this.sink.cancel(ticket)
       return null
     }
-    const r = await this.admit(native, { divisible, recorded: true, ticket })
+    const started = process.hrtime.bigint()
+    let r
+    try {
+      r = await this.admit(native, { divisible, recorded: true, ticket })
+    } catch (e) {
+      this.metrics.failed(ticket)
+      throw e
+    }
+    this.metrics.committed(started, ticket)
     const sequence = r.sequence ?? null
     if (r.unservable > 0) this.logEvent({ op: 'commit', action: 'unservable', changes: changes.length, groups: r.unservable, sequence })
     if (r.overCap) this.logEvent({ op: 'commit', action: 'over-cap', changes: changes.length, sequence })
@@ -796,7 +815,9 @@ class LiveLookup {
     const named = outpoints.map(o => typeof o === 'string' ? o : `${o && o.txid}.${o && o.outputIndex}`)
     // Its place in the admission order is this call's: groups of submits that resolved
     // before it are published first, and no change made after it lands before it.
-    return this.inOrder((t) => this.core.prohibit(t, service, named, where === undefined ? null : where, String(reason)))
+    const r = await this.inOrder((t) => this.core.prohibit(t, service, named, where === undefined ? null : where, String(reason)))
+    this.metrics.prohibited(r.rows)
+    return r
   }
 
   /**

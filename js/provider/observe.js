@@ -3,11 +3,10 @@
 // "Health and metrics"). Opt-in: the router serves them only at the paths its `health` and
 // `metrics` options name. The text follows the Prometheus text exposition format 0.0.4.
 
-const INSTRUMENTED = Symbol.for('overlay-lookup-live.instrumented')
 /** Upper bounds (seconds) of the latency histograms. */
+const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 /** Submits whose place was taken and whose group is not yet published, timed at once at most. */
 const MAX_TRACKED = 100000
-const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
 class Histogram {
   constructor () {
@@ -24,65 +23,54 @@ class Histogram {
 }
 
 /**
- * The counters of one LiveLookup, kept from the first router that asks for them: commit latency
- * (a group's commit call to its publication) and publication lag (a submit's place taken, when
- * it resolved, to its group published), measured around the store's commit sink; prohibitions
- * made through `live.prohibit`.
+ * What a LiveLookup counts for its metrics (it keeps one, `live.metrics`): commit latency (a
+ * recorded group handed to the store until it is published), publication lag (a submit's
+ * place taken, when it resolved, until its group is published), failed commits, prohibitions,
+ * and the router's answered requests.
  */
-function instrument (live) {
-  if (live[INSTRUMENTED]) return live[INSTRUMENTED]
-  const m = {
-    commitLatency: new Histogram(),
-    publicationLag: new Histogram(),
-    commitFailures: 0,
-    prohibitions: 0,
-    prohibitedRows: 0,
-    lastLagMs: undefined,
-    requests: new Map() // `${op}\0${status}\0${code}` -> count
+class Metrics {
+  constructor () {
+    this.commitLatency = new Histogram()
+    this.publicationLag = new Histogram()
+    this.commitFailures = 0
+    this.prohibitions = 0
+    this.prohibitedRows = 0
+    this.lastLagMs = undefined
+    this.requests = new Map() // `${op}\0${status}\0${code}` -> count
+    this.reservedAt = new Map() // a submit's ticket -> when it was taken
   }
-  const sink = live.sink
-  const reservedAt = new Map()
-  const reserve = sink.reserve
-  sink.reserve = function () {
-    const ticket = reserve.apply(this, arguments)
-    reservedAt.set(ticket, process.hrtime.bigint())
-    // Bounded: a ticket given up elsewhere (not through sink.cancel) is forgotten eventually.
-    if (reservedAt.size > MAX_TRACKED) reservedAt.delete(reservedAt.keys().next().value)
-    return ticket
+
+  /** A submit took its place in the admission order. */
+  reserved (ticket) {
+    this.reservedAt.set(ticket, process.hrtime.bigint())
+    // Bounded: a ticket given up without `forget` is dropped eventually.
+    if (this.reservedAt.size > MAX_TRACKED) this.reservedAt.delete(this.reservedAt.keys().next().value)
   }
-  const cancel = sink.cancel
-  sink.cancel = function (ticket) {
-    reservedAt.delete(ticket)
-    return cancel.apply(this, arguments)
+
+  forget (ticket) {
+    this.reservedAt.delete(ticket)
   }
-  const commit = sink.commit
-  sink.commit = async function (changes, ticket) {
-    const started = process.hrtime.bigint()
-    const since = ticket == null ? undefined : reservedAt.get(ticket)
-    if (ticket != null) reservedAt.delete(ticket)
-    try {
-      const sequence = await commit.apply(this, arguments)
-      const now = process.hrtime.bigint()
-      m.commitLatency.observe(Number(now - started) / 1e9)
-      if (since !== undefined) {
-        m.publicationLag.observe(Number(now - since) / 1e9)
-        m.lastLagMs = Number(now - since) / 1e6
-      }
-      return sequence
-    } catch (e) {
-      m.commitFailures++
-      throw e
-    }
+
+  /** A recorded commit that started at `started` (hrtime) is published; `ticket` its place. */
+  committed (started, ticket) {
+    const now = process.hrtime.bigint()
+    this.commitLatency.observe(Number(now - started) / 1e9)
+    const since = ticket == null ? undefined : this.reservedAt.get(ticket)
+    if (since === undefined) return
+    this.reservedAt.delete(ticket)
+    this.publicationLag.observe(Number(now - since) / 1e9)
+    this.lastLagMs = Number(now - since) / 1e6
   }
-  const prohibit = live.prohibit
-  live.prohibit = async function () {
-    const r = await prohibit.apply(this, arguments)
-    m.prohibitions++
-    m.prohibitedRows += r && Number.isSafeInteger(r.rows) ? r.rows : 0
-    return r
+
+  failed (ticket) {
+    this.commitFailures++
+    if (ticket != null) this.reservedAt.delete(ticket)
   }
-  Object.defineProperty(live, INSTRUMENTED, { value: m })
-  return m
+
+  prohibited (rows) {
+    this.prohibitions++
+    this.prohibitedRows += Number.isSafeInteger(rows) ? rows : 0
+  }
 }
 
 /** Counts one answered lookup request (`code` is the BRC-192 error code, '' for a 200). */
@@ -126,8 +114,7 @@ function healthOf (live, { mode, baseURL } = {}) {
     body.gateWaiting = s.gateWaiting
     body.publishedAgoMs = s.publishedAgoMs ?? null
     body.overRetentionBudget = s.overRetentionBudget
-    const m = live[INSTRUMENTED]
-    body.lastPublicationLagMs = m && m.lastLagMs !== undefined ? m.lastLagMs : null
+    body.lastPublicationLagMs = live.metrics.lastLagMs !== undefined ? live.metrics.lastLagMs : null
   }
   return body
 }
@@ -145,7 +132,7 @@ function num (v) {
 
 /** The metrics of `live` in the Prometheus text format. */
 function metricsText (live) {
-  const m = instrument(live)
+  const m = live.metrics
   const out = []
   const metric = (name, type, help, samples) => {
     out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`)
@@ -196,4 +183,4 @@ function metricsText (live) {
   return out.join('\n') + '\n'
 }
 
-module.exports = { instrument, countRequest, healthOf, metricsText, BUCKETS }
+module.exports = { Metrics, countRequest, healthOf, metricsText, BUCKETS }

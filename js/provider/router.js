@@ -318,8 +318,8 @@ function createRouter (live, options = {}) {
   const log = typeof options.log === 'function' ? options.log : () => {}
   const prefix = basePath(options.baseURL) + '/overlay/v1'
   const router = express.Router()
-  // Counters for the metrics route (js/provider/observe.js), kept only when it is served.
-  const counters = metricsPath ? observe.instrument(live) : null
+  // Requests are counted for the metrics route (js/provider/observe.js) only when it is served.
+  const counters = metricsPath ? live.metrics : null
   const mode = authentication === 'brc103' ? 'brc103' : 'public'
 
   if (healthPath) {
