@@ -212,11 +212,13 @@ function clientWallet () {
 const present = members => members.filter(m => m.present).map(m => m.outpoint.outputIndex).sort((a, b) => a - b)
 
 // Follows until `until(event)` returns true; `step(event)` may mutate the provider.
-async function followUntil (store, until, { step, waitMs = 5000, limits } = {}) {
+async function followUntil (store, until, { step, waitMs = 5000, limits, readAhead } = {}) {
   const ac = new AbortController()
   const events = []
   const client = new LiveLookupClient({ baseURL: provider.origin + '/', fetch, store, chain: CHAIN, allowInsecureHttp: true, limits: { waitMs, ...limits } })
   await client.follow(SERVICE, QUERY, {
+    membership: 'claims',
+    readAhead,
     signal: ac.signal,
     onRevision (e) {
       // The lists as of each revision, kept for assertions after the follow (an event's
@@ -261,28 +263,50 @@ test('drains a paged snapshot, then follows live enter/leave/re-enter with long 
   store.close()
 })
 
-test('the next snapshot page is read while the previous one commits, and each page is read once', async () => {
-  provider.seed([0, 1, 2, 3, 4, 5, 6])
-  const store = CheckpointStore.open(path.join(dir, 'store'))
-  // A commit of a page that is not the last is held until the provider has seen the read
-  // of the page after it (or 5 s pass): the follow loop itself only reads after the commit,
-  // so a read seen meanwhile is the read ahead.
-  const aheadSeen = []
+// Holds each commit of a snapshot page that is not the last until the provider has seen a
+// read of the cursor it carries (or `holdMs` pass): a read seen meanwhile was sent before its
+// cursor's commit returned. Records, for every read the provider receives, whether its cursor
+// was committed (the open's first cursor, or a page whose commitBatchAsync had resolved).
+function watchCommits (store, holdMs) {
+  const committed = new Set()
+  const seen = [] // [cursor, committed when the provider received the read]
   const commit = store.commitBatchAsync.bind(store)
   store.commitBatchAsync = async (key, gen, cursor, bytes, options) => {
     const outcome = await commit(key, gen, cursor, bytes, options)
     const b = JSON.parse(bytes.toString('utf8'))
     if (cursor !== null && b.phase === 'snapshot' && !b.snapshotComplete) {
-      const until = Date.now() + 5000
+      const until = Date.now() + holdMs
       while (!provider.reads.includes(b.cursor) && Date.now() < until) await new Promise(resolve => setTimeout(resolve, 5))
-      aheadSeen.push([b.cursor, provider.reads.includes(b.cursor)])
     }
+    committed.add(b.cursor)
     return outcome
   }
+  const push = provider.reads.push.bind(provider.reads)
+  provider.reads.push = cursor => { seen.push([cursor, committed.has(cursor)]); return push(cursor) }
+  return seen
+}
+
+test('by default no read carries a cursor whose commit has not returned (BRC-193 §4)', async () => {
+  provider.seed([0, 1, 2, 3, 4, 5, 6])
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  const seen = watchCommits(store, 300)
   const events = await followUntil(store, e => e.state.currentGeneration === 0, { waitMs: 0 })
   expect(events.map(e => e.outcome.applied)).toEqual([2, 2, 2, 1])
+  expect(seen.slice(0, 3)).toEqual([['snap:2', true], ['snap:4', true], ['snap:6', true]])
+  expect(present(store.members(events[0].sourceKey))).toEqual([0, 1, 2, 3, 4, 5, 6])
+  store.close()
+})
+
+test('with readAhead the next snapshot page is read while the previous one commits, and each page is read once', async () => {
+  provider.seed([0, 1, 2, 3, 4, 5, 6])
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  // Commits are held until the provider has seen the next page's read (or 5 s pass): the
+  // follow loop itself reads only after a commit returned, so such a read is the read ahead.
+  const seen = watchCommits(store, 5000)
+  const events = await followUntil(store, e => e.state.currentGeneration === 0, { waitMs: 0, readAhead: true })
+  expect(events.map(e => e.outcome.applied)).toEqual([2, 2, 2, 1])
   // The open's page commits first; each read page but the last had its successor read ahead.
-  expect(aheadSeen).toEqual([['snap:4', true], ['snap:6', true]])
+  expect(seen.slice(0, 3)).toEqual([['snap:2', true], ['snap:4', false], ['snap:6', false]])
   expect(provider.reads.slice(0, 3)).toEqual(['snap:2', 'snap:4', 'snap:6'])
   expect(present(store.members(events[0].sourceKey))).toEqual([0, 1, 2, 3, 4, 5, 6])
   expect(store.state(events[0].sourceKey)).toMatchObject({ received: 7, accepted: 7, pendingCount: 0 })
@@ -299,6 +323,7 @@ test('a revision event reads its lists only when asked, as of its own revision',
   const kept = []
   const client = new LiveLookupClient({ baseURL: provider.origin, fetch, store, chain: CHAIN, allowInsecureHttp: true, limits: { waitMs: 0 } })
   await client.follow(SERVICE, QUERY, {
+    membership: 'claims',
     signal: ac.signal,
     onRevision (e) {
       kept.push(e)
@@ -360,16 +385,35 @@ test('an epoch reset starts a new generation; the old one stays visible and stal
   store.close()
 })
 
+test('without a chainTracker, follow names its membership rule or refuses to start, before any request', async () => {
+  provider.seed([0])
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  const client = new LiveLookupClient({ baseURL: provider.origin, fetch, store, chain: CHAIN, allowInsecureHttp: true })
+  const states = []
+  const refused = client.follow(SERVICE, QUERY, { onState (s) { states.push(s) } })
+  await expect(refused).rejects.toMatchObject({ code: 'invalid', message: expect.stringMatching(/`membership`/) })
+  await expect(client.follow(SERVICE, QUERY, { sources: [provider.origin] })).rejects.toMatchObject({ code: 'invalid', message: expect.stringMatching(/`membership`/) })
+  await expect(client.follow(SERVICE, QUERY, { membership: 'verified-ish' })).rejects.toMatchObject({ code: 'invalid', message: expect.stringMatching(/membership/) })
+  expect(states).toEqual([])
+  expect([provider.manifestFetches, provider.opens, store.revision()]).toEqual([0, 0, 0])
+  // Named explicitly, `manual` follows: received, nothing accepted until markVerified.
+  const ac = new AbortController()
+  let last
+  await client.follow(SERVICE, QUERY, { membership: 'manual', signal: ac.signal, onRevision (e) { last = e; ac.abort() } })
+  expect(last.state).toMatchObject({ received: 1, accepted: 0, pendingCount: 1 })
+  store.close()
+})
+
 test('402 pays nothing and commits nothing; unknown errors and bad bodies are never empty success', async () => {
   const store = CheckpointStore.open(path.join(dir, 'store'))
   const client = new LiveLookupClient({ baseURL: provider.origin, fetch, store, chain: CHAIN, allowInsecureHttp: true })
-  const follow = () => client.follow(SERVICE, QUERY, {})
+  const follow = () => client.follow(SERVICE, QUERY, { membership: 'claims' })
   provider.inject = { status: 402, headers: { 'x-bsv-payment-version': '1.0', 'x-bsv-payment-satoshis-required': '100' }, text: '' }
   await expect(follow()).rejects.toMatchObject({ code: 'unsupported', status: 402 })
   // A 5xx without the protocol's error body is a transport failure: retried, shown as a state.
   provider.inject = { status: 500, headers: { 'content-type': 'text/html' }, text: '<h1>boom</h1>' }
   const states = []
-  const h = client.follow(SERVICE, QUERY, { onState (s) { states.push(s); if (s.connection === 'retrying') h.close() } })
+  const h = client.follow(SERVICE, QUERY, { membership: 'claims', onState (s) { states.push(s); if (s.connection === 'retrying') h.close() } })
   await h.done
   expect(states[0]).toMatchObject({ connection: 'retrying', attempt: 1, error: { code: 'unavailable', status: 500, transport: true } })
   expect(states[0].nextRetryAt).toEqual(expect.any(Number))
@@ -384,14 +428,14 @@ test('402 pays nothing and commits nothing; unknown errors and bad bodies are ne
   provider.hangAll = true
   const impatient = new LiveLookupClient({ baseURL: provider.origin, fetch, store, chain: CHAIN, allowInsecureHttp: true, requestTimeoutMs: 200 })
   const waits = []
-  const hi = impatient.follow(SERVICE, QUERY, { onState (s) { waits.push(s); if (s.connection === 'retrying') hi.close() } })
+  const hi = impatient.follow(SERVICE, QUERY, { membership: 'claims', onState (s) { waits.push(s); if (s.connection === 'retrying') hi.close() } })
   await hi.done
   expect(waits[0]).toMatchObject({ connection: 'retrying', error: { code: 'unavailable', retryable: true } })
   provider.hangAll = false
   provider.seed([0, 1, 2, 3])
   // A body over the requested byte limit is refused on its actual length.
   const tight = new LiveLookupClient({ baseURL: provider.origin, fetch, store, chain: CHAIN, allowInsecureHttp: true, limits: { maxBytes: 600 } })
-  await expect(tight.follow(SERVICE, QUERY, {})).rejects.toMatchObject({ code: 'limited' })
+  await expect(tight.follow(SERVICE, QUERY, { membership: 'claims' })).rejects.toMatchObject({ code: 'limited' })
   expect(store.revision()).toBe(0)
   store.close()
 })
@@ -404,6 +448,7 @@ const store = CheckpointStore.open(process.env.STORE)
 const ac = new AbortController()
 const client = new LiveLookupClient({ baseURL: process.env.BASE, fetch, store, chain: ${JSON.stringify(CHAIN)}, allowInsecureHttp: true, limits: { waitMs: 5000 } })
 client.follow(${JSON.stringify(SERVICE)}, ${JSON.stringify(QUERY)}, {
+  membership: 'claims',
   signal: ac.signal,
   onRevision ({ members, state }) {
     const n = members.filter(m => m.present).length
@@ -433,11 +478,10 @@ const keyFor = () => ({
 })
 
 test.each([
-  ['after-receive', [['snap:2', 'snap:2', 'snap:4', 'live:0']]],
-  // The third page may have been read ahead while the second committed; the restarted
-  // client then reads it again from the committed cursor (reads are non-destructive).
-  ['after-commit', [['snap:2', 'snap:4', 'live:0'], ['snap:2', 'snap:4', 'snap:4', 'live:0']]]
-])('SIGKILL %s the second batch: nothing lost, nothing applied twice', async (point, readOrders) => {
+  ['after-receive', ['snap:2', 'snap:2', 'snap:4', 'live:0']],
+  // No read ahead (the default): the third page is read once, after the restart.
+  ['after-commit', ['snap:2', 'snap:4', 'live:0']]
+])('SIGKILL %s the second batch: nothing lost, nothing applied twice', async (point, readOrder) => {
   provider.seed([0, 1, 2, 3, 4])
   const crashed = await runChild({ OLL_CLIENT_CRASH: point, OLL_CLIENT_CRASH_AT: '2', WANT: '5' })
   expect(crashed.signal).toBe('SIGKILL')
@@ -451,8 +495,7 @@ test.each([
   const done = await runChild({ WANT: '6' })
   expect(done).toMatchObject({ code: 0, signal: null })
   expect(provider.opens).toBe(1)
-  const order = readOrders.find(r => r.every((cursor, i) => provider.reads[i] === cursor))
-  expect({ reads: provider.reads.slice(0, 4), expected: order !== undefined }).toMatchObject({ expected: true })
+  expect(provider.reads.slice(0, readOrder.length)).toEqual(readOrder)
   store = CheckpointStore.open(path.join(dir, 'store'))
   const key = keyFor()
   expect(present(store.members(key))).toEqual([0, 1, 2, 3, 4, 9])
@@ -476,6 +519,8 @@ test('over BRC-103/104 with AuthFetch: follows, checks the provider identity, an
   const client = new LiveLookupClient({ baseURL: provider.origin, authFetch, store, chain: CHAIN, allowInsecureHttp: true, limits: { waitMs: 0 } })
   let last
   await client.follow(SERVICE, QUERY, {
+    membership: 'claims',
+    readAhead: true,
     signal: ac.signal,
     onRevision (e) { last = e; if (e.members.length === 7) ac.abort() }
   })
@@ -490,14 +535,14 @@ test('over BRC-103/104 with AuthFetch: follows, checks the provider identity, an
     headers: { 'x-bsv-payment-version': '1.0', 'x-bsv-payment-satoshis-required': '1000', 'x-bsv-payment-derivation-prefix': 'abc' },
     text: 'payment required'
   }
-  await expect(client.follow(SERVICE, QUERY, {})).rejects.toMatchObject({ code: 'unsupported', status: 402 })
+  await expect(client.follow(SERVICE, QUERY, { membership: 'claims' })).rejects.toMatchObject({ code: 'unsupported', status: 402 })
   expect(wallet.createActionCalls).toBe(0)
 
   // A scope naming some other provider is refused before anything is committed.
   const rev = store.revision()
   provider.providerName = '02' + 'ab'.repeat(32)
   const other = new LiveLookupClient({ baseURL: provider.origin, authFetch, store, chain: CHAIN, allowInsecureHttp: true })
-  await expect(other.follow(SERVICE, { author: 'bob' }, {})).rejects.toMatchObject({ code: 'invalid' })
+  await expect(other.follow(SERVICE, { author: 'bob' }, { membership: 'claims' })).rejects.toMatchObject({ code: 'invalid' })
   expect(store.revision()).toBe(rev)
   store.close()
 })
@@ -506,11 +551,11 @@ test('plain fetch: the scope must name the exact origin', async () => {
   provider.providerName = 'https://elsewhere.example'
   const store = CheckpointStore.open(path.join(dir, 'store'))
   const client = new LiveLookupClient({ baseURL: provider.origin, fetch, store, chain: CHAIN, allowInsecureHttp: true })
-  await expect(client.follow(SERVICE, QUERY, {})).rejects.toMatchObject({ code: 'invalid' })
+  await expect(client.follow(SERVICE, QUERY, { membership: 'claims' })).rejects.toMatchObject({ code: 'invalid' })
   expect(store.revision()).toBe(0)
   // The refused open is not retried with the same request id (it would return the
   // same saved batch): the next attempt is a new open.
-  await expect(client.follow(SERVICE, QUERY, {})).rejects.toMatchObject({ code: 'invalid' })
+  await expect(client.follow(SERVICE, QUERY, { membership: 'claims' })).rejects.toMatchObject({ code: 'invalid' })
   expect(provider.fences.size).toBe(2)
   store.close()
 })
@@ -537,6 +582,7 @@ test('two providers for one query: separate sources, receipts and memberships fo
     const ac = new AbortController()
     let b
     await new LiveLookupClient({ baseURL: second.origin, fetch, store, chain: CHAIN, allowInsecureHttp: true, limits: { waitMs: 5000 } }).follow(SERVICE, QUERY, {
+      membership: 'claims',
       signal: ac.signal,
       onRevision (e) { b = e; if (e.members.length === 2) ac.abort() }
     })

@@ -76,16 +76,16 @@ export interface SourceState {
 }
 
 /**
- * When received groups enter source membership: `claims` (on receipt: what the source lists,
- * an unverified claim; the default), `verified` (once the group's evidence has all verified,
- * in receipt order) or `manual` (when `markVerified` is called, in receipt order).
+ * When received groups enter source membership: `verified` (once the group's evidence has all
+ * verified, in receipt order; BRC-193 §9), `manual` (when `markVerified` is called, in receipt
+ * order) or `claims` (on receipt: what the source lists, an unverified claim).
  */
 export type MembershipRule = 'claims' | 'verified' | 'manual'
 
 export interface CommitBatchOptions {
   maxBytes?: number
   maxObservations?: number
-  /** Default `claims`. */
+  /** Default `claims` for a direct commit (follow has its own default, see FollowOptions). */
   membership?: MembershipRule
   /** For an open response: the label whose pending open request id this commit consumes. */
   openLabel?: string
@@ -331,8 +331,16 @@ export interface FollowOptions {
   waitMs?: number
   /** Pause between empty polls when waitMs is 0. Default 1000. */
   pollIntervalMs?: number
-  /** When groups enter `members`. Default `claims`: members are what the source lists, not verified state. */
+  /**
+   * When groups enter `members`. With a chainTracker the default is `verified`; without one there
+   * is no default: follow rejects with `invalid` unless `claims` or `manual` is given.
+   */
   membership?: MembershipRule
+  /**
+   * Read the next snapshot page while the previous one commits (default false). Outside the letter
+   * of BRC-193 §4 (a cursor used before its commit returned); safe because reads are non-destructive.
+   */
+  readAhead?: boolean
   requiredRulesDigest?: string
 }
 

@@ -175,13 +175,19 @@ class CheckpointStore {
 
 // Digests (BRC-192 §1): the package's one RFC 8785 and digest(T, B) (Rust wire module), above.
 
-// When received groups enter source membership (docs/client.md "Membership"): 'claims'
-// (on receipt: what the source lists, whatever its evidence), 'verified' (once the group's
-// evidence has verified, in receipt order) or 'manual' (at store.markVerified).
+// When received groups enter source membership (docs/client.md "Membership"): 'verified'
+// (once the group's evidence has verified, in receipt order: BRC-193 §9), 'manual' (at
+// store.markVerified, in receipt order) or 'claims' (on receipt: what the source lists,
+// before its evidence is checked). A follow with a ChainTracker defaults to 'verified';
+// without one nothing verifies, so the application names its rule.
 const MEMBERSHIP = ['claims', 'verified', 'manual']
-function membershipOf (opts) {
+function membershipOf (opts, verifies) {
   if ('verified' in opts) throw new LiveLookupError('invalid', "follow's `verified` option is now `membership` ('claims', 'verified' or 'manual')")
-  const m = opts.membership ?? 'claims'
+  if (opts.membership === undefined) {
+    if (verifies) return 'verified'
+    throw new LiveLookupError('invalid', "follow without a chainTracker needs an explicit `membership`: 'claims' (rows before their evidence is checked) or 'manual' (the application calls store.markVerified)")
+  }
+  const m = opts.membership
   if (!MEMBERSHIP.includes(m)) throw new LiveLookupError('invalid', `membership must be one of ${MEMBERSHIP.join(', ')}`)
   return m
 }
@@ -653,10 +659,17 @@ class LiveLookupClient {
       if (opts.signal.aborted) ac.abort()
       else opts.signal.addEventListener('abort', () => ac.abort(), { once: true })
     }
-    const o = { ...opts, signal: ac.signal }
-    const done = Array.isArray(opts.sources)
-      ? this._followMany(service, query, o)
-      : this._follow(service, query, o)
+    let done
+    try {
+      // Options are checked before anything starts: a refused follow touches neither
+      // the store nor the network.
+      const o = { ...opts, signal: ac.signal, membership: membershipOf(opts, this.verifier !== null) }
+      done = Array.isArray(opts.sources)
+        ? this._followMany(service, query, o)
+        : this._follow(service, query, o)
+    } catch (e) {
+      done = Promise.reject(e)
+    }
     return {
       done,
       close () { ac.abort(); return done.then(() => {}, () => {}) },
@@ -704,11 +717,12 @@ class LiveLookupClient {
     const { onRevision, onState, signal } = opts
     const o = {
       signal,
-      membership: membershipOf(opts),
+      membership: opts.membership,
       requiredRulesDigest: opts.requiredRulesDigest,
       waitMs: Math.min(opts.waitMs ?? this.limits.waitMs, PROFILE_MAX_WAIT_MS),
       pollIntervalMs: opts.pollIntervalMs ?? 1000,
-      pendingBudget: Math.min(opts.pendingBudget ?? 65536, 65536)
+      pendingBudget: Math.min(opts.pendingBudget ?? 65536, 65536),
+      readAhead: opts.readAhead === true
     }
     const queryDigest = digest('lookup-query', { service, query })
     const label = JSON.stringify([this.baseURL, service, queryDigest])
@@ -723,9 +737,10 @@ class LiveLookupClient {
       cursor,
       limits: { maxBytes: this.limits.maxBytes, maxObservations: this.limits.maxObservations, waitMs: o.waitMs }
     }, signal, o.waitMs)
-    // While a snapshot page commits, the next page is already being read with the cursor
-    // that page carries (reads are non-destructive, BRC-193 §4, so nothing depends on
-    // this read until its cursor is the committed one). The next step uses it only then;
+    // With `readAhead`, while a snapshot page commits, the next page is already being read
+    // with the cursor that page carries. BRC-193 §4 asks for the commit before the cursor is
+    // used, so this is off by default; reads are non-destructive (§4), so nothing depends on
+    // this read until its cursor is the committed one. The next step uses it only then;
     // otherwise (the commit failed, a replay, a reset) it is dropped unread.
     let ahead = null
     const readAhead = (session, bytes) => {
@@ -785,7 +800,7 @@ class LiveLookupClient {
       await setState('connected')
       let outcome
       try {
-        outcome = await this._commit(key, cp.generation, cp.cursor, bytes, o.membership, undefined, () => { ahead = readAhead(cp.session, bytes) })
+        outcome = await this._commit(key, cp.generation, cp.cursor, bytes, o.membership, undefined, o.readAhead ? () => { ahead = readAhead(cp.session, bytes) } : null)
       } catch (e) {
         ahead = null
         // Continuity of this source is gone: a new generation replaces it.
