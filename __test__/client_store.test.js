@@ -211,3 +211,30 @@ test('a pending open request id survives a restart and is consumed by the open c
   expect(store.pendingOpen('lbl')).toBeNull()
   store.close()
 })
+
+test('an unknown option key is refused with invalid naming it, and nothing is committed', async () => {
+  const { LiveLookupClient } = require('../js/client/client.js')
+  expect(() => CheckpointStore.open(path.join(dir, 'other'), { cacheByte: 1 << 20 })).toThrow(expect.objectContaining({ code: 'invalid', option: 'cacheByte', message: expect.stringMatching(/`cacheByte`/) }))
+  const s = scope('02aa')
+  const { store, key, gen } = opened(s)
+  const next = batch(s, 'live', [group('l11', 11, [output('o11', s, 1)])], 'c2', true, 11)
+  // The option's former name: it must not quietly mean the default rule.
+  expect(() => store.commitBatch(key, gen, 'c1', next, { verified: false })).toThrow(expect.objectContaining({ code: 'invalid', option: 'verified' }))
+  await expect(store.commitBatchAsync(key, gen, 'c1', next, { verified: false })).rejects.toMatchObject({ code: 'invalid', option: 'verified' })
+  expect(store.checkpoint(key).cursor).toBe('c1')
+  expect(store.state(key).received).toBe(1)
+  expect(store.commitBatch(key, gen, 'c1', next, { membership: 'manual' })).toMatchObject({ applied: 1, accepted: 0 })
+
+  const base = { baseURL: 'https://overlay.example', chain: { network: 'main', genesisHash: GENESIS }, fetch, store }
+  const refused = (options, option) => expect(() => new LiveLookupClient(options)).toThrow(expect.objectContaining({ code: 'invalid', option }))
+  refused({ ...base, chaintracker: {} }, 'chaintracker')
+  refused({ ...base, limits: { waitMS: 1000 } }, 'waitMS')
+  refused({ ...base, retry: { initialMS: 1 } }, 'initialMS')
+  refused({ ...base, verification: { concurency: 2 } }, 'concurency')
+  const client = new LiveLookupClient(base)
+  const revision = store.revision()
+  await expect(client.follow('ls_notes', {}, { membership: 'claims', readahead: true })).rejects.toMatchObject({ code: 'invalid', option: 'readahead' })
+  await expect(client.follow('ls_notes', {}, { membership: 'claims', source: ['https://b.example'] })).rejects.toMatchObject({ code: 'invalid', option: 'source' })
+  expect(store.revision()).toBe(revision)
+  store.close()
+})

@@ -106,6 +106,8 @@ export declare class LiveLookupError extends Error {
   /** Set on a `reset-required` raised by the client: the open's scope had another chain or rules digest. */
   mismatch?: 'chain' | 'rulesDigest'
   sourceKey?: SourceKey
+  /** Set on an `invalid` raised for an option key this version does not know: that key. */
+  option?: string
 }
 
 export declare class CheckpointStore {

@@ -53,6 +53,24 @@ function nativeCall (fn) {
   }
 }
 
+// Options are closed: a key this version does not know (a misspelling, an option's former
+// name) is refused with `invalid` naming it, never ignored with a default meaning.
+function knownKeys (what, value, keys) {
+  if (value === undefined || value === null) return
+  if (typeof value !== 'object') throw new LiveLookupError('invalid', `${what} must be an object`)
+  for (const k of Object.keys(value)) {
+    if (!keys.includes(k)) throw new LiveLookupError('invalid', `unknown ${what} option \`${k}\` (known: ${keys.join(', ')})`, { option: k })
+  }
+}
+
+const STORE_OPEN_KEYS = ['cacheBytes']
+const COMMIT_KEYS = ['maxBytes', 'maxObservations', 'membership', 'openLabel']
+const CLIENT_KEYS = ['baseURL', 'chain', 'allowInsecureHttp', 'providerIdentity', 'maxHeaderBytes', 'retry', 'authFetch', 'fetch', 'store', 'limits', 'requestTimeoutMs', 'chainTracker', 'verification']
+const LIMIT_KEYS = ['maxBytes', 'maxObservations', 'waitMs']
+const RETRY_KEYS = ['initialMs', 'maxMs']
+const VERIFICATION_KEYS = ['engine', 'batch', 'concurrency', 'page', 'acceptEvery', 'heightPollMs', 'maxBytes', 'maxTransactions', 'maxDepth', 'maxScriptBytes', 'memoryLimit', 'budget']
+const FOLLOW_KEYS = ['onRevision', 'onState', 'signal', 'sources', 'pendingBudget', 'waitMs', 'pollIntervalMs', 'membership', 'requiredRulesDigest', 'readAhead']
+
 /**
  * What onRevision receives: the commit's outcome and bytes, the source's state, and its
  * membership and reconciled state read on first use from the store as of the event's
@@ -92,7 +110,10 @@ class CheckpointStore {
     this._idle = null
   }
 
-  static open (path, options) { return new CheckpointStore(nativeCall(() => native.CheckpointStore.open(path, options ?? null))) }
+  static open (path, options) {
+    knownKeys('CheckpointStore.open', options, STORE_OPEN_KEYS)
+    return new CheckpointStore(nativeCall(() => native.CheckpointStore.open(path, options ?? null)))
+  }
   close () { return nativeCall(() => this._inner.close()) }
   beginGeneration (sourceKey, label) { return nativeCall(() => this._inner.beginGeneration(sourceKey, label ?? null)) }
   sourceForLabel (label) { return nativeCall(() => this._inner.sourceForLabel(label)) }
@@ -100,6 +121,7 @@ class CheckpointStore {
   pendingOpen (label) { return nativeCall(() => this._inner.pendingOpen(label)) ?? null }
   checkpoint (sourceKey) { return nativeCall(() => this._inner.checkpoint(sourceKey)) }
   commitBatch (sourceKey, generation, expectedCursor, batch, options) {
+    knownKeys('commitBatch', options, COMMIT_KEYS)
     return nativeCall(() => this._inner.commitBatch(sourceKey, generation, expectedCursor ?? null, batch, options ?? null))
   }
   /**
@@ -108,6 +130,7 @@ class CheckpointStore {
    * wait for it, so none sees the commit before it is flushed.
    */
   async commitBatchAsync (sourceKey, generation, expectedCursor, batch, options) {
+    knownKeys('commitBatch', options, COMMIT_KEYS)
     const pending = nativeCall(() => this._inner.commitBatchAsync(sourceKey, generation, expectedCursor ?? null, batch, options ?? null))
     this._commits++
     try {
@@ -338,6 +361,10 @@ class LiveLookupClient {
    * See js/client/client.d.ts for the other options.
    */
   constructor (options) {
+    knownKeys('LiveLookupClient', options, CLIENT_KEYS)
+    knownKeys('limits', options.limits, LIMIT_KEYS)
+    knownKeys('retry', options.retry, RETRY_KEYS)
+    knownKeys('verification', options.verification, VERIFICATION_KEYS)
     const { baseURL, authFetch, fetch, store, chain, limits = {}, requestTimeoutMs = 30000, chainTracker, verification } = options
     if (typeof baseURL !== 'string' || !/^https?:\/\//.test(baseURL)) throw new LiveLookupError('invalid', 'baseURL must be an https URL')
     if (baseURL.startsWith('http:') && options.allowInsecureHttp !== true) {
@@ -663,6 +690,7 @@ class LiveLookupClient {
     try {
       // Options are checked before anything starts: a refused follow touches neither
       // the store nor the network.
+      if (!('verified' in opts)) knownKeys('follow', opts, FOLLOW_KEYS) // `verified` has its own message
       const o = { ...opts, signal: ac.signal, membership: membershipOf(opts, this.verifier !== null) }
       done = Array.isArray(opts.sources)
         ? this._followMany(service, query, o)
