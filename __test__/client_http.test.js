@@ -113,6 +113,11 @@ function startProvider ({ pageSize = 2, wallet = null, identityKey = null, key =
   const error = (res, status, code) => res.status(status).type('application/json').send(JSON.stringify({ version: 1, error: { code, message: code, retryable: false } }))
 
   app.use(express.json())
+  // With `p.timeline` set, each lookup answer is recorded there as it is sent.
+  app.use('/overlay/v1/lookup', (req, res, next) => {
+    if (p.timeline) res.on('finish', () => p.timeline.push(['answer', req.path]))
+    next()
+  })
   if (wallet) app.use(createAuthMiddleware({ wallet, allowUnauthenticated: false }))
   app.get('/overlay/v1/capabilities', (req, res) => { p.manifestFetches++; res.json(p.manifest) })
   app.use('/overlay/v1/lookup', (req, res, next) => {
@@ -212,13 +217,14 @@ function clientWallet () {
 const present = members => members.filter(m => m.present).map(m => m.outpoint.outputIndex).sort((a, b) => a - b)
 
 // Follows until `until(event)` returns true; `step(event)` may mutate the provider.
-async function followUntil (store, until, { step, waitMs = 5000, limits, readAhead } = {}) {
+async function followUntil (store, until, { step, waitMs = 5000, limits, readAhead, states } = {}) {
   const ac = new AbortController()
   const events = []
   const client = new LiveLookupClient({ baseURL: provider.origin + '/', fetch, store, chain: CHAIN, allowInsecureHttp: true, limits: { waitMs, ...limits } })
   await client.follow(SERVICE, QUERY, {
     membership: 'claims',
     readAhead,
+    onState: states ? s => { states.push(s) } : undefined,
     signal: ac.signal,
     onRevision (e) {
       // The lists as of each revision, kept for assertions after the follow (an event's
@@ -364,7 +370,9 @@ test('an epoch reset starts a new generation; the old one stays visible and stal
   const store = CheckpointStore.open(path.join(dir, 'store'))
   let resetDone = false
   const seen = []
+  const states = []
   const events = await followUntil(store, e => e.state.currentGeneration === 1, {
+    states,
     step (e) {
       seen.push({ current: e.state.currentGeneration, pending: e.state.pendingGeneration, stale: e.state.stale, gens: e.members.map(m => `${m.generation}:${m.outpoint.outputIndex}:${m.stale}`), swapped: e.outcome.swapped })
       if (!resetDone && e.members.length === 3) {
@@ -382,6 +390,13 @@ test('an epoch reset starts a new generation; the old one stays visible and stal
   expect(store.members(key).map(m => m.outpoint.outputIndex)).toEqual([1, 2, 5])
   expect(store.checkpoint(key)).toMatchObject({ generation: 1, epoch: 'epoch-2' })
   expect(provider.opens).toBe(2)
+  // The states say what happened: opened, snapshot complete, started over (and why), complete again.
+  expect(states.filter(s => s.progress).map(s => [s.connection, s.progress, s.generation, s.reason])).toEqual([
+    ['connected', 'opened', 0, undefined],
+    ['connected', 'snapshot-complete', 0, undefined],
+    ['connected', 'started-over', 1, 'reset-required'],
+    ['connected', 'snapshot-complete', 1, undefined]
+  ])
   store.close()
 })
 
@@ -600,6 +615,42 @@ test('two providers for one query: separate sources, receipts and memberships fo
   } finally {
     await second.close()
   }
+})
+
+test('a SIGKILLed follower restarted against a quiet provider shows its stored membership before any answer, then resumes', async () => {
+  provider.seed([0, 1, 2])
+  // Killed right after the commit that completed the snapshot (the second batch).
+  const crashed = await runChild({ OLL_CLIENT_CRASH: 'after-commit', OLL_CLIENT_CRASH_AT: '2', WANT: '3' })
+  expect(crashed.signal).toBe('SIGKILL')
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  const client = new LiveLookupClient({ baseURL: provider.origin, fetch, store, chain: CHAIN, allowInsecureHttp: true, limits: { waitMs: 200 } })
+  // The documented way to find the source a follow committed under.
+  expect(client.sourceKey(SERVICE, QUERY)).toEqual(keyFor())
+  expect(client.sourceKey(SERVICE, { author: 'bob' })).toBeNull()
+  provider.timeline = []
+  const ac = new AbortController()
+  await client.follow(SERVICE, QUERY, {
+    membership: 'claims',
+    signal: ac.signal,
+    onRevision (e) {
+      provider.timeline.push(['revision', e.restored, present(e.members)])
+      if (!e.restored) ac.abort()
+    },
+    onState (s) { provider.timeline.push(['state', s.connection, s.progress, s.cursor]) }
+  })
+  const t = provider.timeline
+  // First the stored membership, before the provider answered anything.
+  expect(t[0]).toEqual(['revision', true, [0, 1, 2]])
+  const firstAnswer = t.findIndex(x => x[0] === 'answer')
+  expect(firstAnswer).toBeGreaterThan(0)
+  // Then, once the quiet long poll returned: connected, resumed from the stored cursor.
+  expect(t.slice(firstAnswer + 1).filter(x => x[0] !== 'answer')).toEqual([
+    ['state', 'connected', 'resumed', 'live:0'],
+    ['revision', false, [0, 1, 2]],
+    ['state', 'closed', undefined, undefined]
+  ])
+  expect(provider.opens).toBe(1)
+  store.close()
 })
 
 test('SIGKILL after receiving the open response: the retry reuses the request id, one session', async () => {

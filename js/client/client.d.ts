@@ -300,9 +300,14 @@ export interface RevisionEvent {
    * `spent` among this source's present members; `pending`, `stale`, `conflicting` store-wide.
    */
   readonly reconciled: ReconciledView | null
-  outcome: CommitOutcome
-  /** The exact response bytes that were committed. */
-  batch: Buffer
+  /**
+   * True for the event a follow delivers at its start from a stored checkpoint, before any
+   * request: the state an earlier run committed. Its `outcome` and `batch` are null.
+   */
+  restored: boolean
+  outcome: CommitOutcome | null
+  /** The exact response bytes that were committed (null when `restored`). */
+  batch: Buffer | null
 }
 
 /** Connection state of one followed provider (docs/client.md). */
@@ -320,6 +325,23 @@ export interface StateEvent {
   /** paused: groups awaiting verification, and the budget. */
   pendingCount?: number
   pendingBudget?: number
+  /**
+   * With `connected`, what the answer just did (reported each time): `resumed` (a read from the
+   * stored `cursor` of an earlier run), `opened` (the source's first generation), `started-over`
+   * (a new generation replacing the old one, for `reason`), `snapshot-complete` (the generation's
+   * snapshot is committed whole; after a start-over, that commit swaps it in).
+   */
+  progress?: 'resumed' | 'opened' | 'started-over' | 'snapshot-complete'
+  /** The generation `progress` is about. */
+  generation?: number
+  /** resumed: the stored cursor the follow continued from. */
+  cursor?: string
+  /**
+   * started-over: `reset-required` or `expired` (the provider's answer to a read), `equivocation`
+   * (this source contradicted itself), `chain` or `rulesDigest` (the provider now serves another),
+   * or the stored generation's invalidation reason.
+   */
+  reason?: string
 }
 
 export interface FollowOptions {
@@ -403,6 +425,8 @@ export declare class LiveLookupClient {
   /** The last error a background verification run ended with (e.g. the store was closed). */
   verificationError?: Error
   capabilityDigest (signal?: AbortSignal): Promise<string>
+  /** The source key a follow of `query` on `service` at `baseURL` (default this client's) committed under, or null before its first commit. */
+  sourceKey (service: string, query: unknown, baseURL?: string): SourceKey | null
   follow (service: string, query: unknown, options: FollowOptions & { sources: string[] }): FollowHandle<FollowManyResult>
   follow (service: string, query: unknown, options?: FollowOptions): FollowHandle<FollowResult>
   close (sourceKey: SourceKey, signal?: AbortSignal): Promise<{ version: 1; closed: true }>

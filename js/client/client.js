@@ -84,9 +84,12 @@ class RevisionEvent {
   constructor (store, source, sourceKey, outcome, batch) {
     this.source = source
     this.sourceKey = sourceKey
+    /** null for the stored state a follow delivers at its start (`restored`). */
     this.outcome = outcome
-    /** The exact response bytes that were committed. */
+    /** The exact response bytes that were committed (null when `restored`). */
     this.batch = batch
+    /** The state committed by an earlier run, delivered before any request. */
+    this.restored = outcome === null
     this.revision = store.revision()
     this.state = store.state(sourceKey)
     Object.defineProperty(this, '_store', { value: store })
@@ -213,6 +216,12 @@ function membershipOf (opts, verifies) {
   const m = opts.membership
   if (!MEMBERSHIP.includes(m)) throw new LiveLookupError('invalid', `membership must be one of ${MEMBERSHIP.join(', ')}`)
   return m
+}
+
+// The label a follow stores its source under (CheckpointStore.sourceForLabel); applications
+// use LiveLookupClient#sourceKey(service, query) rather than building it.
+function sourceLabel (baseURL, service, query) {
+  return JSON.stringify([baseURL, service, digest('lookup-query', { service, query })])
 }
 
 // --- crash points for tests --------------------------------------------------
@@ -653,7 +662,16 @@ class LiveLookupClient {
     await this._post('close', { version: 1, session }, signal).catch(() => {})
   }
 
-  // One revision per accepted commit (a RevisionEvent: its lists are read on demand).
+  /**
+   * The source key this client's follow of `query` on `service` committed under (at
+   * `baseURL`, default this client's), or null before its first commit.
+   */
+  sourceKey (service, query, baseURL = this.baseURL) {
+    return this.store.sourceForLabel(sourceLabel(baseURL.replace(/\/+$/, ''), service, query))
+  }
+
+  // One revision per accepted commit (a RevisionEvent: its lists are read on demand), and
+  // one with outcome null for the stored state at the start of a follow.
   async _emit (onRevision, key, outcome, bytes) {
     if (!onRevision) return
     const event = new RevisionEvent(this.store, this.baseURL, key, outcome, bytes)
@@ -753,9 +771,24 @@ class LiveLookupClient {
       readAhead: opts.readAhead === true
     }
     const queryDigest = digest('lookup-query', { service, query })
-    const label = JSON.stringify([this.baseURL, service, queryDigest])
+    const label = sourceLabel(this.baseURL, service, query)
     let key = this.store.sourceForLabel(label)
     this._verifyAfterCommit() // resumes jobs left pending by an earlier run
+    // What the next `connected` state reports (StateEvent.progress): 'resumed' from a stored
+    // cursor, 'opened', 'started-over' (a new generation, with the reason) or 'snapshot-complete'.
+    let progress = null
+    let startOver = null // why the next open replaces the source's generation
+    const stored = key ? this.store.checkpoint(key) : null
+    if (stored) {
+      // A restarted application shows what it committed at once, before any request.
+      try {
+        await this._emit(onRevision, key, null, null)
+      } catch (e) {
+        throw e instanceof CallbackFailure ? e.error : e
+      }
+      if (stored.cursor && !stored.invalidated) progress = { progress: 'resumed', generation: stored.generation, cursor: stored.cursor }
+      else if (stored.invalidated) startOver = stored.invalidated
+    }
     let reopen = false
     let attempt = 0
     let connection = null
@@ -778,8 +811,8 @@ class LiveLookupClient {
       return { session, cursor: b.cursor, result: read(session, b.cursor).then(bytes => ({ bytes }), error => ({ error })) }
     }
     const setState = async (next, extra = {}) => {
-      // Repeated attempts are reported each time; steady states once.
-      if (next === connection && !('attempt' in extra)) return
+      // Repeated attempts and progress are reported each time; steady states once.
+      if (next === connection && !('attempt' in extra) && !('progress' in extra)) return
       connection = next
       if (!onState) return
       try {
@@ -788,16 +821,26 @@ class LiveLookupClient {
         throw new CallbackFailure(e)
       }
     }
+    // After a commit: if it completed the generation's snapshot, say so.
+    const snapshotDone = async (generation, before) => {
+      if (before) return
+      const now = this.store.checkpoint(key)
+      if (now && now.generation === generation && now.snapshotComplete) await setState('connected', { progress: 'snapshot-complete', generation })
+    }
     // One step: an open, or a read and its commit. Returns true when the step made
     // contact with the provider (so the connection is up).
     const step = async () => {
       const cp = key && !reopen ? this.store.checkpoint(key) : null
       if (!cp || !cp.cursor || cp.invalidated) {
+        if (cp && cp.invalidated) startOver = cp.invalidated
         const r = await this._open(service, query, queryDigest, label, o)
         key = r.key
         reopen = false
-        await setState('connected')
+        const generation = this.store.checkpoint(key).generation
+        await setState('connected', startOver ? { progress: 'started-over', generation, reason: startOver } : { progress: 'opened', generation })
+        startOver = null
         await this._emit(onRevision, key, r.outcome, r.bytes)
+        await snapshotDone(generation, false)
         return
       }
       // Groups not yet in membership are durable pending work; when the budget is full,
@@ -822,22 +865,24 @@ class LiveLookupClient {
           bytes = await read(cp.session, cp.cursor)
         }
       } catch (e) {
-        if (e.code === 'reset-required' || e.code === 'expired') { reopen = true; return }
+        if (e.code === 'reset-required' || e.code === 'expired') { reopen = true; startOver = e.code; return }
         throw e
       }
-      await setState('connected')
+      await setState('connected', progress ?? {})
+      progress = null
       let outcome
       try {
         outcome = await this._commit(key, cp.generation, cp.cursor, bytes, o.membership, undefined, o.readAhead ? () => { ahead = readAhead(cp.session, bytes) } : null)
       } catch (e) {
         ahead = null
         // Continuity of this source is gone: a new generation replaces it.
-        if (e.code === 'equivocation' || e.code === 'reset-required') { reopen = true; return }
+        if (e.code === 'equivocation' || e.code === 'reset-required') { reopen = true; startOver = e.code; return }
         // Another follower of this branch committed first: continue from its cursor.
         if (e.code === 'conflict') return
         throw e
       }
       await this._emit(onRevision, key, outcome, bytes)
+      await snapshotDone(cp.generation, cp.snapshotComplete)
       // Without a server-side wait, pace empty polls instead of spinning.
       if (o.waitMs === 0 && outcome.applied === 0) await sleep(o.pollIntervalMs, signal)
     }
@@ -856,6 +901,7 @@ class LiveLookupClient {
           const cp = this.store.checkpoint(err.sourceKey)
           if (cp && cp.cursor) this.store.beginGeneration(err.sourceKey, label)
           key = err.sourceKey
+          startOver = err.mismatch
           attempt++
           const delay = this._delay(attempt)
           await setState('reset-required', { attempt, nextRetryAt: Date.now() + delay, error: err })
