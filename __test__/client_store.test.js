@@ -238,3 +238,14 @@ test('an unknown option key is refused with invalid naming it, and nothing is co
   expect(store.revision()).toBe(revision)
   store.close()
 })
+
+test('the client-only entry point exports the BRC-103 transport and wallet the docs use with it', () => {
+  const client = require('../js/client/client.js')
+  const root = require('../js/index.js')
+  expect(client.NativeAuthFetch).toBe(root.NativeAuthFetch)
+  expect(client.NativeWallet).toBe(root.NativeWallet)
+  const wallet = client.NativeWallet.fromPrivateKey('11'.repeat(32))
+  const authFetch = new client.NativeAuthFetch(wallet)
+  expect(typeof authFetch.fetch).toBe('function')
+  authFetch.close()
+})

@@ -20,3 +20,10 @@ export const flatChain: LiveLookupOptions = {
   // @ts-expect-error the network is given inside `chain`, not beside it
   network: 'main'
 }
+
+// The client-only entry point (package.json "./js/client") carries the BRC-103 transport too.
+import { LiveLookupClient, CheckpointStore, NativeAuthFetch, NativeWallet } from '../../js/client/client'
+export function clientOnly (store: CheckpointStore): LiveLookupClient {
+  const authFetch = new NativeAuthFetch(NativeWallet.fromPrivateKey('11'.repeat(32)))
+  return new LiveLookupClient({ baseURL: 'https://overlay.example', chain: minimal.chain, store, authFetch })
+}

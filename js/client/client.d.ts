@@ -435,3 +435,7 @@ export declare class LiveLookupClient {
 export declare function digest (type: string, body: unknown): string
 export declare function canonicalJson (value: unknown): string
 export declare const PROFILE: string
+
+/** BRC-103/104 transport and Rust-backed wallet (also exported from the package root). */
+export { NativeAuthFetch, NativeAuthFetchOptions } from '../auth/authfetch'
+export { NativeWallet } from '../auth/wallet'

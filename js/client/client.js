@@ -929,4 +929,8 @@ class LiveLookupClient {
   }
 }
 
-module.exports = { LiveLookupClient, CheckpointStore, LiveLookupError, digest, canonicalJson, PROFILE }
+// The client's BRC-103/104 transport and Rust-backed wallet, so a client-only application
+// needs no other entry point.
+const { NativeWallet } = require('../auth/wallet')
+
+module.exports = { LiveLookupClient, CheckpointStore, LiveLookupError, NativeAuthFetch, NativeWallet, digest, canonicalJson, PROFILE }
