@@ -45,8 +45,8 @@ export interface Member {
   present: boolean
   sequence: U64
   observationId: string
-  /** The newest context of an `output` observation, if any. */
-  context: { schema: string; bytes: string } | null
+  /** The newest context of an `output` observation, if any; `bytes` is base64 (decodeContext decodes it). */
+  context: OutputContext | null
   phase: 'snapshot' | 'live'
   generation: number
   /** The source is being replaced or its continuity was invalidated. */
@@ -439,3 +439,43 @@ export declare const PROFILE: string
 /** BRC-103/104 transport and Rust-backed wallet (also exported from the package root). */
 export { NativeAuthFetch, NativeAuthFetchOptions } from '../auth/authfetch'
 export { NativeWallet } from '../auth/wallet'
+
+// --- decoders (js/client/decode.js; docs/client.md "Decoding what a follow delivers") ---
+
+/** A context as the wire and the store carry it: `bytes` is canonical base64 (BRC-192 §1). */
+export interface OutputContext { schema: string; bytes: string }
+
+/** BRC-192 §2's adapter schema: UTF-8 JSON of a BRC-24 context value. */
+export declare const LEGACY_CONTEXT_SCHEMA: 'https://bsv.brc.dev/apps/0192#legacy-lookup-context-json-v1'
+
+/** A decoded context: its bytes, and under the legacy schema the parsed JSON value (`json`). */
+export type DecodedContext =
+  | { schema: typeof LEGACY_CONTEXT_SCHEMA; bytes: Buffer; json: unknown }
+  | { schema: string; bytes: Buffer; json?: undefined }
+
+/** BRC-192 Outpoint: the chain is part of its identity. */
+export interface WireOutpoint { chain: { network: string; genesisHash: string }; txid: string; outputIndex: number }
+
+/** `output`: the source lists this output; `beef` is its evidence (BEEF bytes). */
+export interface OutputObservation { id: string; kind: 'output'; txid: string; outputIndex: number; beef: Buffer; context: DecodedContext | null }
+/** `spend`: `spendingTxid` consumes `previous`; `beef` holds the spending transaction. */
+export interface SpendObservation { id: string; kind: 'spend'; previous: WireOutpoint; spendingTxid: string; beef: Buffer }
+/** `withdraw`: the source no longer lists `outpoint` (not a spend). */
+export interface WithdrawObservation { id: string; kind: 'withdraw'; outpoint: WireOutpoint; reason: string }
+export interface AssessmentInvalidatedObservation { id: string; kind: 'assessment-invalidated'; contextId: string; reason: string }
+export type DecodedObservation = OutputObservation | SpendObservation | WithdrawObservation | AssessmentInvalidatedObservation
+
+export interface DecodedBatch {
+  phase: 'snapshot' | 'live'
+  snapshotComplete: boolean
+  through: U64
+  groups: Array<{ id: string; sequence: U64; observations: DecodedObservation[] }>
+}
+
+/** Decodes a Member's (or an output payload's) context; null stays null. Throws `invalid` on non-canonical base64, or non-JSON under the legacy schema. */
+export declare function decodeContext (context: OutputContext): DecodedContext
+export declare function decodeContext (context: OutputContext | null | undefined): DecodedContext | null
+/** One wire observation as its kind's shape, Bytes fields as Buffers. */
+export declare function decodeObservation (observation: unknown): DecodedObservation
+/** A committed batch (RevisionEvent.batch) with its observations decoded, in order. */
+export declare function decodeBatch (batch: Buffer | string): DecodedBatch

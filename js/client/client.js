@@ -25,14 +25,7 @@ const HEADER_MAX = PROFILE_LIMITS.maxHeaderBytes
 const MANIFEST_FUTURE_SKEW = 300
 const SELECTION_ECHO = ['x-bsv-overlay-profile', 'x-bsv-overlay-capability']
 
-class LiveLookupError extends Error {
-  constructor (code, message, extra = {}) {
-    super(message)
-    this.name = 'LiveLookupError'
-    this.code = code
-    Object.assign(this, extra)
-  }
-}
+const { LiveLookupError } = require('./errors')
 
 // --- native store wrapper --------------------------------------------------
 
@@ -932,5 +925,19 @@ class LiveLookupClient {
 // The client's BRC-103/104 transport and Rust-backed wallet, so a client-only application
 // needs no other entry point.
 const { NativeWallet } = require('../auth/wallet')
+const { LEGACY_CONTEXT_SCHEMA, decodeContext, decodeObservation, decodeBatch } = require('./decode')
 
-module.exports = { LiveLookupClient, CheckpointStore, LiveLookupError, NativeAuthFetch, NativeWallet, digest, canonicalJson, PROFILE }
+module.exports = {
+  LiveLookupClient,
+  CheckpointStore,
+  LiveLookupError,
+  NativeAuthFetch,
+  NativeWallet,
+  LEGACY_CONTEXT_SCHEMA,
+  decodeContext,
+  decodeObservation,
+  decodeBatch,
+  digest,
+  canonicalJson,
+  PROFILE
+}
