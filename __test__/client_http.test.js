@@ -22,6 +22,8 @@ const QUERY = { author: 'alice' }
 const TXID = crypto.createHash('sha256').update('tx').digest('hex')
 const CHAIN = { network: 'main', genesisHash: GENESIS }
 const RULES_DIGEST = digest('service-rules', { id: 'urn:test:rules' })
+// The scope of this file's provider sessions, but for the provider and epoch.
+const CHAIN_SCOPE = { chain: CHAIN, service: SERVICE, queryDigest: digest('lookup-query', { service: SERVICE, query: QUERY }), rulesDigest: RULES_DIGEST, access: 'public', epoch: 'e1' }
 
 // A real BRC-194 manifest of this provider, signed with its identity key.
 function signedManifest (key, baseURL, issuedAt) {
@@ -650,6 +652,43 @@ test('a SIGKILLed follower restarted against a quiet provider shows its stored m
     ['state', 'closed', undefined, undefined]
   ])
   expect(provider.opens).toBe(1)
+  store.close()
+})
+
+test("an event's lists stay readable for its whole synchronous callback while another source's commit is on the pool", async () => {
+  provider.seed([0, 1, 2, 3, 4])
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  // Another source of the same store (another provider's follow, say), committing on the pool.
+  const otherScope = { ...CHAIN_SCOPE, provider: 'https://other.example' }
+  const other = { provider: otherScope.provider, service: SERVICE, queryDigest: otherScope.queryDigest, access: 'public' }
+  const otherGeneration = store.beginGeneration(other, 'other')
+  const otherBatch = Buffer.from(JSON.stringify({
+    version: 1, session: 'other', scope: otherScope, phase: 'snapshot', groups: [], cursor: 'c1', snapshotComplete: true,
+    through: '0', highWater: '0', expiresAt: '4000000000', replayUntil: '4000003600', limits: { maxBytes: 65536, maxObservations: 64, waitMs: 0 }
+  }))
+  const client = new LiveLookupClient({ baseURL: provider.origin, fetch, store, chain: CHAIN, allowInsecureHttp: true, limits: { waitMs: 0 } })
+  const ac = new AbortController()
+  let otherCommit = null
+  let seen = null
+  await client.follow(SERVICE, QUERY, {
+    membership: 'claims',
+    signal: ac.signal,
+    onRevision (e) {
+      if (e.state.currentGeneration !== 0 || otherCommit) return
+      // The other source's commit starts on the pool while this callback works synchronously
+      // (an application rendering, say) until that commit has landed or a while has passed.
+      otherCommit = store.commitBatchAsync(other, otherGeneration, null, otherBatch)
+      const until = Date.now() + 500
+      while (store.revision() === e.revision && Date.now() < until) {}
+      seen = { revision: store.revision(), members: present(e.members), reconciled: e.reconciled }
+      ac.abort()
+    }
+  })
+  // The event's lists were its own revision's, and the other commit landed after the callback.
+  expect(seen).toEqual({ revision: expect.any(Number), members: [0, 1, 2, 3, 4], reconciled: null })
+  await expect(otherCommit).resolves.toMatchObject({ ignored: false })
+  expect(store.revision()).toBeGreaterThan(seen.revision)
+  expect(store.checkpoint(other)).toMatchObject({ cursor: 'c1', snapshotComplete: true })
   store.close()
 })
 

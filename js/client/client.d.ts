@@ -282,9 +282,10 @@ export interface Limits {
 
 /**
  * One committed revision of a followed source. `members`, `partialMembers` and `reconciled`
- * are read from the store on first use, together, as of `revision`: read them in the callback
- * before its first await (a later commit makes an unread list throw `conflict`), or call
- * `store.revisionSnapshot(sourceKey)` for the newest revision.
+ * are read from the store on first use, together, as of `revision`. During the callback's
+ * synchronous part no other source's commit applies, so they are readable there; after its
+ * first await a later commit makes an unread list throw `conflict` (call
+ * `store.revisionSnapshot(sourceKey)` for the newest revision).
  */
 export interface RevisionEvent {
   /** The provider's base URL this revision came from. */

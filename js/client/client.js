@@ -69,9 +69,10 @@ const FOLLOW_KEYS = ['onRevision', 'onState', 'signal', 'sources', 'pendingBudge
  * membership and reconciled state read on first use from the store as of the event's
  * revision (one native read under the commit lock, so they describe the same commit).
  * Reading the lists costs time in the size of the catalogue; a follow whose callback does
- * not read them commits at the speed of its batches (bench/receipt.js). Once a later
- * commit has landed (after the callback's first await, say), a list not yet read throws
- * `conflict`: read them before awaiting, or call store.revisionSnapshot().
+ * not read them commits at the speed of its batches (bench/receipt.js). For the callback's
+ * whole synchronous part no other commitBatchAsync applies (the follow loop holds them), so
+ * the lists are readable there whatever other sources commit; after its first await a
+ * later commit makes a list not yet read throw `conflict` (call store.revisionSnapshot()).
  */
 class RevisionEvent {
   constructor (store, source, sourceKey, outcome, batch) {
@@ -155,6 +156,12 @@ class CheckpointStore {
     }
     return this._idle.promise
   }
+
+  // While held, commitBatchAsync commits wait before they apply: the revision read
+  // meanwhile stays the newest (the follow loop holds it around an onRevision callback's
+  // synchronous part, so the event's lists stay readable whatever other sources commit).
+  _holdCommits () { nativeCall(() => this._inner.holdCommits()) }
+  _releaseCommits () { this._inner.releaseCommits() }
 
   markVerified (sourceKey, generation, groupId) { return nativeCall(() => this._inner.markVerified(sourceKey, generation, groupId)) }
   // Lists that grow with the catalogue arrive as JSON text (src/node/client.rs json_text).
@@ -665,11 +672,20 @@ class LiveLookupClient {
 
   // One revision per accepted commit (a RevisionEvent: its lists are read on demand), and
   // one with outcome null for the stored state at the start of a follow.
+  // Commits of other sources (on the pool) are held from before the event reads its
+  // revision until the callback's synchronous part has returned, so the lists it promises
+  // stay readable for all of that part; after its first await they may be past.
   async _emit (onRevision, key, outcome, bytes) {
     if (!onRevision) return
-    const event = new RevisionEvent(this.store, this.baseURL, key, outcome, bytes)
+    let returned
     try {
-      await onRevision(event)
+      this.store._holdCommits()
+      try {
+        returned = onRevision(new RevisionEvent(this.store, this.baseURL, key, outcome, bytes))
+      } finally {
+        this.store._releaseCommits()
+      }
+      await returned
     } catch (e) {
       throw new CallbackFailure(e)
     }
