@@ -249,3 +249,26 @@ test('the client-only entry point exports the BRC-103 transport and wallet the d
   expect(typeof authFetch.fetch).toBe('function')
   authFetch.close()
 })
+
+test.each(['manual', 'claims', 'verified'])('an invalid member quarantines its whole group and invalidates the source under %s (BRC-192 §8)', async (rule) => {
+  const { LocalChainTracker, NoteFactory } = require('./helpers/engine')
+  // A real one-output transaction: its group lists output 0 (valid) and output 999 (none).
+  const note = await new NoteFactory(new LocalChainTracker()).createNotes(['one output'])
+  const beef = Buffer.from(note.beef).toString('base64')
+  const s = scope('02aa')
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  store.defineContext('tip', { tipHeight: '1000000', medianTimePast: '4000000000' })
+  store.configureReconciler({ journalId: 'quarantine', nonFinal: true, initialContext: 'tip' })
+  const key = keyOf(s)
+  const gen = store.beginGeneration(key, 'label')
+  const out = (id, index) => ({ id, scope: s, kind: 'output', payload: { evidence: { txid: note.txid, outputIndex: index, beef } } })
+  store.commitBatch(key, gen, null, batch(s, 'snapshot', [group('g', 10, [out('valid', 0), out('bad', 999)])], 'c1', true, 10), { membership: rule })
+  expect(store.state(key)).toMatchObject({ quarantined: 1, pendingCount: 0, invalidated: expect.stringMatching(/^invalid-evidence: .*output 999 does not exist/) })
+  // markVerified cannot publish any of it: not the nonexistent output, not its valid sibling.
+  if (rule === 'manual') expect(store.markVerified(key, gen, 'g')).toMatchObject({ accepted: 0 })
+  expect(store.members(key)).toEqual([])
+  expect(store.partialMembers(key)).toEqual([])
+  // The generation receives nothing more: a new one must follow.
+  expect(() => store.commitBatch(key, gen, 'c1', batch(s, 'live', [], 'c2', true, 11), { membership: rule })).toThrow(expect.objectContaining({ code: 'reset-required' }))
+  store.close()
+})

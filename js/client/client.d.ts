@@ -72,6 +72,7 @@ export interface SourceState {
   pendingCount: number
   received: number
   accepted: number
+  /** Equivocating batches and groups with an invalid member (BRC-192 §8), all generations. */
   quarantined: number
 }
 
