@@ -692,6 +692,35 @@ test("an event's lists stay readable for its whole synchronous callback while an
   store.close()
 })
 
+test('a provider that keeps serving an invalid member is opened again with backoff, each generation invalidated', async () => {
+  // This provider's evidence ('AQID') is not a BEEF: with a reconciler every group is refused
+  // at receipt, so every generation is invalidated by its first batch (BRC-192 §8).
+  provider.seed([0])
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  store.defineContext('tip', { tipHeight: '1000', medianTimePast: '4000000000' })
+  store.configureReconciler({ journalId: 'storm', nonFinal: true, initialContext: 'tip' })
+  const client = new LiveLookupClient({ baseURL: provider.origin, fetch, store, chain: CHAIN, allowInsecureHttp: true, limits: { waitMs: 0 }, retry: { initialMs: 10, maxMs: 20 } })
+  const states = []
+  let opensAtBackoff = null
+  const h = client.follow(SERVICE, QUERY, {
+    membership: 'claims',
+    onState (s) {
+      states.push(s)
+      if (s.connection === 'reset-required') { opensAtBackoff = provider.opens; h.close() }
+    }
+  })
+  await h.done
+  // The first invalidated generation is replaced at once; the second waits before the next open.
+  expect(opensAtBackoff).toBe(2)
+  expect(states.filter(s => s.progress).map(s => [s.progress, s.reason && s.reason.split(':')[0]])).toEqual([
+    ['opened', undefined], ['snapshot-complete', undefined], ['started-over', 'invalid-evidence'], ['snapshot-complete', undefined]
+  ])
+  expect(states.find(s => s.connection === 'reset-required')).toMatchObject({ attempt: 1, nextRetryAt: expect.any(Number), error: { code: 'reset-required', message: expect.stringMatching(/invalid-evidence/) } })
+  const key = client.sourceKey(SERVICE, QUERY)
+  expect(store.state(key)).toMatchObject({ quarantined: 2, invalidated: expect.stringMatching(/^invalid-evidence/) })
+  store.close()
+})
+
 test('SIGKILL after receiving the open response: the retry reuses the request id, one session', async () => {
   provider.seed([0, 1, 2])
   const crashed = await runChild({ OLL_CLIENT_CRASH: 'after-receive', OLL_CLIENT_CRASH_AT: '1', WANT: '3' })

@@ -801,6 +801,10 @@ class LiveLookupClient {
     let reopen = false
     let attempt = 0
     let connection = null
+    // Generations invalidated in a row (equivocation, an invalid member) since one last
+    // completed its snapshot intact: a provider that keeps serving the same invalid group
+    // is opened again with backoff, not at once in a loop.
+    let invalidRun = 0
     const read = (session, cursor) => this._post('read', {
       version: 1,
       session,
@@ -834,14 +838,27 @@ class LiveLookupClient {
     const snapshotDone = async (generation, before) => {
       if (before) return
       const now = this.store.checkpoint(key)
-      if (now && now.generation === generation && now.snapshotComplete) await setState('connected', { progress: 'snapshot-complete', generation })
+      if (now && now.generation === generation && now.snapshotComplete) {
+        if (!now.invalidated) invalidRun = 0
+        await setState('connected', { progress: 'snapshot-complete', generation })
+      }
     }
     // One step: an open, or a read and its commit. Returns true when the step made
     // contact with the provider (so the connection is up).
     const step = async () => {
       const cp = key && !reopen ? this.store.checkpoint(key) : null
       if (!cp || !cp.cursor || cp.invalidated) {
-        if (cp && cp.invalidated) startOver = cp.invalidated
+        if (cp && cp.invalidated) {
+          startOver = cp.invalidated
+          if (invalidRun > 0) {
+            const delay = this._delay(invalidRun)
+            const error = new LiveLookupError('reset-required', `source continuity invalidated again (${cp.invalidated})`, { sourceKey: key })
+            await setState('reset-required', { attempt: invalidRun, nextRetryAt: Date.now() + delay, error })
+            await sleep(delay, signal)
+            if (signal.aborted) return
+          }
+          invalidRun++
+        }
         const r = await this._open(service, query, queryDigest, label, o)
         key = r.key
         reopen = false
