@@ -22,6 +22,14 @@ export declare class CheckpointStore {
    */
   close(): void
   /**
+   * Keeps `commitBatchAsync` commits from applying until `releaseCommits` (or `close`):
+   * the current revision stays the newest. Waits for a commit already applying, as any
+   * call does. Synchronous commits made meanwhile are not held.
+   */
+  holdCommits(): void
+  /** Lets held `commitBatchAsync` commits apply. */
+  releaseCommits(): void
+  /**
    * Starts a new generation of the source `{provider, service, queryDigest, access}`;
    * `label` (optional) lets `sourceForLabel` find the source before an open.
    */

@@ -566,6 +566,7 @@ test('LiveLookupClient follows over BRC-103 with NativeAuthFetch; a provider res
       waiter()
     })
     const handle = client.follow('ls_notes', {}, {
+      membership: 'claims',
       onRevision (e) { key = e.sourceKey; if (waiter) waiter() },
       onState () { if (waiter) waiter() }
     })

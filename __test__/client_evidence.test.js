@@ -43,8 +43,10 @@ function clientOf (n, store, extra = {}) {
   return new LiveLookupClient({ baseURL: n.origin, chain: CHAIN, allowInsecureHttp: true, fetch, store, limits: { waitMs: 0 }, ...extra, verification })
 }
 
-// Follows until `done(snapshot)` holds (helpers/node.js), polling every 20 ms.
-const followUntil = (client, done, opts = {}) => followClientUntil(client, done, { pollIntervalMs: 20, ...opts })
+// Follows until `done(snapshot)` holds (helpers/node.js), polling every 20 ms. Membership is
+// `claims` unless a test names another rule: these tests watch currentness, which comes from
+// the reconciled graph whatever the membership rule.
+const followUntil = (client, done, opts = {}) => followClientUntil(client, done, { pollIntervalMs: 20, membership: 'claims', ...opts })
 
 const op = (txid, outputIndex = 0) => ({ txid, outputIndex })
 const currentness = (store, key) => Object.fromEntries(store.revisionSnapshot(key).members.filter(m => m.present).map(m => [`${m.outpoint.txid}.${m.outpoint.outputIndex}`, m.currentness]))

@@ -45,6 +45,7 @@ test('a node going away leaves its membership stale while the other continues; b
       waiter()
     })
     const handle = client.follow('ls_notes', {}, {
+      membership: 'claims',
       sources: [a.origin, b.origin],
       onRevision (e) {
         keys[e.source] = e.sourceKey

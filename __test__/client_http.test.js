@@ -22,6 +22,8 @@ const QUERY = { author: 'alice' }
 const TXID = crypto.createHash('sha256').update('tx').digest('hex')
 const CHAIN = { network: 'main', genesisHash: GENESIS }
 const RULES_DIGEST = digest('service-rules', { id: 'urn:test:rules' })
+// The scope of this file's provider sessions, but for the provider and epoch.
+const CHAIN_SCOPE = { chain: CHAIN, service: SERVICE, queryDigest: digest('lookup-query', { service: SERVICE, query: QUERY }), rulesDigest: RULES_DIGEST, access: 'public', epoch: 'e1' }
 
 // A real BRC-194 manifest of this provider, signed with its identity key.
 function signedManifest (key, baseURL, issuedAt) {
@@ -113,6 +115,11 @@ function startProvider ({ pageSize = 2, wallet = null, identityKey = null, key =
   const error = (res, status, code) => res.status(status).type('application/json').send(JSON.stringify({ version: 1, error: { code, message: code, retryable: false } }))
 
   app.use(express.json())
+  // With `p.timeline` set, each lookup answer is recorded there as it is sent.
+  app.use('/overlay/v1/lookup', (req, res, next) => {
+    if (p.timeline) res.on('finish', () => p.timeline.push(['answer', req.path]))
+    next()
+  })
   if (wallet) app.use(createAuthMiddleware({ wallet, allowUnauthenticated: false }))
   app.get('/overlay/v1/capabilities', (req, res) => { p.manifestFetches++; res.json(p.manifest) })
   app.use('/overlay/v1/lookup', (req, res, next) => {
@@ -212,11 +219,14 @@ function clientWallet () {
 const present = members => members.filter(m => m.present).map(m => m.outpoint.outputIndex).sort((a, b) => a - b)
 
 // Follows until `until(event)` returns true; `step(event)` may mutate the provider.
-async function followUntil (store, until, { step, waitMs = 5000, limits } = {}) {
+async function followUntil (store, until, { step, waitMs = 5000, limits, readAhead, states } = {}) {
   const ac = new AbortController()
   const events = []
   const client = new LiveLookupClient({ baseURL: provider.origin + '/', fetch, store, chain: CHAIN, allowInsecureHttp: true, limits: { waitMs, ...limits } })
   await client.follow(SERVICE, QUERY, {
+    membership: 'claims',
+    readAhead,
+    onState: states ? s => { states.push(s) } : undefined,
     signal: ac.signal,
     onRevision (e) {
       // The lists as of each revision, kept for assertions after the follow (an event's
@@ -261,28 +271,50 @@ test('drains a paged snapshot, then follows live enter/leave/re-enter with long 
   store.close()
 })
 
-test('the next snapshot page is read while the previous one commits, and each page is read once', async () => {
-  provider.seed([0, 1, 2, 3, 4, 5, 6])
-  const store = CheckpointStore.open(path.join(dir, 'store'))
-  // A commit of a page that is not the last is held until the provider has seen the read
-  // of the page after it (or 5 s pass): the follow loop itself only reads after the commit,
-  // so a read seen meanwhile is the read ahead.
-  const aheadSeen = []
+// Holds each commit of a snapshot page that is not the last until the provider has seen a
+// read of the cursor it carries (or `holdMs` pass): a read seen meanwhile was sent before its
+// cursor's commit returned. Records, for every read the provider receives, whether its cursor
+// was committed (the open's first cursor, or a page whose commitBatchAsync had resolved).
+function watchCommits (store, holdMs) {
+  const committed = new Set()
+  const seen = [] // [cursor, committed when the provider received the read]
   const commit = store.commitBatchAsync.bind(store)
   store.commitBatchAsync = async (key, gen, cursor, bytes, options) => {
     const outcome = await commit(key, gen, cursor, bytes, options)
     const b = JSON.parse(bytes.toString('utf8'))
     if (cursor !== null && b.phase === 'snapshot' && !b.snapshotComplete) {
-      const until = Date.now() + 5000
+      const until = Date.now() + holdMs
       while (!provider.reads.includes(b.cursor) && Date.now() < until) await new Promise(resolve => setTimeout(resolve, 5))
-      aheadSeen.push([b.cursor, provider.reads.includes(b.cursor)])
     }
+    committed.add(b.cursor)
     return outcome
   }
+  const push = provider.reads.push.bind(provider.reads)
+  provider.reads.push = cursor => { seen.push([cursor, committed.has(cursor)]); return push(cursor) }
+  return seen
+}
+
+test('by default no read carries a cursor whose commit has not returned (BRC-193 §4)', async () => {
+  provider.seed([0, 1, 2, 3, 4, 5, 6])
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  const seen = watchCommits(store, 300)
   const events = await followUntil(store, e => e.state.currentGeneration === 0, { waitMs: 0 })
   expect(events.map(e => e.outcome.applied)).toEqual([2, 2, 2, 1])
+  expect(seen.slice(0, 3)).toEqual([['snap:2', true], ['snap:4', true], ['snap:6', true]])
+  expect(present(store.members(events[0].sourceKey))).toEqual([0, 1, 2, 3, 4, 5, 6])
+  store.close()
+})
+
+test('with readAhead the next snapshot page is read while the previous one commits, and each page is read once', async () => {
+  provider.seed([0, 1, 2, 3, 4, 5, 6])
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  // Commits are held until the provider has seen the next page's read (or 5 s pass): the
+  // follow loop itself reads only after a commit returned, so such a read is the read ahead.
+  const seen = watchCommits(store, 5000)
+  const events = await followUntil(store, e => e.state.currentGeneration === 0, { waitMs: 0, readAhead: true })
+  expect(events.map(e => e.outcome.applied)).toEqual([2, 2, 2, 1])
   // The open's page commits first; each read page but the last had its successor read ahead.
-  expect(aheadSeen).toEqual([['snap:4', true], ['snap:6', true]])
+  expect(seen.slice(0, 3)).toEqual([['snap:2', true], ['snap:4', false], ['snap:6', false]])
   expect(provider.reads.slice(0, 3)).toEqual(['snap:2', 'snap:4', 'snap:6'])
   expect(present(store.members(events[0].sourceKey))).toEqual([0, 1, 2, 3, 4, 5, 6])
   expect(store.state(events[0].sourceKey)).toMatchObject({ received: 7, accepted: 7, pendingCount: 0 })
@@ -299,6 +331,7 @@ test('a revision event reads its lists only when asked, as of its own revision',
   const kept = []
   const client = new LiveLookupClient({ baseURL: provider.origin, fetch, store, chain: CHAIN, allowInsecureHttp: true, limits: { waitMs: 0 } })
   await client.follow(SERVICE, QUERY, {
+    membership: 'claims',
     signal: ac.signal,
     onRevision (e) {
       kept.push(e)
@@ -339,7 +372,9 @@ test('an epoch reset starts a new generation; the old one stays visible and stal
   const store = CheckpointStore.open(path.join(dir, 'store'))
   let resetDone = false
   const seen = []
+  const states = []
   const events = await followUntil(store, e => e.state.currentGeneration === 1, {
+    states,
     step (e) {
       seen.push({ current: e.state.currentGeneration, pending: e.state.pendingGeneration, stale: e.state.stale, gens: e.members.map(m => `${m.generation}:${m.outpoint.outputIndex}:${m.stale}`), swapped: e.outcome.swapped })
       if (!resetDone && e.members.length === 3) {
@@ -357,19 +392,45 @@ test('an epoch reset starts a new generation; the old one stays visible and stal
   expect(store.members(key).map(m => m.outpoint.outputIndex)).toEqual([1, 2, 5])
   expect(store.checkpoint(key)).toMatchObject({ generation: 1, epoch: 'epoch-2' })
   expect(provider.opens).toBe(2)
+  // The states say what happened: opened, snapshot complete, started over (and why), complete again.
+  expect(states.filter(s => s.progress).map(s => [s.connection, s.progress, s.generation, s.reason])).toEqual([
+    ['connected', 'opened', 0, undefined],
+    ['connected', 'snapshot-complete', 0, undefined],
+    ['connected', 'started-over', 1, 'reset-required'],
+    ['connected', 'snapshot-complete', 1, undefined]
+  ])
+  store.close()
+})
+
+test('without a chainTracker, follow names its membership rule or refuses to start, before any request', async () => {
+  provider.seed([0])
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  const client = new LiveLookupClient({ baseURL: provider.origin, fetch, store, chain: CHAIN, allowInsecureHttp: true })
+  const states = []
+  const refused = client.follow(SERVICE, QUERY, { onState (s) { states.push(s) } })
+  await expect(refused).rejects.toMatchObject({ code: 'invalid', message: expect.stringMatching(/`membership`/) })
+  await expect(client.follow(SERVICE, QUERY, { sources: [provider.origin] })).rejects.toMatchObject({ code: 'invalid', message: expect.stringMatching(/`membership`/) })
+  await expect(client.follow(SERVICE, QUERY, { membership: 'verified-ish' })).rejects.toMatchObject({ code: 'invalid', message: expect.stringMatching(/membership/) })
+  expect(states).toEqual([])
+  expect([provider.manifestFetches, provider.opens, store.revision()]).toEqual([0, 0, 0])
+  // Named explicitly, `manual` follows: received, nothing accepted until markVerified.
+  const ac = new AbortController()
+  let last
+  await client.follow(SERVICE, QUERY, { membership: 'manual', signal: ac.signal, onRevision (e) { last = e; ac.abort() } })
+  expect(last.state).toMatchObject({ received: 1, accepted: 0, pendingCount: 1 })
   store.close()
 })
 
 test('402 pays nothing and commits nothing; unknown errors and bad bodies are never empty success', async () => {
   const store = CheckpointStore.open(path.join(dir, 'store'))
   const client = new LiveLookupClient({ baseURL: provider.origin, fetch, store, chain: CHAIN, allowInsecureHttp: true })
-  const follow = () => client.follow(SERVICE, QUERY, {})
+  const follow = () => client.follow(SERVICE, QUERY, { membership: 'claims' })
   provider.inject = { status: 402, headers: { 'x-bsv-payment-version': '1.0', 'x-bsv-payment-satoshis-required': '100' }, text: '' }
   await expect(follow()).rejects.toMatchObject({ code: 'unsupported', status: 402 })
   // A 5xx without the protocol's error body is a transport failure: retried, shown as a state.
   provider.inject = { status: 500, headers: { 'content-type': 'text/html' }, text: '<h1>boom</h1>' }
   const states = []
-  const h = client.follow(SERVICE, QUERY, { onState (s) { states.push(s); if (s.connection === 'retrying') h.close() } })
+  const h = client.follow(SERVICE, QUERY, { membership: 'claims', onState (s) { states.push(s); if (s.connection === 'retrying') h.close() } })
   await h.done
   expect(states[0]).toMatchObject({ connection: 'retrying', attempt: 1, error: { code: 'unavailable', status: 500, transport: true } })
   expect(states[0].nextRetryAt).toEqual(expect.any(Number))
@@ -384,14 +445,14 @@ test('402 pays nothing and commits nothing; unknown errors and bad bodies are ne
   provider.hangAll = true
   const impatient = new LiveLookupClient({ baseURL: provider.origin, fetch, store, chain: CHAIN, allowInsecureHttp: true, requestTimeoutMs: 200 })
   const waits = []
-  const hi = impatient.follow(SERVICE, QUERY, { onState (s) { waits.push(s); if (s.connection === 'retrying') hi.close() } })
+  const hi = impatient.follow(SERVICE, QUERY, { membership: 'claims', onState (s) { waits.push(s); if (s.connection === 'retrying') hi.close() } })
   await hi.done
   expect(waits[0]).toMatchObject({ connection: 'retrying', error: { code: 'unavailable', retryable: true } })
   provider.hangAll = false
   provider.seed([0, 1, 2, 3])
   // A body over the requested byte limit is refused on its actual length.
   const tight = new LiveLookupClient({ baseURL: provider.origin, fetch, store, chain: CHAIN, allowInsecureHttp: true, limits: { maxBytes: 600 } })
-  await expect(tight.follow(SERVICE, QUERY, {})).rejects.toMatchObject({ code: 'limited' })
+  await expect(tight.follow(SERVICE, QUERY, { membership: 'claims' })).rejects.toMatchObject({ code: 'limited' })
   expect(store.revision()).toBe(0)
   store.close()
 })
@@ -404,6 +465,7 @@ const store = CheckpointStore.open(process.env.STORE)
 const ac = new AbortController()
 const client = new LiveLookupClient({ baseURL: process.env.BASE, fetch, store, chain: ${JSON.stringify(CHAIN)}, allowInsecureHttp: true, limits: { waitMs: 5000 } })
 client.follow(${JSON.stringify(SERVICE)}, ${JSON.stringify(QUERY)}, {
+  membership: 'claims',
   signal: ac.signal,
   onRevision ({ members, state }) {
     const n = members.filter(m => m.present).length
@@ -433,11 +495,10 @@ const keyFor = () => ({
 })
 
 test.each([
-  ['after-receive', [['snap:2', 'snap:2', 'snap:4', 'live:0']]],
-  // The third page may have been read ahead while the second committed; the restarted
-  // client then reads it again from the committed cursor (reads are non-destructive).
-  ['after-commit', [['snap:2', 'snap:4', 'live:0'], ['snap:2', 'snap:4', 'snap:4', 'live:0']]]
-])('SIGKILL %s the second batch: nothing lost, nothing applied twice', async (point, readOrders) => {
+  ['after-receive', ['snap:2', 'snap:2', 'snap:4', 'live:0']],
+  // No read ahead (the default): the third page is read once, after the restart.
+  ['after-commit', ['snap:2', 'snap:4', 'live:0']]
+])('SIGKILL %s the second batch: nothing lost, nothing applied twice', async (point, readOrder) => {
   provider.seed([0, 1, 2, 3, 4])
   const crashed = await runChild({ OLL_CLIENT_CRASH: point, OLL_CLIENT_CRASH_AT: '2', WANT: '5' })
   expect(crashed.signal).toBe('SIGKILL')
@@ -451,8 +512,7 @@ test.each([
   const done = await runChild({ WANT: '6' })
   expect(done).toMatchObject({ code: 0, signal: null })
   expect(provider.opens).toBe(1)
-  const order = readOrders.find(r => r.every((cursor, i) => provider.reads[i] === cursor))
-  expect({ reads: provider.reads.slice(0, 4), expected: order !== undefined }).toMatchObject({ expected: true })
+  expect(provider.reads.slice(0, readOrder.length)).toEqual(readOrder)
   store = CheckpointStore.open(path.join(dir, 'store'))
   const key = keyFor()
   expect(present(store.members(key))).toEqual([0, 1, 2, 3, 4, 9])
@@ -476,6 +536,8 @@ test('over BRC-103/104 with AuthFetch: follows, checks the provider identity, an
   const client = new LiveLookupClient({ baseURL: provider.origin, authFetch, store, chain: CHAIN, allowInsecureHttp: true, limits: { waitMs: 0 } })
   let last
   await client.follow(SERVICE, QUERY, {
+    membership: 'claims',
+    readAhead: true,
     signal: ac.signal,
     onRevision (e) { last = e; if (e.members.length === 7) ac.abort() }
   })
@@ -490,14 +552,14 @@ test('over BRC-103/104 with AuthFetch: follows, checks the provider identity, an
     headers: { 'x-bsv-payment-version': '1.0', 'x-bsv-payment-satoshis-required': '1000', 'x-bsv-payment-derivation-prefix': 'abc' },
     text: 'payment required'
   }
-  await expect(client.follow(SERVICE, QUERY, {})).rejects.toMatchObject({ code: 'unsupported', status: 402 })
+  await expect(client.follow(SERVICE, QUERY, { membership: 'claims' })).rejects.toMatchObject({ code: 'unsupported', status: 402 })
   expect(wallet.createActionCalls).toBe(0)
 
   // A scope naming some other provider is refused before anything is committed.
   const rev = store.revision()
   provider.providerName = '02' + 'ab'.repeat(32)
   const other = new LiveLookupClient({ baseURL: provider.origin, authFetch, store, chain: CHAIN, allowInsecureHttp: true })
-  await expect(other.follow(SERVICE, { author: 'bob' }, {})).rejects.toMatchObject({ code: 'invalid' })
+  await expect(other.follow(SERVICE, { author: 'bob' }, { membership: 'claims' })).rejects.toMatchObject({ code: 'invalid' })
   expect(store.revision()).toBe(rev)
   store.close()
 })
@@ -506,11 +568,11 @@ test('plain fetch: the scope must name the exact origin', async () => {
   provider.providerName = 'https://elsewhere.example'
   const store = CheckpointStore.open(path.join(dir, 'store'))
   const client = new LiveLookupClient({ baseURL: provider.origin, fetch, store, chain: CHAIN, allowInsecureHttp: true })
-  await expect(client.follow(SERVICE, QUERY, {})).rejects.toMatchObject({ code: 'invalid' })
+  await expect(client.follow(SERVICE, QUERY, { membership: 'claims' })).rejects.toMatchObject({ code: 'invalid' })
   expect(store.revision()).toBe(0)
   // The refused open is not retried with the same request id (it would return the
   // same saved batch): the next attempt is a new open.
-  await expect(client.follow(SERVICE, QUERY, {})).rejects.toMatchObject({ code: 'invalid' })
+  await expect(client.follow(SERVICE, QUERY, { membership: 'claims' })).rejects.toMatchObject({ code: 'invalid' })
   expect(provider.fences.size).toBe(2)
   store.close()
 })
@@ -537,6 +599,7 @@ test('two providers for one query: separate sources, receipts and memberships fo
     const ac = new AbortController()
     let b
     await new LiveLookupClient({ baseURL: second.origin, fetch, store, chain: CHAIN, allowInsecureHttp: true, limits: { waitMs: 5000 } }).follow(SERVICE, QUERY, {
+      membership: 'claims',
       signal: ac.signal,
       onRevision (e) { b = e; if (e.members.length === 2) ac.abort() }
     })
@@ -554,6 +617,108 @@ test('two providers for one query: separate sources, receipts and memberships fo
   } finally {
     await second.close()
   }
+})
+
+test('a SIGKILLed follower restarted against a quiet provider shows its stored membership before any answer, then resumes', async () => {
+  provider.seed([0, 1, 2])
+  // Killed right after the commit that completed the snapshot (the second batch).
+  const crashed = await runChild({ OLL_CLIENT_CRASH: 'after-commit', OLL_CLIENT_CRASH_AT: '2', WANT: '3' })
+  expect(crashed.signal).toBe('SIGKILL')
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  const client = new LiveLookupClient({ baseURL: provider.origin, fetch, store, chain: CHAIN, allowInsecureHttp: true, limits: { waitMs: 200 } })
+  // The documented way to find the source a follow committed under.
+  expect(client.sourceKey(SERVICE, QUERY)).toEqual(keyFor())
+  expect(client.sourceKey(SERVICE, { author: 'bob' })).toBeNull()
+  provider.timeline = []
+  const ac = new AbortController()
+  await client.follow(SERVICE, QUERY, {
+    membership: 'claims',
+    signal: ac.signal,
+    onRevision (e) {
+      provider.timeline.push(['revision', e.restored, present(e.members)])
+      if (!e.restored) ac.abort()
+    },
+    onState (s) { provider.timeline.push(['state', s.connection, s.progress, s.cursor]) }
+  })
+  const t = provider.timeline
+  // First the stored membership, before the provider answered anything.
+  expect(t[0]).toEqual(['revision', true, [0, 1, 2]])
+  const firstAnswer = t.findIndex(x => x[0] === 'answer')
+  expect(firstAnswer).toBeGreaterThan(0)
+  // Then, once the quiet long poll returned: connected, resumed from the stored cursor.
+  expect(t.slice(firstAnswer + 1).filter(x => x[0] !== 'answer')).toEqual([
+    ['state', 'connected', 'resumed', 'live:0'],
+    ['revision', false, [0, 1, 2]],
+    ['state', 'closed', undefined, undefined]
+  ])
+  expect(provider.opens).toBe(1)
+  store.close()
+})
+
+test("an event's lists stay readable for its whole synchronous callback while another source's commit is on the pool", async () => {
+  provider.seed([0, 1, 2, 3, 4])
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  // Another source of the same store (another provider's follow, say), committing on the pool.
+  const otherScope = { ...CHAIN_SCOPE, provider: 'https://other.example' }
+  const other = { provider: otherScope.provider, service: SERVICE, queryDigest: otherScope.queryDigest, access: 'public' }
+  const otherGeneration = store.beginGeneration(other, 'other')
+  const otherBatch = Buffer.from(JSON.stringify({
+    version: 1, session: 'other', scope: otherScope, phase: 'snapshot', groups: [], cursor: 'c1', snapshotComplete: true,
+    through: '0', highWater: '0', expiresAt: '4000000000', replayUntil: '4000003600', limits: { maxBytes: 65536, maxObservations: 64, waitMs: 0 }
+  }))
+  const client = new LiveLookupClient({ baseURL: provider.origin, fetch, store, chain: CHAIN, allowInsecureHttp: true, limits: { waitMs: 0 } })
+  const ac = new AbortController()
+  let otherCommit = null
+  let seen = null
+  await client.follow(SERVICE, QUERY, {
+    membership: 'claims',
+    signal: ac.signal,
+    onRevision (e) {
+      if (e.state.currentGeneration !== 0 || otherCommit) return
+      // The other source's commit starts on the pool while this callback works synchronously
+      // (an application rendering, say) until that commit has landed or a while has passed.
+      otherCommit = store.commitBatchAsync(other, otherGeneration, null, otherBatch)
+      const until = Date.now() + 500
+      while (store.revision() === e.revision && Date.now() < until) {}
+      seen = { revision: store.revision(), members: present(e.members), reconciled: e.reconciled }
+      ac.abort()
+    }
+  })
+  // The event's lists were its own revision's, and the other commit landed after the callback.
+  expect(seen).toEqual({ revision: expect.any(Number), members: [0, 1, 2, 3, 4], reconciled: null })
+  await expect(otherCommit).resolves.toMatchObject({ ignored: false })
+  expect(store.revision()).toBeGreaterThan(seen.revision)
+  expect(store.checkpoint(other)).toMatchObject({ cursor: 'c1', snapshotComplete: true })
+  store.close()
+})
+
+test('a provider that keeps serving an invalid member is opened again with backoff, each generation invalidated', async () => {
+  // This provider's evidence ('AQID') is not a BEEF: with a reconciler every group is refused
+  // at receipt, so every generation is invalidated by its first batch (BRC-192 §8).
+  provider.seed([0])
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  store.defineContext('tip', { tipHeight: '1000', medianTimePast: '4000000000' })
+  store.configureReconciler({ journalId: 'storm', nonFinal: true, initialContext: 'tip' })
+  const client = new LiveLookupClient({ baseURL: provider.origin, fetch, store, chain: CHAIN, allowInsecureHttp: true, limits: { waitMs: 0 }, retry: { initialMs: 10, maxMs: 20 } })
+  const states = []
+  let opensAtBackoff = null
+  const h = client.follow(SERVICE, QUERY, {
+    membership: 'claims',
+    onState (s) {
+      states.push(s)
+      if (s.connection === 'reset-required') { opensAtBackoff = provider.opens; h.close() }
+    }
+  })
+  await h.done
+  // The first invalidated generation is replaced at once; the second waits before the next open.
+  expect(opensAtBackoff).toBe(2)
+  expect(states.filter(s => s.progress).map(s => [s.progress, s.reason && s.reason.split(':')[0]])).toEqual([
+    ['opened', undefined], ['snapshot-complete', undefined], ['started-over', 'invalid-evidence'], ['snapshot-complete', undefined]
+  ])
+  expect(states.find(s => s.connection === 'reset-required')).toMatchObject({ attempt: 1, nextRetryAt: expect.any(Number), error: { code: 'reset-required', message: expect.stringMatching(/invalid-evidence/) } })
+  const key = client.sourceKey(SERVICE, QUERY)
+  expect(store.state(key)).toMatchObject({ quarantined: 2, invalidated: expect.stringMatching(/^invalid-evidence/) })
+  store.close()
 })
 
 test('SIGKILL after receiving the open response: the retry reuses the request id, one session', async () => {

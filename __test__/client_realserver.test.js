@@ -36,6 +36,7 @@ async function followUntil (store, until, step) {
   const events = []
   const client = new LiveLookupClient({ baseURL: origin, fetch, store, chain: CHAIN, allowInsecureHttp: true, limits: { maxObservations: 2, waitMs: 5000 } })
   await client.follow(SERVICE, QUERY, {
+    membership: 'claims',
     signal: ac.signal,
     onRevision (e) { events.push(e); if (step) step(e); if (until(e)) ac.abort() }
   })
@@ -104,6 +105,7 @@ const store = CheckpointStore.open(process.env.STORE)
 const ac = new AbortController()
 const client = new LiveLookupClient({ baseURL: process.env.BASE, fetch, store, chain: ${JSON.stringify(CHAIN)}, allowInsecureHttp: true, limits: { maxObservations: 2, waitMs: 5000 } })
 client.follow(${JSON.stringify(SERVICE)}, ${JSON.stringify(QUERY)}, {
+  membership: 'claims',
   signal: ac.signal,
   onRevision ({ members, state }) {
     if (members.filter(m => m.present).length === Number(process.env.WANT) && state.pendingCount === 0) ac.abort()
@@ -164,6 +166,7 @@ test('follows over BRC-103: AuthFetch, signed answers, provider identity from th
     })
     let stepped = false
     await client.follow(SERVICE, QUERY, {
+      membership: 'claims',
       signal: ac.signal,
       onRevision (e) {
         events.push(e)

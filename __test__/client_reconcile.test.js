@@ -151,6 +151,7 @@ describe('LiveLookupClient revisions carry the reconciled state', () => {
     const events = []
     let sentA = false
     await client.follow('ls_notes', { author: 'alice' }, {
+      membership: 'claims',
       signal: ac.signal,
       async onRevision (e) {
         events.push(e)

@@ -50,6 +50,7 @@ test('the provider is stopped and restarted while the client follows: retrying, 
   const fourth = await node.factory.createNotes(['four'])
   const want = [...notes, third, fourth].map(n => `${n.txid}.0`).sort()
   const handle = client.follow('ls_notes', {}, {
+    membership: 'claims',
     onRevision (e) {
       revisions.push(e)
       if (!stopped && present(e.members).length === 2) {

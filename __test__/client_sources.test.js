@@ -78,6 +78,7 @@ test('two providers: a spend seen on one settles the output for both; resets and
       waiter()
     })
     const handle = client.follow('ls_notes', {}, {
+      membership: 'claims',
       sources: [a.origin, b.origin],
       async onRevision (e) {
         await verify()

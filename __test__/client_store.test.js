@@ -211,3 +211,64 @@ test('a pending open request id survives a restart and is consumed by the open c
   expect(store.pendingOpen('lbl')).toBeNull()
   store.close()
 })
+
+test('an unknown option key is refused with invalid naming it, and nothing is committed', async () => {
+  const { LiveLookupClient } = require('../js/client/client.js')
+  expect(() => CheckpointStore.open(path.join(dir, 'other'), { cacheByte: 1 << 20 })).toThrow(expect.objectContaining({ code: 'invalid', option: 'cacheByte', message: expect.stringMatching(/`cacheByte`/) }))
+  const s = scope('02aa')
+  const { store, key, gen } = opened(s)
+  const next = batch(s, 'live', [group('l11', 11, [output('o11', s, 1)])], 'c2', true, 11)
+  // The option's former name: it must not quietly mean the default rule.
+  expect(() => store.commitBatch(key, gen, 'c1', next, { verified: false })).toThrow(expect.objectContaining({ code: 'invalid', option: 'verified' }))
+  await expect(store.commitBatchAsync(key, gen, 'c1', next, { verified: false })).rejects.toMatchObject({ code: 'invalid', option: 'verified' })
+  expect(store.checkpoint(key).cursor).toBe('c1')
+  expect(store.state(key).received).toBe(1)
+  expect(store.commitBatch(key, gen, 'c1', next, { membership: 'manual' })).toMatchObject({ applied: 1, accepted: 0 })
+
+  const base = { baseURL: 'https://overlay.example', chain: { network: 'main', genesisHash: GENESIS }, fetch, store }
+  const refused = (options, option) => expect(() => new LiveLookupClient(options)).toThrow(expect.objectContaining({ code: 'invalid', option }))
+  refused({ ...base, chaintracker: {} }, 'chaintracker')
+  refused({ ...base, limits: { waitMS: 1000 } }, 'waitMS')
+  refused({ ...base, retry: { initialMS: 1 } }, 'initialMS')
+  refused({ ...base, verification: { concurency: 2 } }, 'concurency')
+  const client = new LiveLookupClient(base)
+  const revision = store.revision()
+  await expect(client.follow('ls_notes', {}, { membership: 'claims', readahead: true })).rejects.toMatchObject({ code: 'invalid', option: 'readahead' })
+  await expect(client.follow('ls_notes', {}, { membership: 'claims', source: ['https://b.example'] })).rejects.toMatchObject({ code: 'invalid', option: 'source' })
+  expect(store.revision()).toBe(revision)
+  store.close()
+})
+
+test('the client-only entry point exports the BRC-103 transport and wallet the docs use with it', () => {
+  const client = require('../js/client/client.js')
+  const root = require('../js/index.js')
+  expect(client.NativeAuthFetch).toBe(root.NativeAuthFetch)
+  expect(client.NativeWallet).toBe(root.NativeWallet)
+  const wallet = client.NativeWallet.fromPrivateKey('11'.repeat(32))
+  const authFetch = new client.NativeAuthFetch(wallet)
+  expect(typeof authFetch.fetch).toBe('function')
+  authFetch.close()
+})
+
+test.each(['manual', 'claims', 'verified'])('an invalid member quarantines its whole group and invalidates the source under %s (BRC-192 §8)', async (rule) => {
+  const { LocalChainTracker, NoteFactory } = require('./helpers/engine')
+  // A real one-output transaction: its group lists output 0 (valid) and output 999 (none).
+  const note = await new NoteFactory(new LocalChainTracker()).createNotes(['one output'])
+  const beef = Buffer.from(note.beef).toString('base64')
+  const s = scope('02aa')
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  store.defineContext('tip', { tipHeight: '1000000', medianTimePast: '4000000000' })
+  store.configureReconciler({ journalId: 'quarantine', nonFinal: true, initialContext: 'tip' })
+  const key = keyOf(s)
+  const gen = store.beginGeneration(key, 'label')
+  const out = (id, index) => ({ id, scope: s, kind: 'output', payload: { evidence: { txid: note.txid, outputIndex: index, beef } } })
+  store.commitBatch(key, gen, null, batch(s, 'snapshot', [group('g', 10, [out('valid', 0), out('bad', 999)])], 'c1', true, 10), { membership: rule })
+  expect(store.state(key)).toMatchObject({ quarantined: 1, pendingCount: 0, invalidated: expect.stringMatching(/^invalid-evidence: .*output 999 does not exist/) })
+  // markVerified cannot publish any of it: not the nonexistent output, not its valid sibling.
+  if (rule === 'manual') expect(store.markVerified(key, gen, 'g')).toMatchObject({ accepted: 0 })
+  expect(store.members(key)).toEqual([])
+  expect(store.partialMembers(key)).toEqual([])
+  // The generation receives nothing more: a new one must follow.
+  expect(() => store.commitBatch(key, gen, 'c1', batch(s, 'live', [], 'c2', true, 11), { membership: rule })).toThrow(expect.objectContaining({ code: 'reset-required' }))
+  store.close()
+})

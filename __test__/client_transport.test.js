@@ -64,7 +64,7 @@ function rewriteBody (match, edit) {
 // Follows until `stop(state)` says so; returns the states seen.
 async function statesUntil (client, stop, opts = {}) {
   const states = []
-  const h = client.follow(SERVICE, QUERY, { ...opts, onState (s) { states.push(s); if (stop(s)) h.close() } })
+  const h = client.follow(SERVICE, QUERY, { membership: 'claims', ...opts, onState (s) { states.push(s); if (stop(s)) h.close() } })
   await h.done
   return states
 }
@@ -94,7 +94,7 @@ describe('the BRC-194 manifest is verified before any request selects it', () =>
     violation = cases[name]
     const store = CheckpointStore.open(path.join(dir, 'client'))
     const client = clientOf(store, { providerIdentity: serverKey.toPublicKey().toString() })
-    await expect(client.follow(SERVICE, QUERY)).rejects.toMatchObject({ code: 'invalid' })
+    await expect(client.follow(SERVICE, QUERY, { membership: 'claims' })).rejects.toMatchObject({ code: 'invalid' })
     expect(store.revision()).toBe(0)
     store.close()
   })
@@ -103,13 +103,13 @@ describe('the BRC-194 manifest is verified before any request selects it', () =>
     await live.commit([admit(1)])
     const store = CheckpointStore.open(path.join(dir, 'client'))
     const other = PrivateKey.fromRandom().toPublicKey().toString()
-    await expect(clientOf(store, { providerIdentity: other }).follow(SERVICE, QUERY)).rejects.toMatchObject({ code: 'invalid', message: expect.stringMatching(/identity/) })
-    await expect(clientOf(store, { chain: { network: 'main', genesisHash: '11'.repeat(32) } }).follow(SERVICE, QUERY)).rejects.toMatchObject({ code: 'invalid', message: expect.stringMatching(/chain/) })
-    await expect(clientOf(store, { baseURL: origin.replace('127.0.0.1', 'localhost') }).follow(SERVICE, QUERY)).rejects.toMatchObject({ code: 'invalid', message: expect.stringMatching(/baseURL/) })
+    await expect(clientOf(store, { providerIdentity: other }).follow(SERVICE, QUERY, { membership: 'claims' })).rejects.toMatchObject({ code: 'invalid', message: expect.stringMatching(/identity/) })
+    await expect(clientOf(store, { chain: { network: 'main', genesisHash: '11'.repeat(32) } }).follow(SERVICE, QUERY, { membership: 'claims' })).rejects.toMatchObject({ code: 'invalid', message: expect.stringMatching(/chain/) })
+    await expect(clientOf(store, { baseURL: origin.replace('127.0.0.1', 'localhost') }).follow(SERVICE, QUERY, { membership: 'claims' })).rejects.toMatchObject({ code: 'invalid', message: expect.stringMatching(/baseURL/) })
     expect(store.revision()).toBe(0)
     // The right identity is accepted.
     const ok = clientOf(store, { providerIdentity: serverKey.toPublicKey().toString() })
-    const h = ok.follow(SERVICE, QUERY, { onRevision (e) { if (e.members.length === 1) h.close() } })
+    const h = ok.follow(SERVICE, QUERY, { membership: 'claims', onRevision (e) { if (e.members.length === 1) h.close() } })
     await h.done
     expect(ok.manifest.identity).toBe(serverKey.toPublicKey().toString())
     store.close()
@@ -124,7 +124,7 @@ test('a success that does not echo the selection headers is refused', async () =
     next()
   }
   const store = CheckpointStore.open(path.join(dir, 'client'))
-  await expect(clientOf(store).follow(SERVICE, QUERY)).rejects.toMatchObject({ code: 'invalid', message: expect.stringMatching(/echo x-bsv-overlay-capability/) })
+  await expect(clientOf(store).follow(SERVICE, QUERY, { membership: 'claims' })).rejects.toMatchObject({ code: 'invalid', message: expect.stringMatching(/echo x-bsv-overlay-capability/) })
   expect(store.revision()).toBe(0)
   store.close()
 })
@@ -149,6 +149,7 @@ test('scope.rulesDigest other than the pinned digest: the published generation t
   let key = null
   let flipped = false
   const h = client.follow(SERVICE, QUERY, {
+    membership: 'claims',
     requiredRulesDigest: pinned,
     onRevision (e) {
       key = e.sourceKey
@@ -203,9 +204,9 @@ test('response headers and bodies are bounded before parsing', async () => {
   await live.commit([admit(1)])
   const store = CheckpointStore.open(path.join(dir, 'client'))
   violation = (req, res, next) => { res.setHeader('x-padding', 'p'.repeat(6000)); next() }
-  await expect(clientOf(store, { maxHeaderBytes: 4096 }).follow(SERVICE, QUERY)).rejects.toMatchObject({ code: 'limited', message: expect.stringMatching(/headers/) })
+  await expect(clientOf(store, { maxHeaderBytes: 4096 }).follow(SERVICE, QUERY, { membership: 'claims' })).rejects.toMatchObject({ code: 'limited', message: expect.stringMatching(/headers/) })
   violation = null
-  await expect(clientOf(store, { limits: { maxBytes: 300 } }).follow(SERVICE, QUERY)).rejects.toMatchObject({ code: 'limited' })
+  await expect(clientOf(store, { limits: { maxBytes: 300 } }).follow(SERVICE, QUERY, { membership: 'claims' })).rejects.toMatchObject({ code: 'limited' })
   expect(store.revision()).toBe(0)
   store.close()
 })
@@ -258,6 +259,7 @@ test('several sources: a provider whose follow fails for good is reported failed
   let members = null
   let added = false
   const h = client.follow(SERVICE, QUERY, {
+    membership: 'claims',
     sources: [broken, origin],
     onState (s) { states.push([s.source, s.connection]) },
     onRevision (e) {

@@ -36,7 +36,7 @@ function openStore (name = 'client') {
 }
 
 // Follows alice's notes until `done(snapshot)` holds after the verifier went idle (helpers/node.js).
-const followUntil = (client, done) => followClientUntil(client, done, { query: { author: 'alice' } })
+const followUntil = (client, done, opts) => followClientUntil(client, done, { query: { author: 'alice' }, ...opts })
 
 // txid -> currentness of output 0 (other outputs are keyed `txid:index`).
 const currentnessOf = snap => Object.fromEntries(snap.members.map(m => [m.outpoint.outputIndex === 0 ? m.outpoint.txid : `${m.outpoint.txid}:${m.outpoint.outputIndex}`, m.currentness]))
@@ -80,7 +80,8 @@ describe.each(['native', 'sdk'])('verification engine %s', (name) => {
     const store = openStore()
     // Pages of two jobs: a run walks its backlog page by page (three jobs here).
     const client = new LiveLookupClient({ baseURL: origin, chain: CHAIN, allowInsecureHttp: true, fetch, store, limits: { waitMs: 0 }, chainTracker: tracker, verification: { engine, concurrency: 3, page: 2 } })
-    const snap = await followUntil(client, s => s.members.length === 3 && s.reconciled.pending.length === 0)
+    // `claims`: the forged groups are listed (as the source's claims) and never current.
+    const snap = await followUntil(client, s => s.members.length === 3 && s.reconciled.pending.length === 0, { membership: 'claims' })
     const c = currentnessOf(snap)
     expect(c[honest.txid]).toBe('current')
     for (const t of [badRoot.txid, badSig.txid]) expect(c[t]).not.toBe('current')
@@ -112,7 +113,7 @@ describe.each(['native', 'sdk'])('verification engine %s', (name) => {
     await live.commit([admit(0, { txid: note.txid, beef: Buffer.from(note.beef) })])
     const store = openStore()
     const client = new LiveLookupClient({ baseURL: origin, chain: CHAIN, allowInsecureHttp: true, fetch, store, limits: { waitMs: 0 }, chainTracker: tracker, verification: { engine, maxBytes: 64 } })
-    const snap = await followUntil(client, s => s.members.length === 1 && s.reconciled.pending.length === 0)
+    const snap = await followUntil(client, s => s.members.length === 1 && s.reconciled.pending.length === 0, { membership: 'claims' })
     expect(currentnessOf(snap)[note.txid]).not.toBe('current')
     expect(verdictOf(store, note.txid)).toEqual([expect.objectContaining({ status: 'limited', reason: expect.stringMatching(/over 64/) })])
     const t = store.reconciledState(CHAIN).transactions.find(x => x.txid === note.txid)
@@ -144,7 +145,7 @@ describe.each(['native', 'sdk'])('verification engine %s', (name) => {
     let store = openStore()
     const plain = new LiveLookupClient({ baseURL: origin, chain: CHAIN, allowInsecureHttp: true, fetch, store, limits: { waitMs: 0 } })
     expect(plain.verifier).toBeNull()
-    let snap = await followUntil(plain, s => s.members.length === 1)
+    let snap = await followUntil(plain, s => s.members.length === 1, { membership: 'claims' })
     // Complete evidence not checked yet: 'pending' ("checking..."), never 'unknown'.
     expect(currentnessOf(snap)[note.txid]).toBe('pending')
     expect(store.pendingVerifications()).toHaveLength(1)
@@ -173,6 +174,28 @@ describe.each(['native', 'sdk'])('verification engine %s', (name) => {
     expect(currentnessOf(snap)[note.txid]).toBe('current')
     expect(store.pendingVerifications()).toEqual([])
     expect(client.verifier.stats.verified).toBe(1)
+    store.close()
+  })
+
+  test('with a chainTracker, membership defaults to verified: an unchecked group is received, not a member', async () => {
+    const note = await factory.createNotes(['unchecked'])
+    await live.commit([admit(0, { txid: note.txid, beef: Buffer.from(note.beef) })])
+    // A tracker that cannot answer: the job stays pending (unresolved is not recorded).
+    const down = { isValidRootForHeight: async () => { throw new Error('offline') }, currentHeight: async () => tracker.height }
+    let store = openStore()
+    const waiting = new LiveLookupClient({ baseURL: origin, chain: CHAIN, allowInsecureHttp: true, fetch, store, limits: { waitMs: 0 }, chainTracker: down, verification: { engine } })
+    let snap = await followUntil(waiting, s => s.state.received === 1)
+    expect(waiting.verifier.stats.unresolved).toBeGreaterThan(0)
+    expect(snap.members).toEqual([])
+    expect(snap.state).toMatchObject({ received: 1, accepted: 0, pendingCount: 1, currentGeneration: null })
+    store.close()
+
+    // Once the evidence verifies, the group is accepted and published.
+    store = openStore()
+    const client = new LiveLookupClient({ baseURL: origin, chain: CHAIN, allowInsecureHttp: true, fetch, store, limits: { waitMs: 0 }, chainTracker: tracker, verification: { engine } })
+    snap = await followUntil(client, s => s.members.length === 1 && s.reconciled.pending.length === 0)
+    expect(snap.state).toMatchObject({ received: 1, accepted: 1, pendingCount: 0, currentGeneration: 0 })
+    expect(currentnessOf(snap)[note.txid]).toBe('current')
     store.close()
   })
 

@@ -327,6 +327,7 @@ const ac = new AbortController()
 const authFetch = new NativeAuthFetch(NativeWallet.fromPrivateKey(process.env.KEY))
 const client = new LiveLookupClient({ baseURL: process.env.BASE, authFetch, store, chain: ${JSON.stringify(h.CHAIN)}, allowInsecureHttp: true, limits: { maxObservations: 2, waitMs: 5000 } })
 client.follow('ls_notes', {}, {
+  membership: 'claims',
   signal: ac.signal,
   onRevision ({ members, state }) {
     if (members.filter(m => m.present).length === Number(process.env.WANT) && state.pendingCount === 0) ac.abort()

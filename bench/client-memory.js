@@ -47,6 +47,7 @@ async function main () {
     let key = null
     t = performance.now()
     await client.follow('ls_notes', { author: 'alice' }, {
+      membership: 'claims',
       signal: ac.signal,
       onRevision ({ state, sourceKey }) {
         key = sourceKey

@@ -106,6 +106,7 @@ async function lag (tmp) {
   while (!ac.signal.aborted) {
     try {
       await client.follow('ls_notes', { author: 'alice' }, {
+        membership: 'claims', // receipt measured apart from acceptance, as in the results
         signal: ac.signal,
         onRevision (e) {
           if (received.size >= SNAPSHOT) { lastReceipt = performance.now(); ac.abort() }

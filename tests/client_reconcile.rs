@@ -71,8 +71,12 @@ fn a_committed_batch_journals_its_beef_transactions_in_the_same_commit() {
     let jobs = st.pending_verifications(Some(&b)).unwrap();
     assert_eq!(jobs.len(), 1);
     assert_eq!(jobs[0].variant, variant, "the variant id is SHA-256 of the exact BEEF bytes");
-    // A replay of the same batch is a no-op for the journal too.
-    assert_eq!(st.commit_batch(&key, g, None, &body, &CommitOptions::default()).unwrap().duplicates, 1);
+    // `o2` is an invalid member: its group is quarantined and the generation invalidated
+    // (BRC-192 §8), so the same batch again is refused, and the journal does not move.
+    let state = st.state(&key).unwrap();
+    assert_eq!(state.quarantined, 1);
+    assert!(state.invalidated.as_deref().is_some_and(|w| w.starts_with("invalid-evidence: ")));
+    assert_eq!(st.commit_batch(&key, g, None, &body, &CommitOptions::default()).unwrap_err().code, ErrorCode::ResetRequired);
     assert_eq!(st.reconciler_meta().unwrap().unwrap().position, meta.position);
     r.restart().unwrap();
     assert_eq!(r.store().pending_verifications(Some(&b)).unwrap(), jobs);

@@ -76,6 +76,8 @@ function checkEntryPoints () {
     const client = require(subpath)
     assert.strictEqual(client.LiveLookupClient, root.LiveLookupClient, subpath)
     assert.strictEqual(client.CheckpointStore, root.CheckpointStore, subpath)
+    assert.strictEqual(client.NativeAuthFetch, root.NativeAuthFetch, subpath)
+    assert.strictEqual(client.NativeWallet, root.NativeWallet, subpath)
   }
   assert.strictEqual(require('overlay-lookup-live/package.json').name, 'overlay-lookup-live')
 }

@@ -41,3 +41,26 @@ export const longChecks: string[] = needing('long')
 // @ts-expect-error what a check needs is one of the named needs
 needing('coffee')
 export const sectionOf = (r: CheckReport): string[] => r.results.map(x => x.section)
+
+// The client-only entry point (package.json "./js/client") carries the BRC-103 transport too.
+import { LiveLookupClient, CheckpointStore, NativeAuthFetch, NativeWallet } from '../../js/client/client'
+export function clientOnly (store: CheckpointStore): LiveLookupClient {
+  const authFetch = new NativeAuthFetch(NativeWallet.fromPrivateKey('11'.repeat(32)))
+  return new LiveLookupClient({ baseURL: 'https://overlay.example', chain: minimal.chain, store, authFetch })
+}
+
+// Decoded observations narrow by kind; a legacy context's JSON is `json`.
+import { decodeBatch, decodeContext, LEGACY_CONTEXT_SCHEMA, Member } from '../../js/client/client'
+export function describe (batch: Buffer, member: Member): string[] {
+  const out: string[] = []
+  for (const g of decodeBatch(batch).groups) {
+    for (const o of g.observations) {
+      if (o.kind === 'output') out.push(`${o.txid}.${o.outputIndex} ${o.beef.length} bytes ${o.context?.schema ?? ''}`)
+      else if (o.kind === 'spend') out.push(`${o.previous.txid}.${o.previous.outputIndex} spent by ${o.spendingTxid}`)
+      else if (o.kind === 'withdraw') out.push(`${o.outpoint.txid}.${o.outpoint.outputIndex} withdrawn: ${o.reason}`)
+    }
+  }
+  const c = member.context ? decodeContext(member.context) : null
+  if (c && c.schema === LEGACY_CONTEXT_SCHEMA) out.push(JSON.stringify(c.json))
+  return out
+}

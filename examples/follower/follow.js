@@ -49,6 +49,11 @@ function follow (url, { db = './follower.db', auth = 'none', until = null, log =
   })
   const seen = new Set()
   const handle = client.follow('ls_messages', {}, {
+    // Without a ChainTracker the client cannot check evidence, so it must be told what to
+    // show: `claims` lists a row as the provider claims it, before any check. A production
+    // follower passes `chainTracker` to LiveLookupClient instead, and then shows only rows
+    // whose evidence verified (the default, BRC-193 §9; docs/client.md "Membership").
+    membership: 'claims',
     onState ({ connection, error }) {
       log(`connection: ${connection}${error ? ` (${error.code}: ${error.message})` : ''}`)
     },

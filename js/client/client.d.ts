@@ -45,8 +45,8 @@ export interface Member {
   present: boolean
   sequence: U64
   observationId: string
-  /** The newest context of an `output` observation, if any. */
-  context: { schema: string; bytes: string } | null
+  /** The newest context of an `output` observation, if any; `bytes` is base64 (decodeContext decodes it). */
+  context: OutputContext | null
   phase: 'snapshot' | 'live'
   generation: number
   /** The source is being replaced or its continuity was invalidated. */
@@ -72,20 +72,21 @@ export interface SourceState {
   pendingCount: number
   received: number
   accepted: number
+  /** Equivocating batches and groups with an invalid member (BRC-192 §8), all generations. */
   quarantined: number
 }
 
 /**
- * When received groups enter source membership: `claims` (on receipt: what the source lists,
- * an unverified claim; the default), `verified` (once the group's evidence has all verified,
- * in receipt order) or `manual` (when `markVerified` is called, in receipt order).
+ * When received groups enter source membership: `verified` (once the group's evidence has all
+ * verified, in receipt order; BRC-193 §9), `manual` (when `markVerified` is called, in receipt
+ * order) or `claims` (on receipt: what the source lists, an unverified claim).
  */
 export type MembershipRule = 'claims' | 'verified' | 'manual'
 
 export interface CommitBatchOptions {
   maxBytes?: number
   maxObservations?: number
-  /** Default `claims`. */
+  /** Default `claims` for a direct commit (follow has its own default, see FollowOptions). */
   membership?: MembershipRule
   /** For an open response: the label whose pending open request id this commit consumes. */
   openLabel?: string
@@ -106,6 +107,8 @@ export declare class LiveLookupError extends Error {
   /** Set on a `reset-required` raised by the client: the open's scope had another chain or rules digest. */
   mismatch?: 'chain' | 'rulesDigest'
   sourceKey?: SourceKey
+  /** Set on an `invalid` raised for an option key this version does not know: that key. */
+  option?: string
 }
 
 export declare class CheckpointStore {
@@ -280,9 +283,10 @@ export interface Limits {
 
 /**
  * One committed revision of a followed source. `members`, `partialMembers` and `reconciled`
- * are read from the store on first use, together, as of `revision`: read them in the callback
- * before its first await (a later commit makes an unread list throw `conflict`), or call
- * `store.revisionSnapshot(sourceKey)` for the newest revision.
+ * are read from the store on first use, together, as of `revision`. During the callback's
+ * synchronous part no other source's commit applies, so they are readable there; after its
+ * first await a later commit makes an unread list throw `conflict` (call
+ * `store.revisionSnapshot(sourceKey)` for the newest revision).
  */
 export interface RevisionEvent {
   /** The provider's base URL this revision came from. */
@@ -298,9 +302,14 @@ export interface RevisionEvent {
    * `spent` among this source's present members; `pending`, `stale`, `conflicting` store-wide.
    */
   readonly reconciled: ReconciledView | null
-  outcome: CommitOutcome
-  /** The exact response bytes that were committed. */
-  batch: Buffer
+  /**
+   * True for the event a follow delivers at its start from a stored checkpoint, before any
+   * request: the state an earlier run committed. Its `outcome` and `batch` are null.
+   */
+  restored: boolean
+  outcome: CommitOutcome | null
+  /** The exact response bytes that were committed (null when `restored`). */
+  batch: Buffer | null
 }
 
 /** Connection state of one followed provider (docs/client.md). */
@@ -318,6 +327,23 @@ export interface StateEvent {
   /** paused: groups awaiting verification, and the budget. */
   pendingCount?: number
   pendingBudget?: number
+  /**
+   * With `connected`, what the answer just did (reported each time): `resumed` (a read from the
+   * stored `cursor` of an earlier run), `opened` (the source's first generation), `started-over`
+   * (a new generation replacing the old one, for `reason`), `snapshot-complete` (the generation's
+   * snapshot is committed whole; after a start-over, that commit swaps it in).
+   */
+  progress?: 'resumed' | 'opened' | 'started-over' | 'snapshot-complete'
+  /** The generation `progress` is about. */
+  generation?: number
+  /** resumed: the stored cursor the follow continued from. */
+  cursor?: string
+  /**
+   * started-over: `reset-required` or `expired` (the provider's answer to a read), `equivocation`
+   * (this source contradicted itself), `chain` or `rulesDigest` (the provider now serves another),
+   * or the stored generation's invalidation reason.
+   */
+  reason?: string
 }
 
 export interface FollowOptions {
@@ -331,8 +357,16 @@ export interface FollowOptions {
   waitMs?: number
   /** Pause between empty polls when waitMs is 0. Default 1000. */
   pollIntervalMs?: number
-  /** When groups enter `members`. Default `claims`: members are what the source lists, not verified state. */
+  /**
+   * When groups enter `members`. With a chainTracker the default is `verified`; without one there
+   * is no default: follow rejects with `invalid` unless `claims` or `manual` is given.
+   */
   membership?: MembershipRule
+  /**
+   * Read the next snapshot page while the previous one commits (default false). Outside the letter
+   * of BRC-193 §4 (a cursor used before its commit returned); safe because reads are non-destructive.
+   */
+  readAhead?: boolean
   requiredRulesDigest?: string
 }
 
@@ -393,6 +427,8 @@ export declare class LiveLookupClient {
   /** The last error a background verification run ended with (e.g. the store was closed). */
   verificationError?: Error
   capabilityDigest (signal?: AbortSignal): Promise<string>
+  /** The source key a follow of `query` on `service` at `baseURL` (default this client's) committed under, or null before its first commit. */
+  sourceKey (service: string, query: unknown, baseURL?: string): SourceKey | null
   follow (service: string, query: unknown, options: FollowOptions & { sources: string[] }): FollowHandle<FollowManyResult>
   follow (service: string, query: unknown, options?: FollowOptions): FollowHandle<FollowResult>
   close (sourceKey: SourceKey, signal?: AbortSignal): Promise<{ version: 1; closed: true }>
@@ -401,3 +437,47 @@ export declare class LiveLookupClient {
 export declare function digest (type: string, body: unknown): string
 export declare function canonicalJson (value: unknown): string
 export declare const PROFILE: string
+
+/** BRC-103/104 transport and Rust-backed wallet (also exported from the package root). */
+export { NativeAuthFetch, NativeAuthFetchOptions } from '../auth/authfetch'
+export { NativeWallet } from '../auth/wallet'
+
+// --- decoders (js/client/decode.js; docs/client.md "Decoding what a follow delivers") ---
+
+/** A context as the wire and the store carry it: `bytes` is canonical base64 (BRC-192 §1). */
+export interface OutputContext { schema: string; bytes: string }
+
+/** BRC-192 §2's adapter schema: UTF-8 JSON of a BRC-24 context value. */
+export declare const LEGACY_CONTEXT_SCHEMA: 'https://bsv.brc.dev/apps/0192#legacy-lookup-context-json-v1'
+
+/** A decoded context: its bytes, and under the legacy schema the parsed JSON value (`json`). */
+export type DecodedContext =
+  | { schema: typeof LEGACY_CONTEXT_SCHEMA; bytes: Buffer; json: unknown }
+  | { schema: string; bytes: Buffer; json?: undefined }
+
+/** BRC-192 Outpoint: the chain is part of its identity. */
+export interface WireOutpoint { chain: { network: string; genesisHash: string }; txid: string; outputIndex: number }
+
+/** `output`: the source lists this output; `beef` is its evidence (BEEF bytes). */
+export interface OutputObservation { id: string; kind: 'output'; txid: string; outputIndex: number; beef: Buffer; context: DecodedContext | null }
+/** `spend`: `spendingTxid` consumes `previous`; `beef` holds the spending transaction. */
+export interface SpendObservation { id: string; kind: 'spend'; previous: WireOutpoint; spendingTxid: string; beef: Buffer }
+/** `withdraw`: the source no longer lists `outpoint` (not a spend). */
+export interface WithdrawObservation { id: string; kind: 'withdraw'; outpoint: WireOutpoint; reason: string }
+export interface AssessmentInvalidatedObservation { id: string; kind: 'assessment-invalidated'; contextId: string; reason: string }
+export type DecodedObservation = OutputObservation | SpendObservation | WithdrawObservation | AssessmentInvalidatedObservation
+
+export interface DecodedBatch {
+  phase: 'snapshot' | 'live'
+  snapshotComplete: boolean
+  through: U64
+  groups: Array<{ id: string; sequence: U64; observations: DecodedObservation[] }>
+}
+
+/** Decodes a Member's (or an output payload's) context; null stays null. Throws `invalid` on non-canonical base64, or non-JSON under the legacy schema. */
+export declare function decodeContext (context: OutputContext): DecodedContext
+export declare function decodeContext (context: OutputContext | null | undefined): DecodedContext | null
+/** One wire observation as its kind's shape, Bytes fields as Buffers. */
+export declare function decodeObservation (observation: unknown): DecodedObservation
+/** A committed batch (RevisionEvent.batch) with its observations decoded, in order. */
+export declare function decodeBatch (batch: Buffer | string): DecodedBatch

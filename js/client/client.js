@@ -25,14 +25,7 @@ const HEADER_MAX = PROFILE_LIMITS.maxHeaderBytes
 const MANIFEST_FUTURE_SKEW = 300
 const SELECTION_ECHO = ['x-bsv-overlay-profile', 'x-bsv-overlay-capability']
 
-class LiveLookupError extends Error {
-  constructor (code, message, extra = {}) {
-    super(message)
-    this.name = 'LiveLookupError'
-    this.code = code
-    Object.assign(this, extra)
-  }
-}
+const { LiveLookupError } = require('./errors')
 
 // --- native store wrapper --------------------------------------------------
 
@@ -53,22 +46,44 @@ function nativeCall (fn) {
   }
 }
 
+// Options are closed: a key this version does not know (a misspelling, an option's former
+// name) is refused with `invalid` naming it, never ignored with a default meaning.
+function knownKeys (what, value, keys) {
+  if (value === undefined || value === null) return
+  if (typeof value !== 'object') throw new LiveLookupError('invalid', `${what} must be an object`)
+  for (const k of Object.keys(value)) {
+    if (!keys.includes(k)) throw new LiveLookupError('invalid', `unknown ${what} option \`${k}\` (known: ${keys.join(', ')})`, { option: k })
+  }
+}
+
+const STORE_OPEN_KEYS = ['cacheBytes']
+const COMMIT_KEYS = ['maxBytes', 'maxObservations', 'membership', 'openLabel']
+const CLIENT_KEYS = ['baseURL', 'chain', 'allowInsecureHttp', 'providerIdentity', 'maxHeaderBytes', 'retry', 'authFetch', 'fetch', 'store', 'limits', 'requestTimeoutMs', 'chainTracker', 'verification']
+const LIMIT_KEYS = ['maxBytes', 'maxObservations', 'waitMs']
+const RETRY_KEYS = ['initialMs', 'maxMs']
+const VERIFICATION_KEYS = ['engine', 'batch', 'concurrency', 'page', 'acceptEvery', 'heightPollMs', 'maxBytes', 'maxTransactions', 'maxDepth', 'maxScriptBytes', 'memoryLimit', 'budget']
+const FOLLOW_KEYS = ['onRevision', 'onState', 'signal', 'sources', 'pendingBudget', 'waitMs', 'pollIntervalMs', 'membership', 'requiredRulesDigest', 'readAhead']
+
 /**
  * What onRevision receives: the commit's outcome and bytes, the source's state, and its
  * membership and reconciled state read on first use from the store as of the event's
  * revision (one native read under the commit lock, so they describe the same commit).
  * Reading the lists costs time in the size of the catalogue; a follow whose callback does
- * not read them commits at the speed of its batches (bench/receipt.js). Once a later
- * commit has landed (after the callback's first await, say), a list not yet read throws
- * `conflict`: read them before awaiting, or call store.revisionSnapshot().
+ * not read them commits at the speed of its batches (bench/receipt.js). For the callback's
+ * whole synchronous part no other commitBatchAsync applies (the follow loop holds them), so
+ * the lists are readable there whatever other sources commit; after its first await a
+ * later commit makes a list not yet read throw `conflict` (call store.revisionSnapshot()).
  */
 class RevisionEvent {
   constructor (store, source, sourceKey, outcome, batch) {
     this.source = source
     this.sourceKey = sourceKey
+    /** null for the stored state a follow delivers at its start (`restored`). */
     this.outcome = outcome
-    /** The exact response bytes that were committed. */
+    /** The exact response bytes that were committed (null when `restored`). */
     this.batch = batch
+    /** The state committed by an earlier run, delivered before any request. */
+    this.restored = outcome === null
     this.revision = store.revision()
     this.state = store.state(sourceKey)
     Object.defineProperty(this, '_store', { value: store })
@@ -92,7 +107,10 @@ class CheckpointStore {
     this._idle = null
   }
 
-  static open (path, options) { return new CheckpointStore(nativeCall(() => native.CheckpointStore.open(path, options ?? null))) }
+  static open (path, options) {
+    knownKeys('CheckpointStore.open', options, STORE_OPEN_KEYS)
+    return new CheckpointStore(nativeCall(() => native.CheckpointStore.open(path, options ?? null)))
+  }
   close () { return nativeCall(() => this._inner.close()) }
   beginGeneration (sourceKey, label) { return nativeCall(() => this._inner.beginGeneration(sourceKey, label ?? null)) }
   sourceForLabel (label) { return nativeCall(() => this._inner.sourceForLabel(label)) }
@@ -100,6 +118,7 @@ class CheckpointStore {
   pendingOpen (label) { return nativeCall(() => this._inner.pendingOpen(label)) ?? null }
   checkpoint (sourceKey) { return nativeCall(() => this._inner.checkpoint(sourceKey)) }
   commitBatch (sourceKey, generation, expectedCursor, batch, options) {
+    knownKeys('commitBatch', options, COMMIT_KEYS)
     return nativeCall(() => this._inner.commitBatch(sourceKey, generation, expectedCursor ?? null, batch, options ?? null))
   }
   /**
@@ -108,6 +127,7 @@ class CheckpointStore {
    * wait for it, so none sees the commit before it is flushed.
    */
   async commitBatchAsync (sourceKey, generation, expectedCursor, batch, options) {
+    knownKeys('commitBatch', options, COMMIT_KEYS)
     const pending = nativeCall(() => this._inner.commitBatchAsync(sourceKey, generation, expectedCursor ?? null, batch, options ?? null))
     this._commits++
     try {
@@ -136,6 +156,12 @@ class CheckpointStore {
     }
     return this._idle.promise
   }
+
+  // While held, commitBatchAsync commits wait before they apply: the revision read
+  // meanwhile stays the newest (the follow loop holds it around an onRevision callback's
+  // synchronous part, so the event's lists stay readable whatever other sources commit).
+  _holdCommits () { nativeCall(() => this._inner.holdCommits()) }
+  _releaseCommits () { this._inner.releaseCommits() }
 
   markVerified (sourceKey, generation, groupId) { return nativeCall(() => this._inner.markVerified(sourceKey, generation, groupId)) }
   // Lists that grow with the catalogue arrive as JSON text (src/node/client.rs json_text).
@@ -175,15 +201,27 @@ class CheckpointStore {
 
 // Digests (BRC-192 §1): the package's one RFC 8785 and digest(T, B) (Rust wire module), above.
 
-// When received groups enter source membership (docs/client.md "Membership"): 'claims'
-// (on receipt: what the source lists, whatever its evidence), 'verified' (once the group's
-// evidence has verified, in receipt order) or 'manual' (at store.markVerified).
+// When received groups enter source membership (docs/client.md "Membership"): 'verified'
+// (once the group's evidence has verified, in receipt order: BRC-193 §9), 'manual' (at
+// store.markVerified, in receipt order) or 'claims' (on receipt: what the source lists,
+// before its evidence is checked). A follow with a ChainTracker defaults to 'verified';
+// without one nothing verifies, so the application names its rule.
 const MEMBERSHIP = ['claims', 'verified', 'manual']
-function membershipOf (opts) {
+function membershipOf (opts, verifies) {
   if ('verified' in opts) throw new LiveLookupError('invalid', "follow's `verified` option is now `membership` ('claims', 'verified' or 'manual')")
-  const m = opts.membership ?? 'claims'
+  if (opts.membership === undefined) {
+    if (verifies) return 'verified'
+    throw new LiveLookupError('invalid', "follow without a chainTracker needs an explicit `membership`: 'claims' (rows before their evidence is checked) or 'manual' (the application calls store.markVerified)")
+  }
+  const m = opts.membership
   if (!MEMBERSHIP.includes(m)) throw new LiveLookupError('invalid', `membership must be one of ${MEMBERSHIP.join(', ')}`)
   return m
+}
+
+// The label a follow stores its source under (CheckpointStore.sourceForLabel); applications
+// use LiveLookupClient#sourceKey(service, query) rather than building it.
+function sourceLabel (baseURL, service, query) {
+  return JSON.stringify([baseURL, service, digest('lookup-query', { service, query })])
 }
 
 // --- crash points for tests --------------------------------------------------
@@ -332,6 +370,10 @@ class LiveLookupClient {
    * See js/client/client.d.ts for the other options.
    */
   constructor (options) {
+    knownKeys('LiveLookupClient', options, CLIENT_KEYS)
+    knownKeys('limits', options.limits, LIMIT_KEYS)
+    knownKeys('retry', options.retry, RETRY_KEYS)
+    knownKeys('verification', options.verification, VERIFICATION_KEYS)
     const { baseURL, authFetch, fetch, store, chain, limits = {}, requestTimeoutMs = 30000, chainTracker, verification } = options
     if (typeof baseURL !== 'string' || !/^https?:\/\//.test(baseURL)) throw new LiveLookupError('invalid', 'baseURL must be an https URL')
     if (baseURL.startsWith('http:') && options.allowInsecureHttp !== true) {
@@ -620,12 +662,30 @@ class LiveLookupClient {
     await this._post('close', { version: 1, session }, signal).catch(() => {})
   }
 
-  // One revision per accepted commit (a RevisionEvent: its lists are read on demand).
+  /**
+   * The source key this client's follow of `query` on `service` committed under (at
+   * `baseURL`, default this client's), or null before its first commit.
+   */
+  sourceKey (service, query, baseURL = this.baseURL) {
+    return this.store.sourceForLabel(sourceLabel(baseURL.replace(/\/+$/, ''), service, query))
+  }
+
+  // One revision per accepted commit (a RevisionEvent: its lists are read on demand), and
+  // one with outcome null for the stored state at the start of a follow.
+  // Commits of other sources (on the pool) are held from before the event reads its
+  // revision until the callback's synchronous part has returned, so the lists it promises
+  // stay readable for all of that part; after its first await they may be past.
   async _emit (onRevision, key, outcome, bytes) {
     if (!onRevision) return
-    const event = new RevisionEvent(this.store, this.baseURL, key, outcome, bytes)
+    let returned
     try {
-      await onRevision(event)
+      this.store._holdCommits()
+      try {
+        returned = onRevision(new RevisionEvent(this.store, this.baseURL, key, outcome, bytes))
+      } finally {
+        this.store._releaseCommits()
+      }
+      await returned
     } catch (e) {
       throw new CallbackFailure(e)
     }
@@ -653,10 +713,18 @@ class LiveLookupClient {
       if (opts.signal.aborted) ac.abort()
       else opts.signal.addEventListener('abort', () => ac.abort(), { once: true })
     }
-    const o = { ...opts, signal: ac.signal }
-    const done = Array.isArray(opts.sources)
-      ? this._followMany(service, query, o)
-      : this._follow(service, query, o)
+    let done
+    try {
+      // Options are checked before anything starts: a refused follow touches neither
+      // the store nor the network.
+      if (!('verified' in opts)) knownKeys('follow', opts, FOLLOW_KEYS) // `verified` has its own message
+      const o = { ...opts, signal: ac.signal, membership: membershipOf(opts, this.verifier !== null) }
+      done = Array.isArray(opts.sources)
+        ? this._followMany(service, query, o)
+        : this._follow(service, query, o)
+    } catch (e) {
+      done = Promise.reject(e)
+    }
     return {
       done,
       close () { ac.abort(); return done.then(() => {}, () => {}) },
@@ -704,28 +772,49 @@ class LiveLookupClient {
     const { onRevision, onState, signal } = opts
     const o = {
       signal,
-      membership: membershipOf(opts),
+      membership: opts.membership,
       requiredRulesDigest: opts.requiredRulesDigest,
       waitMs: Math.min(opts.waitMs ?? this.limits.waitMs, PROFILE_MAX_WAIT_MS),
       pollIntervalMs: opts.pollIntervalMs ?? 1000,
-      pendingBudget: Math.min(opts.pendingBudget ?? 65536, 65536)
+      pendingBudget: Math.min(opts.pendingBudget ?? 65536, 65536),
+      readAhead: opts.readAhead === true
     }
     const queryDigest = digest('lookup-query', { service, query })
-    const label = JSON.stringify([this.baseURL, service, queryDigest])
+    const label = sourceLabel(this.baseURL, service, query)
     let key = this.store.sourceForLabel(label)
     this._verifyAfterCommit() // resumes jobs left pending by an earlier run
+    // What the next `connected` state reports (StateEvent.progress): 'resumed' from a stored
+    // cursor, 'opened', 'started-over' (a new generation, with the reason) or 'snapshot-complete'.
+    let progress = null
+    let startOver = null // why the next open replaces the source's generation
+    const stored = key ? this.store.checkpoint(key) : null
+    if (stored) {
+      // A restarted application shows what it committed at once, before any request.
+      try {
+        await this._emit(onRevision, key, null, null)
+      } catch (e) {
+        throw e instanceof CallbackFailure ? e.error : e
+      }
+      if (stored.cursor && !stored.invalidated) progress = { progress: 'resumed', generation: stored.generation, cursor: stored.cursor }
+      else if (stored.invalidated) startOver = stored.invalidated
+    }
     let reopen = false
     let attempt = 0
     let connection = null
+    // Generations invalidated in a row (equivocation, an invalid member) since one last
+    // completed its snapshot intact: a provider that keeps serving the same invalid group
+    // is opened again with backoff, not at once in a loop.
+    let invalidRun = 0
     const read = (session, cursor) => this._post('read', {
       version: 1,
       session,
       cursor,
       limits: { maxBytes: this.limits.maxBytes, maxObservations: this.limits.maxObservations, waitMs: o.waitMs }
     }, signal, o.waitMs)
-    // While a snapshot page commits, the next page is already being read with the cursor
-    // that page carries (reads are non-destructive, BRC-193 §4, so nothing depends on
-    // this read until its cursor is the committed one). The next step uses it only then;
+    // With `readAhead`, while a snapshot page commits, the next page is already being read
+    // with the cursor that page carries. BRC-193 §4 asks for the commit before the cursor is
+    // used, so this is off by default; reads are non-destructive (§4), so nothing depends on
+    // this read until its cursor is the committed one. The next step uses it only then;
     // otherwise (the commit failed, a replay, a reset) it is dropped unread.
     let ahead = null
     const readAhead = (session, bytes) => {
@@ -735,8 +824,8 @@ class LiveLookupClient {
       return { session, cursor: b.cursor, result: read(session, b.cursor).then(bytes => ({ bytes }), error => ({ error })) }
     }
     const setState = async (next, extra = {}) => {
-      // Repeated attempts are reported each time; steady states once.
-      if (next === connection && !('attempt' in extra)) return
+      // Repeated attempts and progress are reported each time; steady states once.
+      if (next === connection && !('attempt' in extra) && !('progress' in extra)) return
       connection = next
       if (!onState) return
       try {
@@ -745,16 +834,39 @@ class LiveLookupClient {
         throw new CallbackFailure(e)
       }
     }
+    // After a commit: if it completed the generation's snapshot, say so.
+    const snapshotDone = async (generation, before) => {
+      if (before) return
+      const now = this.store.checkpoint(key)
+      if (now && now.generation === generation && now.snapshotComplete) {
+        if (!now.invalidated) invalidRun = 0
+        await setState('connected', { progress: 'snapshot-complete', generation })
+      }
+    }
     // One step: an open, or a read and its commit. Returns true when the step made
     // contact with the provider (so the connection is up).
     const step = async () => {
       const cp = key && !reopen ? this.store.checkpoint(key) : null
       if (!cp || !cp.cursor || cp.invalidated) {
+        if (cp && cp.invalidated) {
+          startOver = cp.invalidated
+          if (invalidRun > 0) {
+            const delay = this._delay(invalidRun)
+            const error = new LiveLookupError('reset-required', `source continuity invalidated again (${cp.invalidated})`, { sourceKey: key })
+            await setState('reset-required', { attempt: invalidRun, nextRetryAt: Date.now() + delay, error })
+            await sleep(delay, signal)
+            if (signal.aborted) return
+          }
+          invalidRun++
+        }
         const r = await this._open(service, query, queryDigest, label, o)
         key = r.key
         reopen = false
-        await setState('connected')
+        const generation = this.store.checkpoint(key).generation
+        await setState('connected', startOver ? { progress: 'started-over', generation, reason: startOver } : { progress: 'opened', generation })
+        startOver = null
         await this._emit(onRevision, key, r.outcome, r.bytes)
+        await snapshotDone(generation, false)
         return
       }
       // Groups not yet in membership are durable pending work; when the budget is full,
@@ -779,22 +891,24 @@ class LiveLookupClient {
           bytes = await read(cp.session, cp.cursor)
         }
       } catch (e) {
-        if (e.code === 'reset-required' || e.code === 'expired') { reopen = true; return }
+        if (e.code === 'reset-required' || e.code === 'expired') { reopen = true; startOver = e.code; return }
         throw e
       }
-      await setState('connected')
+      await setState('connected', progress ?? {})
+      progress = null
       let outcome
       try {
-        outcome = await this._commit(key, cp.generation, cp.cursor, bytes, o.membership, undefined, () => { ahead = readAhead(cp.session, bytes) })
+        outcome = await this._commit(key, cp.generation, cp.cursor, bytes, o.membership, undefined, o.readAhead ? () => { ahead = readAhead(cp.session, bytes) } : null)
       } catch (e) {
         ahead = null
         // Continuity of this source is gone: a new generation replaces it.
-        if (e.code === 'equivocation' || e.code === 'reset-required') { reopen = true; return }
+        if (e.code === 'equivocation' || e.code === 'reset-required') { reopen = true; startOver = e.code; return }
         // Another follower of this branch committed first: continue from its cursor.
         if (e.code === 'conflict') return
         throw e
       }
       await this._emit(onRevision, key, outcome, bytes)
+      await snapshotDone(cp.generation, cp.snapshotComplete)
       // Without a server-side wait, pace empty polls instead of spinning.
       if (o.waitMs === 0 && outcome.applied === 0) await sleep(o.pollIntervalMs, signal)
     }
@@ -813,6 +927,7 @@ class LiveLookupClient {
           const cp = this.store.checkpoint(err.sourceKey)
           if (cp && cp.cursor) this.store.beginGeneration(err.sourceKey, label)
           key = err.sourceKey
+          startOver = err.mismatch
           attempt++
           const delay = this._delay(attempt)
           await setState('reset-required', { attempt, nextRetryAt: Date.now() + delay, error: err })
@@ -840,4 +955,22 @@ class LiveLookupClient {
   }
 }
 
-module.exports = { LiveLookupClient, CheckpointStore, LiveLookupError, digest, canonicalJson, PROFILE }
+// The client's BRC-103/104 transport and Rust-backed wallet, so a client-only application
+// needs no other entry point.
+const { NativeWallet } = require('../auth/wallet')
+const { LEGACY_CONTEXT_SCHEMA, decodeContext, decodeObservation, decodeBatch } = require('./decode')
+
+module.exports = {
+  LiveLookupClient,
+  CheckpointStore,
+  LiveLookupError,
+  NativeAuthFetch,
+  NativeWallet,
+  LEGACY_CONTEXT_SCHEMA,
+  decodeContext,
+  decodeObservation,
+  decodeBatch,
+  digest,
+  canonicalJson,
+  PROFILE
+}

@@ -194,7 +194,8 @@ pub struct SourceState {
     /// Receipt/acceptance counters of the newest generation.
     pub received: u64,
     pub accepted: u64,
-    /// Equivocating batches quarantined for this source, all generations.
+    /// Quarantined for this source, all generations: equivocating batches, and groups whose
+    /// evidence was refused at receipt (BRC-192 §8).
     pub quarantined: u64,
 }
 
@@ -625,8 +626,10 @@ fn receive(
 
 /// The batch's evidence enters the reconciliation journal in the commit that receives
 /// it, at one new ingress position (BRC-192 §10.2); groups whose candidates already
-/// all have verdicts settle at once. Invalid evidence under the `verified` rule
-/// invalidates the generation's continuity (BRC-192 §8: a new generation must follow).
+/// all have verdicts settle at once. A group whose own evidence is refused at receipt is
+/// quarantined and invalidates the generation's continuity under every membership rule;
+/// invalid evidence found later does so under the `verified` rule (BRC-192 §8: a new
+/// generation must follow).
 fn receive_evidence(
     tx: &mut Tx,
     gen: &mut GenRecord,
@@ -650,7 +653,16 @@ fn receive_evidence(
         match refused.is_empty() {
             true => judge.insert(*gref),
             false => {
+                let invalid_before = settled.invalid.len();
                 evidence::refuse(tx, gref, refused, &mut settled)?;
+                // An invalid member, whatever the rule: the whole group is quarantined (it
+                // never applies, see accept) and the source's continuity is invalidated.
+                if let Some((_, why)) = settled.invalid.get(invalid_before) {
+                    gen.quarantined += 1;
+                    if gen.invalidated.is_none() {
+                        gen.invalidated = Some(format!("invalid-evidence: {why}"));
+                    }
+                }
                 false
             }
         };
@@ -693,9 +705,10 @@ fn accept(tx: &mut Tx, sid: &[u8; 32], src: &mut SourceRecord, gen: &mut GenReco
     while gen.accepted < gen.received {
         let rkey = key(b'R', sid, Some(g), &gen.accepted.to_be_bytes());
         let mut rec: GroupRecord = tx.get_json(&rkey)?.ok_or_else(|| ClientError::storage("group record missing"))?;
-        // A claim whose own evidence was refused at receipt (it does not hold the named
-        // transaction or output) is quarantined: nothing of the group is applied.
-        let refused = rec.gate == Membership::Claims && rec.evidence == Some(GroupEvidence::Invalid);
+        // A group with invalid evidence (refused at receipt: it does not hold the named
+        // transaction or output; or judged invalid) is quarantined under every rule:
+        // nothing of it is applied, not even by markVerified.
+        let refused = rec.evidence == Some(GroupEvidence::Invalid);
         if !rec.verified && !refused {
             break;
         }

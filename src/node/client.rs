@@ -6,7 +6,7 @@
 //! U64 protocol values (through, highWater, expiresAt, replayUntil, sequence) are
 //! decimal strings, as on the wire; generations and revisions are numbers.
 
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 use napi::bindgen_prelude::{AsyncTask, Buffer};
 use napi::{Env, Task};
@@ -81,9 +81,30 @@ pub struct JsCheckpointStore {
 /// holds `visible` for reading while it runs; a pool commit holds it for writing from
 /// before it applies until after its flush, so a call made meanwhile waits for the
 /// durable result (or ran entirely before the commit began).
+///
+/// `held` (set by `holdCommits`, cleared by `releaseCommits` or `close`) keeps pool commits
+/// from starting to apply, so a revision the JS thread is reading stays the newest while it
+/// is held: the client holds it for the synchronous part of an `onRevision` callback. A pool
+/// commit takes `visible` for writing while it holds the `held` mutex, so once `holdCommits`
+/// returns no commit is between that check and its write.
 struct Slot {
     db: Mutex<Option<Arc<client::ClientDb>>>,
     visible: RwLock<()>,
+    held: Mutex<bool>,
+    released: Condvar,
+}
+
+impl Slot {
+    fn new(store: client::ClientDb) -> Self {
+        Slot { db: Mutex::new(Some(Arc::new(store))), visible: RwLock::new(()), held: Mutex::new(false), released: Condvar::new() }
+    }
+
+    fn set_held(&self, value: bool) {
+        *self.held.lock().unwrap_or_else(|e| e.into_inner()) = value;
+        if !value {
+            self.released.notify_all();
+        }
+    }
 }
 
 impl Slot {
@@ -121,7 +142,13 @@ impl Task for CommitTask {
     fn compute(&mut self) -> napi::Result<Self::Output> {
         // `_visible` is taken first and so released last: by the time a waiting `close`
         // gets it, this task no longer holds the store.
-        let _visible = self.slot.visible.write().unwrap_or_else(|e| e.into_inner());
+        let _visible = {
+            let mut held = self.slot.held.lock().unwrap_or_else(|e| e.into_inner());
+            while *held {
+                held = self.slot.released.wait(held).unwrap_or_else(|e| e.into_inner());
+            }
+            self.slot.visible.write().unwrap_or_else(|e| e.into_inner())
+        };
         let store = self.store.take().ok_or_else(|| invalid("commit already ran"))?;
         store.commit_batch(&self.source, self.generation, self.expected_cursor.as_deref(), &self.body, &self.opts).map_err(err)
     }
@@ -169,7 +196,7 @@ impl JsCheckpointStore {
             Some(_) => return Err(invalid("cacheBytes must be a positive safe integer")),
         };
         let store = client::ClientDb::open_with(&path, cache).map_err(err)?;
-        Ok(JsCheckpointStore { inner: Arc::new(Slot { db: Mutex::new(Some(Arc::new(store))), visible: RwLock::new(()) }) })
+        Ok(JsCheckpointStore { inner: Arc::new(Slot::new(store)) })
     }
 
     /// Waits for the `commitBatchAsync` commits already asked for, flushes and releases
@@ -178,6 +205,8 @@ impl JsCheckpointStore {
     pub fn close(&self) -> napi::Result<()> {
         let taken = self.inner.db.lock().unwrap_or_else(|e| e.into_inner()).take();
         let Some(mut store) = taken else { return Ok(()) };
+        // A held revision would keep the commits below waiting for this thread.
+        self.inner.set_held(false);
         // Commits already asked for (`commitBatchAsync`) finish, durably, first: each holds
         // the store until it has run on the pool, which never waits for this thread.
         loop {
@@ -189,6 +218,23 @@ impl JsCheckpointStore {
             drop(visible);
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
+    }
+
+    /// Keeps `commitBatchAsync` commits from applying until `releaseCommits` (or `close`):
+    /// the current revision stays the newest. Waits for a commit already applying, as any
+    /// call does. Synchronous commits made meanwhile are not held.
+    #[napi]
+    pub fn hold_commits(&self) -> napi::Result<()> {
+        self.inner.db()?;
+        self.inner.set_held(true);
+        drop(self.inner.visible.read().unwrap_or_else(|e| e.into_inner()));
+        Ok(())
+    }
+
+    /// Lets held `commitBatchAsync` commits apply.
+    #[napi]
+    pub fn release_commits(&self) {
+        self.inner.set_held(false);
     }
 
     /// Starts a new generation of the source `{provider, service, queryDigest, access}`;
