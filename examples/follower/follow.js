@@ -52,7 +52,7 @@ function follow (url, { db = './follower.db', auth = 'none', until = null, log =
     // Without a ChainTracker the client cannot check evidence, so it must be told what to
     // show: `claims` lists a row as the provider claims it, before any check. A production
     // follower passes `chainTracker` to LiveLookupClient instead, and then shows only rows
-    // whose evidence verified (the default, BRC-193 §9; docs/client.md "Membership").
+    // whose evidence verified (the default, BRC-193 §9; docs/client.md "Sources, generations and membership").
     membership: 'claims',
     onState ({ connection, error }) {
       log(`connection: ${connection}${error ? ` (${error.code}: ${error.message})` : ''}`)
