@@ -1097,7 +1097,8 @@ mod nesting {
     use crate::bitcoin::tx::view_prefix;
 
     /// A transaction of one input (unlocking `unlock`) and one output, for spends in tests.
-    fn tx_with(unlock: &[u8]) -> Vec<u8> {
+    /// Version 2 (relaxed): tests here are of script rules, not of the strict version-1 ones.
+    pub(super) fn tx_with(unlock: &[u8]) -> Vec<u8> {
         let mut t = vec![2, 0, 0, 0, 1];
         t.extend_from_slice(&[0x11; 32]);
         t.extend_from_slice(&[0, 0, 0, 0]);
@@ -1144,6 +1145,7 @@ mod nesting {
 /// tests/fixtures/script with their source): the conditionals after Genesis.
 #[cfg(test)]
 mod node_vectors {
+    use super::nesting::tx_with;
     use super::*;
     use crate::bitcoin::tx::view_prefix;
 
@@ -1183,22 +1185,6 @@ mod node_vectors {
             }
         }
         out
-    }
-
-    fn tx_with(unlock: &[u8]) -> Vec<u8> {
-        // Version 2 (relaxed): the rows test conditionals, not the SDK's strict version-1 rules.
-        let mut t = vec![2, 0, 0, 0, 1];
-        t.extend_from_slice(&[0x11; 32]);
-        t.extend_from_slice(&[0, 0, 0, 0]);
-        t.push(unlock.len() as u8);
-        t.extend_from_slice(unlock);
-        t.extend_from_slice(&[0xff; 4]);
-        t.push(1);
-        t.extend_from_slice(&[0; 8]);
-        t.push(1);
-        t.push(0x51);
-        t.extend_from_slice(&[0; 4]);
-        t
     }
 
     #[test]
