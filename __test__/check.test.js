@@ -111,6 +111,26 @@ test('a provider with a fault: the command line prints the FAIL line and exits 1
   expect(out.code).toBe(1)
 })
 
+test('--only keeps the named checks (names or their start) in the lines, the counts and the exit code', async () => {
+  const n = await startFaultyNode('none')
+  closers.push(() => n.close())
+  n.use('a forged cursor is read as the last one')
+  const base = ['check', n.origin, '--service', 'ls_notes', '--allow-insecure-http', '--wait-ms', String(WAIT_MS)]
+  const other = await cli([...base, '--only', 'long-poll,limits.clamp'])
+  const lines = other.stdout.trim().split('\n')
+  const shown = lines.slice(0, -1).map(l => l.split(/[ :]/)[1])
+  expect(shown.length).toBeGreaterThan(1)
+  for (const c of shown) expect(c === 'limits.clamp' || c.startsWith('long-poll')).toBe(true)
+  expect(lines[lines.length - 1]).toBe(`${lines.filter(l => l.startsWith('ok ')).length} passed, 0 failed, ${lines.filter(l => l.startsWith('skip ')).length} skipped`)
+  expect(other.code).toBe(0)
+  const faulty = await cli([...base, '--only', 'cursor.forged'])
+  expect(faulty.stdout.trim().split('\n')).toEqual([expect.stringMatching(/^FAIL cursor\.forged: /), '0 passed, 1 failed, 0 skipped'])
+  expect(faulty.code).toBe(1)
+  const unknown = await cli([...base, '--only', 'no-such-check'])
+  expect(unknown.code).toBe(2)
+  expect(unknown.stderr).toMatch(/--only no-such-check names no check/)
+})
+
 test('a base URL that is not the advertised one fails manifest.base-url', async () => {
   const n = await node({ authentication: 'none' })
   const other = n.origin.replace('127.0.0.1', 'localhost')

@@ -48,6 +48,8 @@ N passed, M failed, K skipped. Exit 0 when none failed, 1 when one failed, 2 for
   --long                  run the checks that wait for a session to expire
   --long-budget-ms <n>    the longest they wait (default 120000); a later expiry skips them
   --json                  print the report as JSON instead of lines
+  --only <names>          report only these checks: comma-separated names or name prefixes
+                          (e.g. long-poll,limits.clamp); every check still runs
 
 Checks that need more than a plain run (skipped without it):
 ${NEEDS.map(([what, flag]) => `  ${flag}:\n${wrap(needing(what).join(', '), '    ')}`).join('\n')}
@@ -87,6 +89,7 @@ async function check (argv) {
       long: { type: 'boolean' },
       'long-budget-ms': { type: 'string' },
       json: { type: 'boolean' },
+      only: { type: 'string' },
       help: { type: 'boolean' }
     }
   })
@@ -125,6 +128,7 @@ async function check (argv) {
       timeoutMs: integer(values['timeout-ms'], 'timeout-ms'),
       long: !!values.long,
       longBudgetMs: integer(values['long-budget-ms'], 'long-budget-ms'),
+      only: values.only === undefined ? undefined : values.only.split(',').map(x => x.trim()).filter(Boolean),
       onResult: json ? null : (r) => process.stdout.write(r.line + '\n')
     })
   } catch (e) {

@@ -25,6 +25,11 @@ export interface CheckOptions {
   timeoutMs?: number
   /** A query of the service that selects nothing, to check an empty collection's snapshot (snapshot.empty). */
   emptyQuery?: unknown
+  /**
+   * Keeps only these checks in the report, its counts and its verdict: names, or the start of
+   * names (`'long-poll'`). Every check still runs. An entry that names no check is refused.
+   */
+  only?: string[]
   /** Runs the checks that wait for a session to expire (default false). */
   long?: boolean
   /** Longest those checks wait for the expiry, in ms (default 120000); a later expiry skips them. */

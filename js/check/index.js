@@ -39,7 +39,7 @@ function freshWallet () {
 /** Checks and normalizes the options of runChecks; throws a TypeError naming what is wrong. */
 function normalize (options) {
   if (!options || typeof options !== 'object') throw new TypeError('runChecks needs options')
-  const { baseURL, service, query = {}, auth = 'none', allowInsecureHttp = false, mutate, origin, waitMs = DEFAULT_WAIT_MS, timeoutMs = DEFAULT_TIMEOUT_MS, long = false, longBudgetMs = DEFAULT_LONG_BUDGET_MS, emptyQuery, onResult } = options
+  const { baseURL, service, query = {}, auth = 'none', allowInsecureHttp = false, mutate, origin, waitMs = DEFAULT_WAIT_MS, timeoutMs = DEFAULT_TIMEOUT_MS, long = false, longBudgetMs = DEFAULT_LONG_BUDGET_MS, emptyQuery, onResult, only } = options
   if (typeof service !== 'string' || service.length === 0) throw new TypeError('a service name is needed (--service)')
   if (auth !== 'none' && auth !== 'brc103') throw new TypeError("auth must be 'none' or 'brc103'")
   if (mutate !== undefined && mutate !== null && typeof mutate !== 'string' && typeof mutate !== 'function') throw new TypeError('mutate must be a shell command or a function')
@@ -63,7 +63,9 @@ function normalize (options) {
     }
     if (text === undefined) throw new TypeError(`the ${name} must be a JSON value`)
   }
+  const selected = selection(only)
   return {
+    selected,
     base: canonicalBase(baseURL, allowInsecureHttp),
     service,
     query,
@@ -77,7 +79,7 @@ function normalize (options) {
     long,
     longBudgetMs,
     emptyQuery,
-    onResult: typeof onResult === 'function' ? onResult : null
+    onResult: typeof onResult === 'function' ? (r) => { if (selected(r.check)) onResult(r) } : null
   }
 }
 
@@ -85,10 +87,27 @@ function normalize (options) {
  * Runs every check against the provider at `options.baseURL` (see js/check/index.d.ts).
  * Resolves the report; rejects only for unusable options (a TypeError).
  */
+/**
+ * Which checks a report keeps: every one, or those `only` names (a check's name, or the start
+ * of names, e.g. `long-poll`). Every check still runs (they share sessions and requests); the
+ * others are left out of the report, its counts and its verdict.
+ */
+function selection (only) {
+  if (only === undefined || only === null) return () => true
+  if (!Array.isArray(only) || only.length === 0 || !only.every(x => typeof x === 'string' && x.length > 0)) {
+    throw new TypeError('only must be a non-empty list of check names or name prefixes')
+  }
+  const names = Object.keys(RULES)
+  for (const x of only) {
+    if (!names.some(n => n.startsWith(x))) throw new TypeError(`--only ${x} names no check (the checks are listed in docs/operators.md)`)
+  }
+  return (name) => only.some(x => name.startsWith(x))
+}
+
 async function runChecks (options) {
   const o = normalize(options)
   const started = new Date()
-  const results = await new Run(o).run()
+  const results = (await new Run(o).run()).filter(r => o.selected(r.check))
   const count = (status) => results.filter(r => r.status === status).length
   return {
     baseURL: o.base,
