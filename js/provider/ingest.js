@@ -92,57 +92,43 @@ class SubmitScope {
     for (const sink of sinks) if (!this.tickets.has(sink)) this.tickets.set(sink, sink.reserve())
   }
 
+  /** The other open submits that started admitting an outpoint this one removes. */
+  admittersOfRemovals () {
+    const removed = new Set(this.entries.filter(e => e.change.op === 'remove').map(e => outpointKey(e.change)))
+    if (removed.size === 0) return []
+    return [...openScopes].filter(other => other !== this && [...removed].some(key => other.admitting.has(key)))
+  }
+
   /**
    * A client can spend an output as soon as the Engine stored it, before the submit that
-   * admits it has resolved; the spend's group must still land after that admission. For every
-   * other open submit that started admitting an outpoint this one removes, its place is put
-   * right before this one's (a place is reserved for it there when it has none yet). No
-   * waiting: the order does it.
+   * admits it has resolved; the spend's group must still land after that admission. Every
+   * such admitter's place is put right before this one's (a place is reserved for it there
+   * when it has none yet). No waiting: the order does it. A sink that keeps no order (one
+   * without `reserve`, e.g. a recorder in tests) gets the same guarantee by waiting for the
+   * admitters to be done.
    */
-  orderAdmittersFirst () {
-    const removed = new Set(this.entries.filter(e => e.change.op === 'remove').map(e => outpointKey(e.change)))
-    if (removed.size === 0) return
-    for (const other of openScopes) {
-      if (other === this || other.ticketsDone) continue
-      if (![...removed].some(key => other.admitting.has(key))) continue
+  async orderAdmittersFirst () {
+    const admitters = this.admittersOfRemovals()
+    for (const other of admitters) {
+      if (other.ticketsDone) continue
       for (const [sink, mine] of this.tickets) {
         other.tickets.set(sink, sink.orderBefore(other.tickets.get(sink) ?? null, mine))
       }
     }
-  }
-
-  /**
-   * A sink that keeps no order (one without `reserve`, e.g. a recorder in tests) gets the
-   * same guarantee by waiting: this submit commits only after the open submits admitting
-   * what it removes are done.
-   */
-  async awaitUnorderedAdmitters () {
-    if (this.entries.every(e => typeof e.sink.reserve === 'function')) return
-    const removed = new Set(this.entries.filter(e => e.change.op === 'remove').map(e => outpointKey(e.change)))
-    const waits = []
-    for (const other of openScopes) {
-      if (other !== this && [...removed].some(key => other.admitting.has(key))) waits.push(other.done)
-    }
-    await Promise.all(waits)
+    if (!this.entries.every(e => typeof e.sink.reserve === 'function')) await Promise.all(admitters.map(other => other.done))
   }
 
   /**
    * Commits the staged changes as one group per sink (one group when every service shares a
-   * sink), each at this submit's place in that sink's order; gives up the places it does not
-   * use.
+   * sink), each at this submit's place in that sink's order. The places it does not use are
+   * given up when the submit's scope ends (`releaseTickets`, in `publish`).
    */
   async commit () {
-    this.orderAdmittersFirst()
-    await this.awaitUnorderedAdmitters()
-    const bySink = groupBySink(this.entries)
-    try {
-      for (const [sink, changes] of bySink) {
-        const ticket = this.tickets.get(sink) ?? null
-        this.tickets.delete(sink)
-        await sink.commit(normalizeGroup(changes), ticket)
-      }
-    } finally {
-      this.releaseTickets()
+    await this.orderAdmittersFirst()
+    for (const [sink, changes] of groupBySink(this.entries)) {
+      const ticket = this.tickets.get(sink) ?? null
+      this.tickets.delete(sink)
+      await sink.commit(normalizeGroup(changes), ticket)
     }
   }
 

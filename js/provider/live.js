@@ -967,7 +967,8 @@ function checkProvider (core, provider) {
   if (saved && typeof saved.provider === 'string' && saved.provider !== provider) {
     const was = providerKind(saved.provider)
     if (was !== kind) {
-      throw new TypeError(`this store was created for ${was === 'identity' ? 'a BRC-103 provider (identity key' : 'a public-mode provider (origin'} ${saved.provider}), not ${kind === 'identity' ? 'a BRC-103 provider (identity key' : 'a public-mode provider (origin'} ${provider}): open it in the mode it was created for, or use a new dataDir with create: true for this mode (its clients start over)`)
+      const named = (k, p) => k === 'identity' ? `a BRC-103 provider (identity key ${p})` : `a public-mode provider (origin ${p})`
+      throw new TypeError(`this store was created for ${named(was, saved.provider)}, not ${named(kind, provider)}: open it in the mode it was created for, or use a new dataDir with create: true for this mode (its clients start over)`)
     }
     warning = `the provider changed from ${saved.provider} to ${provider} since this store was last opened: scopes now name the new one`
   }

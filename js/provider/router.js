@@ -90,7 +90,10 @@ function refuseAuth (res) {
   sendError(res, 'unauthorized', 'BRC-103 authentication failed')
 }
 
-/** Transport checks made before any byte of the body is read. */
+/**
+ * Transport checks made before any byte of the body is read: [code, message] and, for a
+ * request refused as too large, what becomes of the rest of it ('close' or 'drop').
+ */
 function checkTransport (req) {
   if (req.method !== 'POST') return ['invalid', 'lookup routes accept POST only']
   let headerBytes = 0
@@ -101,7 +104,7 @@ function checkTransport (req) {
     if (seen.has(name)) return ['invalid', 'duplicate header: ' + name]
     seen.add(name)
   }
-  if (headerBytes > MAX_HEADER_BYTES) return ['limited', 'request headers exceed 16 KiB']
+  if (headerBytes > MAX_HEADER_BYTES) return ['limited', 'request headers exceed 16 KiB', 'close']
   const encoding = req.headers['content-encoding']
   if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
     return ['unsupported', 'Content-Encoding must be identity']
@@ -111,7 +114,7 @@ function checkTransport (req) {
   // when even that would be too much.
   const length = req.headers['content-length']
   if (length !== undefined && Number(length) > MAX_BODY) {
-    return ['limited', 'request body exceeds 1 MiB', Number(length) > MAX_BODY * DRAIN_FACTOR]
+    return ['limited', 'request body exceeds 1 MiB', Number(length) > MAX_BODY * DRAIN_FACTOR ? 'close' : 'drop']
   }
   return null
 }
@@ -322,9 +325,10 @@ function createRouter (live, options = {}) {
   const counters = metricsPath ? live.metrics : null
   const mode = authentication === 'brc103' ? 'brc103' : 'public'
 
+  const health = () => observe.healthOf(live, { mode, baseURL: options.baseURL })
   if (healthPath) {
     router.get(healthPath, (req, res) => {
-      const body = observe.healthOf(live, { mode, baseURL: options.baseURL })
+      const body = health()
       res.setHeader('Cache-Control', 'no-store')
       send(res, body.status === 'ok' ? 200 : 503, JSON.stringify(body))
     })
@@ -419,8 +423,9 @@ function createRouter (live, options = {}) {
     if (req.readableEnded) return sendError(res, 'unsupported', 'the lookup routes must be mounted before any body parser')
     const bad = checkTransport(req)
     if (bad) {
-      if (bad[2] === true || (bad[0] === 'limited' && bad[2] === undefined)) res.setHeader('Connection', 'close')
-      else if (bad[0] === 'limited') dropBody(req)
+      // What becomes of the rest of the request: the connection closes, or the body is dropped.
+      if (bad[2] === 'close') res.setHeader('Connection', 'close')
+      else if (bad[2] === 'drop') dropBody(req)
       return sendError(res, bad[0], bad[1])
     }
     let body
@@ -470,7 +475,7 @@ function createRouter (live, options = {}) {
   // Anything else under the prefix (a prefix mount matches the same paths on Express 4 and 5).
   router.use(prefix, (req, res) => sendError(res, 'not-found', 'unknown route'))
   router.manifest = manifest
-  router.health = () => observe.healthOf(live, { mode, baseURL: options.baseURL })
+  router.health = health
   router.metrics = () => observe.metricsText(live)
   logStartup(live, options, manifest)
   // The BRC-104 wallet and sessions in use (null in public mode), for

@@ -59,9 +59,18 @@ enum Policy<'a> {
     Record { notes: &'a Mutex<Recorded> },
 }
 
+impl Mode {
+    fn policy(&self) -> Policy<'_> {
+        match self {
+            Mode::Refuse => Policy::Refuse,
+            Mode::Record(notes) => Policy::Record { notes },
+        }
+    }
+}
+
 impl Policy<'_> {
     fn note(&self, f: impl FnOnce(&mut Recorded)) {
-        if let Policy::Record { notes, .. } = self {
+        if let Policy::Record { notes } = self {
             f(&mut notes.lock().unwrap_or_else(|p| p.into_inner()));
         }
     }
@@ -777,19 +786,12 @@ impl Committer {
                 }
             }
             match req {
-                Req::Commit { changes, mode: Mode::Refuse, reply, .. } => {
-                    let result = self.stage_group(&mut drain, changes, Policy::Refuse);
-                    drain.replies.push((reply, result));
-                }
-                Req::Commit { changes, mode: Mode::Record(notes), reply, .. } => {
-                    let result = self.stage_group(&mut drain, changes, Policy::Record { notes: &notes });
+                Req::Commit { changes, mode, reply, .. } => {
+                    let result = self.stage_group(&mut drain, changes, mode.policy());
                     drain.replies.push((reply, result));
                 }
                 Req::CommitDivisible { changes, mode, reply, .. } => {
-                    let r = match &mode {
-                        Mode::Refuse => self.stage_divisible(&mut drain, changes, Policy::Refuse),
-                        Mode::Record(notes) => self.stage_divisible(&mut drain, changes, Policy::Record { notes }),
-                    };
+                    let r = self.stage_divisible(&mut drain, changes, mode.policy());
                     self.answer_with_drain(&mut drain, reply, r);
                 }
                 Req::Sync { reply } => {

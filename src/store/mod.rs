@@ -806,7 +806,7 @@ impl Store {
     /// `(retained, limit)` when over the budget (see [`Store::max_retained_bytes`]).
     pub fn over_retained(&self) -> Option<(u64, u64)> {
         let limit = self.shared.max_retained_bytes?;
-        let retained = self.shared.retained.load(Ordering::Acquire);
+        let retained = self.retained_bytes();
         (retained > limit).then_some((retained, limit))
     }
 
