@@ -61,6 +61,11 @@ export declare class CheckpointStore {
   /** The replacement generation's accepted rows while it is incomplete. */
   partialMembers(sourceKey: SourceKey): string /* JSON: js/client/client.d.ts Member[] */
   state(sourceKey: SourceKey): any /* see js/client/client.d.ts: SourceState */
+  /**
+   * `{space: {keys, bytes}}`: keys and bytes (key plus value) per key space of the
+   * store (docs/design.md "Storage" lists them). Scans the whole store.
+   */
+  spaceUsage(): any
   revision(): number
   /** Creates the reconciliation journal (or checks an existing one's configuration). */
   configureReconciler(config: JsReconcilerConfig): void

@@ -122,7 +122,7 @@ fn a_store_without_job_markers_gets_them_on_configure() {
     let want = r.store().pending_verifications(None).unwrap();
     assert!(want.len() > 1, "the corpus leaves jobs pending");
     r.reopen_with(|path| {
-        let db = sled::open(path).unwrap();
+        let db = open_raw(path);
         let tree = db.open_tree("client-v1").unwrap();
         let markers: Vec<_> = tree.scan_prefix(JOB_PREFIX).keys().map(|k| k.unwrap()).collect();
         assert_eq!(markers.len(), want.len(), "one marker per pending job");
@@ -137,7 +137,7 @@ fn a_store_without_job_markers_gets_them_on_configure() {
     assert_eq!(pages(r.store(), 2), want, "pages of the full scan");
     r.store().configure_reconciler(&ReconcilerConfig { journal_id: "prop".into(), non_final: true, initial_context: "base".into() }).unwrap();
     r.reopen_with(|path| {
-        let db = sled::open(path).unwrap();
+        let db = open_raw(path);
         let tree = db.open_tree("client-v1").unwrap();
         assert_eq!(tree.scan_prefix(JOB_PREFIX).count(), want.len(), "configure wrote the markers");
         assert!(tree.contains_key(JOBS_INDEXED).unwrap());
@@ -151,6 +151,22 @@ fn a_store_without_job_markers_gets_them_on_configure() {
     r.answer(&rest).unwrap();
     assert!(r.store().pending_verifications(None).unwrap().is_empty());
     r.close().unwrap();
+}
+
+/// The store's sled database, opened directly. The store closed a moment ago can keep
+/// sled's file lock while sled's threads finish with it (more so on a loaded machine):
+/// wait for it as `ClientDb::open` does.
+fn open_raw(path: &std::path::Path) -> sled::Db {
+    let started = std::time::Instant::now();
+    loop {
+        match sled::open(path) {
+            Ok(db) => return db,
+            Err(e) if started.elapsed() < std::time::Duration::from_secs(10) && e.to_string().contains("lock") => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            Err(e) => panic!("opening {}: {e}", path.display()),
+        }
+    }
 }
 
 /// Every pending job, read `size` at a time after the last one listed.

@@ -131,6 +131,8 @@ export declare class CheckpointStore {
   partialMembers (sourceKey: SourceKey): Member[]
   state (sourceKey: SourceKey): SourceState
   revision (): number
+  /** Keys and bytes (key plus value) per key space; scans the whole store (a diagnostic). */
+  spaceUsage (): Record<string, { keys: number; bytes: number }>
 
   // --- spend reconciliation (BRC-192 §10) ---
   configureReconciler (config: ReconcilerConfig): void

@@ -112,6 +112,8 @@ class CheckpointStore {
     return new CheckpointStore(nativeCall(() => native.CheckpointStore.open(path, options ?? null)))
   }
   close () { return nativeCall(() => this._inner.close()) }
+  /** Keys and bytes per key space ({space: {keys, bytes}}); scans the whole store. */
+  spaceUsage () { return nativeCall(() => this._inner.spaceUsage()) }
   beginGeneration (sourceKey, label) { return nativeCall(() => this._inner.beginGeneration(sourceKey, label ?? null)) }
   sourceForLabel (label) { return nativeCall(() => this._inner.sourceForLabel(label)) }
   setPendingOpen (label, requestId) { return nativeCall(() => this._inner.setPendingOpen(label, requestId)) }

@@ -80,16 +80,41 @@ impl fmt::Display for Hash32 {
     }
 }
 
+/// Display-order hex in human-readable formats (JSON), the 32 bytes in binary ones (the
+/// client store's record codec). Either is read.
 impl Serialize for Hash32 {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.to_hex())
+        if s.is_human_readable() {
+            s.serialize_str(&self.to_hex())
+        } else {
+            s.serialize_bytes(&self.0)
+        }
+    }
+}
+
+struct Hash32Visitor;
+
+impl<'de> serde::de::Visitor<'de> for Hash32Visitor {
+    type Value = Hash32;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("32 bytes or 64 hex digits")
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Hash32, E> {
+        Hash32::from_hex(v).map_err(E::custom)
+    }
+    fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Hash32, E> {
+        let b: [u8; 32] = v.try_into().map_err(|_| E::invalid_length(v.len(), &self))?;
+        Ok(Hash32(b))
     }
 }
 
 impl<'de> Deserialize<'de> for Hash32 {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Hash32, D::Error> {
-        let s = String::deserialize(d)?;
-        Hash32::from_hex(&s).map_err(serde::de::Error::custom)
+        if d.is_human_readable() {
+            d.deserialize_str(Hash32Visitor)
+        } else {
+            d.deserialize_any(Hash32Visitor)
+        }
     }
 }
 

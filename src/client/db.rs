@@ -5,7 +5,8 @@
 //!
 //! Invariants (enforced here): a commit is one sled batch applied all-or-nothing and flushed
 //! before [`Tx::finish`] returns; commits are serialized by [`ClientDb::guard`]; sled's file
-//! lock keeps a second process out. Values are JSON ([`decode`]); key layouts are in
+//! lock keeps a second process out. Values are records in the [`super::codec`] encoding
+//! (JSON written by earlier versions is still read: [`decode`]); key layouts are in
 //! `store.rs` and `journal.rs`.
 
 use std::collections::BTreeMap;
@@ -52,7 +53,7 @@ impl<'a> Tx<'a> {
         self.writes.insert(k, Some(v));
     }
     pub(crate) fn put_json<T: Serialize>(&mut self, k: Vec<u8>, v: &T) {
-        self.put(k, serde_json::to_vec(v).expect("records serialize"));
+        self.put(k, super::codec::encode(v).expect("records serialize"));
     }
     pub(crate) fn delete_prefix(&mut self, prefix: &[u8]) -> Result<(), ClientError> {
         for kv in self.tree.scan_prefix(prefix) {
@@ -102,8 +103,17 @@ impl<'a> Tx<'a> {
     }
 }
 
+fn space_of(k: &[u8]) -> String {
+    match k.first() {
+        Some(b'X') if k.len() > 1 => String::from_utf8_lossy(&k[..2]).into_owned(),
+        Some(b'm') => String::from_utf8_lossy(k.split(|b| *b == b'/').next().unwrap_or(k)).into_owned(),
+        Some(&t) => String::from_utf8_lossy(&[t]).into_owned(),
+        None => String::new(),
+    }
+}
+
 pub(crate) fn decode<T: serde::de::DeserializeOwned>(v: &[u8]) -> Result<T, ClientError> {
-    serde_json::from_slice(v).map_err(|e| ClientError::storage(format!("corrupt record: {e}")))
+    super::codec::decode(v).map_err(|e| ClientError::storage(format!("corrupt record: {e}")))
 }
 
 pub(crate) fn be_u64(v: &[u8]) -> u64 {
@@ -143,6 +153,22 @@ impl ClientDb {
         drop(self.tree);
         drop(self.db);
         Ok(())
+    }
+
+    /// Keys and bytes (key plus value) per key space, for diagnostics and for the tests
+    /// and benches that count what a commit writes. A key space is the key's tag: one
+    /// byte, two for the journal (`X?`), the text before `/` for `meta/...`. Scans the
+    /// whole tree.
+    pub fn space_usage(&self) -> Result<BTreeMap<String, (u64, u64)>, ClientError> {
+        let mut out: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        for kv in self.tree.iter() {
+            let (k, v) = kv.map_err(ClientError::storage)?;
+            let space = space_of(&k);
+            let e = out.entry(space).or_default();
+            e.0 += 1;
+            e.1 += (k.len() + v.len()) as u64;
+        }
+        Ok(out)
     }
 
     pub(crate) fn guard(&self) -> std::sync::MutexGuard<'_, ()> {

@@ -361,13 +361,32 @@ pub struct Published {
     pub conflicts_with: Vec<Txid>,
 }
 
-mod hex_bytes {
-    use serde::{Deserialize, Deserializer, Serializer};
+/// Raw bytes: hex in JSON (what the bindings show), bytes in the store's record codec.
+pub(crate) mod hex_bytes {
+    use serde::de::{Error, Visitor};
+    use serde::{Deserializer, Serializer};
     pub fn serialize<S: Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&hex::encode(b))
+        if s.is_human_readable() {
+            s.serialize_str(&hex::encode(b))
+        } else {
+            s.serialize_bytes(b)
+        }
+    }
+    struct HexOrBytes;
+    impl<'de> Visitor<'de> for HexOrBytes {
+        type Value = Vec<u8>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("hex text or bytes")
+        }
+        fn visit_str<E: Error>(self, v: &str) -> Result<Vec<u8>, E> {
+            hex::decode(v).map_err(E::custom)
+        }
+        fn visit_bytes<E: Error>(self, v: &[u8]) -> Result<Vec<u8>, E> {
+            Ok(v.to_vec())
+        }
     }
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        hex::decode(String::deserialize(d)?).map_err(serde::de::Error::custom)
+        d.deserialize_any(HexOrBytes)
     }
 }
 

@@ -5,6 +5,7 @@
 //! - [`parse`]: the batch from its exact bytes (parsed by `wire`), reduced to what the store needs.
 //! - [`checks`]: pure invariant checks of a batch against the committed position.
 //! - [`membership`]: applying an accepted group to a source generation's rows.
+//! - [`codec`]: the compact binary encoding of the store's records.
 //! - [`db`]: [`ClientDb`], the client's whole database (one sled tree), and its commits ([`db::Tx`]).
 //! - [`group`]: a received group's record and its membership rule.
 //! - [`store`]: checkpoints, batch commits and per-source membership on it.
@@ -21,6 +22,7 @@
 
 pub mod chain;
 pub mod checks;
+pub mod codec;
 pub mod current;
 pub mod db;
 pub mod evidence;

@@ -358,6 +358,16 @@ impl JsCheckpointStore {
         Ok(v)
     }
 
+    /// `{space: {keys, bytes}}`: keys and bytes (key plus value) per key space of the
+    /// store (docs/design.md "Storage" lists them). Scans the whole store.
+    #[napi]
+    pub fn space_usage(&self) -> napi::Result<Value> {
+        let usage = self.with(|s| s.space_usage())?;
+        Ok(Value::Object(
+            usage.into_iter().map(|(k, (n, b))| (k, serde_json::json!({ "keys": n, "bytes": b }))).collect(),
+        ))
+    }
+
     #[napi]
     pub fn revision(&self) -> napi::Result<i64> {
         self.with(|s| s.revision()).map(|r| r as i64)
