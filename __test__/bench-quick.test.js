@@ -7,7 +7,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { spawnSync } = require('node:child_process')
 
-const SECTIONS = ['catalogue', 'commits', 'waiters', 'http', 'disk', 'caps', 'auth', 'submit', 'gasp', 'access', 'nativeverify', 'receipt']
+const SECTIONS = ['catalogue', 'commits', 'waiters', 'http', 'disk', 'caps', 'auth', 'submit', 'gasp', 'access', 'nativeverify', 'receipt', 'clientscale']
 
 test('npm run bench -- --quick runs every section and writes RESULTS.md, results.json and the plots', () => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-quick-'))
@@ -81,6 +81,20 @@ test('npm run bench -- --quick runs every section and writes RESULTS.md, results
       expect(r.commitCalls).toBeGreaterThan(0)
       if (r.engine) expect(r.doneMs).toBeGreaterThanOrEqual(r.receiptMs)
     }
+    // Client scale: every row ran in every run (each throws unless it received every output);
+    // the verifying row was all current after its receipt.
+    const cs = results.sections.clientscale
+    expect(cs.outputs).toBe(results.plans.clientscale.outputs)
+    expect(cs.rows.map(r => r.row)).toEqual(['raw', 'sqlite', 'client', 'verifying'])
+    for (const r of cs.rows) {
+      expect(r.receiptS.n).toBe(results.plans.clientscale.runs)
+      expect(r.receiptOverSqlite.n).toBe(results.plans.clientscale.runs)
+      expect(r.peakRssMiB.median).toBeGreaterThan(0)
+      if (r.row !== 'raw') expect(r.diskBytesPerOutput.median).toBeGreaterThan(0)
+    }
+    const verifying = cs.raw.map(run => run.verifying)
+    for (const v of verifying) expect(v.allCurrentMs).toBeGreaterThanOrEqual(v.receiptMs)
+    expect(cs.wireBytesPerObservation.median).toBeGreaterThan(0)
 
     // Past every cap: an explicit status, and the process still served afterwards.
     const caps = results.sections.caps.cases
@@ -93,7 +107,7 @@ test('npm run bench -- --quick runs every section and writes RESULTS.md, results
     for (const c of refused.filter(c => c.status !== 431)) expect(typeof c.code).toBe('string')
 
     const md = fs.readFileSync(path.join(out, 'RESULTS.md'), 'utf8')
-    for (const heading of ['## Machine', '## 1. Catalogue size', '## 2. Snapshot drain', '## 3. Durable commit', '## 4. Commit-to-delivery', '## 5. Memory', '## 6. Bytes on disk', '## 7. Behaviour past each cap', '## 8. Native benchmarks', '## 9. HTTP transport', '### 9a.', '### 9b.', '### 9c.', '## 10. BRC-103', '## 11. The live layer', '## 13. Access-controlled', '## 14. Evidence verification', '## 15. Client receipt']) {
+    for (const heading of ['## Machine', '## 1. Catalogue size', '## 2. Snapshot drain', '## 3. Durable commit', '## 4. Commit-to-delivery', '## 5. Memory', '## 6. Bytes on disk', '## 7. Behaviour past each cap', '## 8. Native benchmarks', '## 9. HTTP transport', '### 9a.', '### 9b.', '### 9c.', '## 10. BRC-103', '## 11. The live layer', '## 13. Access-controlled', '## 14. Evidence verification', '## 15. Client receipt', '## 16. Client receipt at catalogue scale']) {
       expect(md).toContain(heading)
     }
     expect(md).toContain('npm run bench -- --quick --out ' + out)

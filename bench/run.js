@@ -7,7 +7,7 @@
 //   npm run bench -- --quick           tiny sizes, 2 runs: checks the harness in under a minute
 //   npm run bench -- --out DIR         write the results elsewhere (the Jest test does this)
 //   npm run bench -- --cargo           also run the native `cargo bench` targets and include them
-//   npm run bench -- --only a,b        only these sections (catalogue, commits, waiters, http, disk, caps, auth, submit, gasp, access, nativeverify, receipt)
+//   npm run bench -- --only a,b        only these sections (catalogue, commits, waiters, http, disk, caps, auth, submit, gasp, access, nativeverify, receipt, clientscale)
 //   npm run bench -- --engine-at-1m    also measure Engine.lookup at 1M rows (slow, several GB of heap)
 //   node bench/run.js --render FILE    rewrite RESULTS.md and the plots from an existing results.json
 // Figures are min/median/max of repeated runs; ratios pair values of the same run.
@@ -15,11 +15,12 @@
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { fork, execFileSync, spawn } = require('node:child_process')
+const { fork, spawn } = require('node:child_process')
 const { linePlot } = require('./lib/svg')
 const { renderReport } = require('./lib/report')
+const { machine, settleDisk } = require('./lib/machine')
 
-const SECTIONS = ['catalogue', 'commits', 'waiters', 'http', 'disk', 'caps', 'auth', 'submit', 'gasp', 'access', 'nativeverify', 'receipt']
+const SECTIONS = ['catalogue', 'commits', 'waiters', 'http', 'disk', 'caps', 'auth', 'submit', 'gasp', 'access', 'nativeverify', 'receipt', 'clientscale']
 
 function parseArgs (argv) {
   const a = { quick: false, out: __dirname, cargo: false, only: null, engineAt1m: false, tmp: os.tmpdir() }
@@ -53,7 +54,8 @@ function plans (args) {
       gasp: { intervals: [250], runs: 2 },
       access: { rows: 2000, runs: 2, partitions: 10, pollers: 20, pollProcesses: 2, pollRuns: 1, memorySessions: 100, memoryRuns: 2 },
       nativeverify: { jobs: 100, sdkJobs: 20, runs: 2, batch: 16, workers: 2 },
-      receipt: { runs: [{ snapshot: 300, engine: null }, { snapshot: 300, engine: 'native' }] }
+      receipt: { runs: [{ snapshot: 300, engine: null }, { snapshot: 300, engine: 'native' }] },
+      clientscale: { outputs: 300, runs: 2, cacheRoot: args.tmp }
     }
   }
   return {
@@ -96,7 +98,11 @@ function plans (args) {
         { snapshot: 10000, engine: null }, { snapshot: 10000, engine: 'native' }, { snapshot: 10000, engine: 'sdk' },
         { snapshot: 100000, engine: null }, { snapshot: 100000, engine: 'native' }
       ]
-    }
+    },
+    // Client receipt beside a plain SQLite client and a raw drain (issue 47), one run of each row
+    // (about 2 minutes). The signed catalogue is cached under --tmp: its first build takes
+    // minutes more, reported apart from the rows.
+    clientscale: { outputs: 100000, runs: 1, cacheRoot: args.tmp }
   }
 }
 
@@ -114,46 +120,6 @@ function runSection (name, cfg, heapMb) {
       reject(new Error(`section ${name} failed (exit ${code}${signal ? ', ' + signal : ''}): ${message ? message.error : 'no result'}`))
     })
   })
-}
-
-function tryExec (cmd, args) {
-  try {
-    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
-  } catch {
-    return null
-  }
-}
-
-function machine () {
-  const cpus = os.cpus()
-  const root = path.join(__dirname, '..')
-  const status = tryExec('git', ['-C', root, 'status', '--porcelain', '--untracked-files=no'])
-  return {
-    cpuModel: cpus.length ? cpus[0].model : 'unknown',
-    cpuCount: cpus.length,
-    cpuMHz: cpus.length ? cpus[0].speed : null,
-    availableParallelism: os.availableParallelism ? os.availableParallelism() : cpus.length,
-    memoryBytes: os.totalmem(),
-    freeMemoryBytesAtStart: os.freemem(),
-    os: `${os.type()} ${os.release()} ${os.arch()}`,
-    node: process.version,
-    rustc: tryExec('rustc', ['-V']),
-    gitCommit: tryExec('git', ['-C', root, 'rev-parse', 'HEAD']),
-    gitDirty: status === null ? null : status.length > 0,
-    loadAverageAtStart: os.loadavg()
-  }
-}
-
-/**
- * Writes back every dirty page before a section starts: the catalogue section leaves
- * gigabytes to write back, and a later section's fsyncs would queue behind them.
- */
-function settleDisk () {
-  try {
-    execFileSync('sync', [], { stdio: 'ignore' })
-  } catch (e) {
-    // Not available on this system: sections then share the disk's write-back.
-  }
 }
 
 /** Runs a cargo bench target, streaming its stderr, and returns its stdout. */

@@ -226,6 +226,84 @@ measured on its own (\`node --expose-gc bench/client-memory.js --outputs 1000000
 `
 }
 
+const CLIENT_SCALE_ROWS = {
+  raw: 'raw drain: fetch + JSON.parse, nothing stored',
+  sqlite: 'plain SQLite client: better-sqlite3, WAL, synchronous=FULL, one transaction per page',
+  client: 'LiveLookupClient + CheckpointStore, default options, no reconciler',
+  verifying: 'LiveLookupClient with the reconciler, a chainTracker and the native verifier'
+}
+
+/** How often the verifying row's receipt waited for verification (its pending budget was full). */
+function pausedNote (v) {
+  const r = v.rows.find(x => x.paused && x.paused.median > 0)
+  if (!r) return ''
+  return `The ${r.row} row's receipt was \`paused\` ${r.paused.n === 1 ? r.paused.median : cell(r.paused)} times: each time the groups awaiting
+verification plus one page exceeded the pending budget (the default, 65,536 groups), so the next read waited one
+\`pollIntervalMs\` (the default, 1 s) for verification to drain them.
+
+`
+}
+
+function clientScaleSection (v, command) {
+  // One run is the usual case here: its figure alone, without a range.
+  const one = (s, fmt = num) => !s ? '—' : s.n === 1 ? fmt(s.median) : cell(s, fmt)
+  const rows = v.rows.map(r => [
+    CLIENT_SCALE_ROWS[r.row] || r.row,
+    one(r.receiptS),
+    one(r.obsPerSec),
+    r.allCurrentS ? `${one(r.allCurrentS)} (${num(r.allCurrentOverReceipt.median)}x receipt)` : '—',
+    one(r.diskBytesPerOutput, bytes),
+    one(r.peakRssMiB),
+    one(r.receiptOverSqlite),
+    one(r.receiptOverRaw),
+    one(r.diskOverSqlite),
+    one(r.peakRssOverSqlite)
+  ])
+  const c = v.catalogue
+  const runs = v.runs === 1
+    ? 'One run: each cell is that run\'s figure'
+    : `${v.runs} runs, each row once per run in the order of the table: each cell is median (min–max) over the runs`
+  return `## 16. Client receipt at catalogue scale, beside a plain SQLite client and a raw drain
+
+Produced by \`${command}\` (\`bench/sections/clientscale.js\`; on its own:
+\`node bench/client-scale.js --outputs N [--rows raw,sqlite,client,verifying] [--runs R] [--out DIR]\`).
+Issue 47's side-by-side measurement, made as a new user would make it: a provider in its own process
+(\`bench/lib/catalogue-provider.js\`: the real router in public mode, \`authentication: 'none'\`, over loopback
+HTTP, one wrapped notes service) serves a snapshot of ${v.outputs.toLocaleString('en-US')} outputs, each a real signed P2PKH
+transaction (\`@bsv/sdk\`'s P2PKH template) spending the output of a proven parent, as Atomic BEEF of
+${num(c.beefBytes.mean)} bytes on average (${c.beefBytes.min}–${c.beefBytes.max}). The parents sit in synthetic blocks of 2^${c.blockLevels} transactions
+that a \`LocalChainTracker\` knows, so each Merkle path has ${c.blockLevels} levels. On the wire that is
+${v.wireBytesPerObservation ? bytes(v.wireBytesPerObservation.median) : '—'} per observation (page body bytes over observations), in pages of ${v.pageObservations.toLocaleString('en-US')} observations (the
+client's default), \`waitMs: 0\`. Each row receives the whole snapshot in a fresh process of its own (Node's
+default flags) with a fresh data directory, all rows against the same provider process, each after a
+\`sync\`; each checks that it holds exactly ${v.outputs.toLocaleString('en-US')} outputs (the client rows count groups received and
+members present, the verifying row also current outputs) and fails otherwise.
+
+- **raw**: open, then reads following each page's cursor until \`snapshotComplete\`, every page read with
+  \`fetch\` and parsed with \`JSON.parse\`; nothing stored.
+- **sqlite**: the same loop; each page in one better-sqlite3 transaction (WAL, \`synchronous=FULL\`) writing one
+  row per observation (id, group, sequence, kind, txid, output index, context, the evidence bytes as a
+  BLOB) and the page's session, cursor and scope in a checkpoint row, committed before the cursor is used.
+- **client**: \`LiveLookupClient\` + \`CheckpointStore\` with default options (no reconciler, no read-ahead) and
+  \`membership: 'claims'\` (without a chainTracker the rule must be chosen).
+- **verifying**: as a verifying application runs it: \`configureReconciler\`, a \`chainTracker\` and
+  \`verification: { engine: 'native' }\`, default membership (\`verified\`: receipt pauses while the pending
+  budget is full). *All current* is when the verifier is idle with no job pending; every output is then
+  current (checked).
+
+Receipt runs from the row's first request (the capabilities fetch) until its snapshot is committed
+(\`snapshot-complete\` for the client rows). Disk is the size of the row's data directory after it closed,
+over the outputs; peak RSS is the row process's VmHWM at its end.
+${runs}. The figures of one run are compared to each other: the ratios pair rows of the same run, and
+the machine is shared, so figures of different runs are best compared through their ratios.
+
+${table(['row', 'receipt, s', 'obs/s', 'all current, s', 'disk per output', 'peak RSS, MiB', 'receipt / SQLite', 'receipt / raw', 'disk / SQLite', 'peak RSS / SQLite'], rows)}
+
+${pausedNote(v)}Catalogue: built in ${num(c.buildS)} s ${c.cached ? '(by an earlier run; this one reused the cache)' : 'by this run'}, cached under the bench tmp dir
+(\`oll-bench-cache-${v.outputs}-${c.version}\`); the provider loaded it in ${num(v.providerLoadS)} s. Neither is in any row's time.
+`
+}
+
 function waitersSection (w) {
   return `## 4. Commit-to-delivery latency with waiting sessions
 
@@ -673,8 +751,9 @@ flushes.
   if (s.access) parts.push(accessSection(s.access))
   if (s.nativeverify) parts.push(nativeVerifySection(s.nativeverify))
   if (s.receipt) parts.push(receiptSection(s.receipt))
+  if (s.clientscale) parts.push(clientScaleSection(s.clientscale, r.command))
   parts.push(caveats(r))
   return parts.join('\n') + '\n'
 }
 
-module.exports = { renderReport, nativeVerifySection }
+module.exports = { renderReport, nativeVerifySection, clientScaleSection }

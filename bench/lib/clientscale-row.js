@@ -1,0 +1,262 @@
+'use strict'
+// One row of the client-scale section (bench/sections/clientscale.js) in a fresh process of its
+// own, so its peak RSS (VmHWM) is the row's alone: `node clientscale-row.js <config JSON>` with
+// {row, origin, outputs, dataDir, catalogue}. Each row receives the provider's whole snapshot of
+// `outputs` outputs over loopback HTTP and throws unless it holds exactly that many, so a partial
+// drain is never measured. The result goes back over IPC (to stdout without a channel).
+//   raw        fetch + JSON.parse of every page, following cursors; nothing stored
+//   sqlite     the same loop into better-sqlite3 (WAL, synchronous=FULL), one transaction per page
+//   client     LiveLookupClient + CheckpointStore, default options, no reconciler
+//   verifying  the same with the reconciler, a chainTracker and the native verifier
+
+const fs = require('node:fs')
+const path = require('node:path')
+const crypto = require('node:crypto')
+const { LiveLookupClient, CheckpointStore } = require('../../js/client/client')
+const { PROFILE, PROFILE_LIMITS, digest } = require('../../js/common/wire')
+const { CHAIN } = require('../../__test__/helpers/live')
+const { dirBytes, peakRssBytes } = require('./common')
+const { trackerOf } = require('./p2pkh-catalogue')
+
+const SERVICE = 'ls_notes'
+const QUERY = { author: 'alice' }
+// The client's default page: the profile's maxima (1,024 observations, 4 MiB); no long poll.
+const LIMITS = { maxBytes: PROFILE_LIMITS.maxResponseBytes, maxObservations: PROFILE_LIMITS.maxObservations, waitMs: 0 }
+
+function expectOutputs (what, got, outputs) {
+  if (got !== outputs) throw new Error(`${what}: received ${got} outputs, expected ${outputs}`)
+}
+
+/**
+ * The selection headers of every POST (BRC-194 §1): the capability digest is that of the
+ * manifest's body, fetched as a client does before its first request.
+ */
+async function selectionHeaders (origin) {
+  const res = await fetch(origin + '/overlay/v1/capabilities', { headers: { 'cache-control': 'no-store' } })
+  if (res.status !== 200) throw new Error(`capabilities answered ${res.status}`)
+  const signed = JSON.parse(await res.text())
+  return {
+    'content-type': 'application/json',
+    'cache-control': 'no-store',
+    'x-bsv-overlay-profile': PROFILE,
+    'x-bsv-overlay-capability': digest('capabilities', signed.body)
+  }
+}
+
+async function post (origin, headers, op, body) {
+  const res = await fetch(`${origin}/overlay/v1/lookup/${op}`, { method: 'POST', headers, body: JSON.stringify(body) })
+  const bytes = Buffer.from(await res.arrayBuffer())
+  if (res.status !== 200) throw new Error(`${op} answered ${res.status}: ${bytes.toString('utf8', 0, 300)}`)
+  return bytes
+}
+
+/**
+ * Open and reads until the snapshot is complete, every page parsed; `onPage(batch)` runs (and is
+ * awaited) before the page's cursor is used. Resolves {outputs, observations, pages, wireBytes,
+ * session, headers}.
+ */
+async function drain (origin, onPage) {
+  const headers = await selectionHeaders(origin)
+  const open = { version: 1, requestId: crypto.randomBytes(16).toString('hex'), service: SERVICE, query: QUERY, limits: LIMITS }
+  let bytes = await post(origin, headers, 'open', open)
+  let outputs = 0
+  let observations = 0
+  let pages = 0
+  let wireBytes = 0
+  for (;;) {
+    const batch = JSON.parse(bytes.toString('utf8'))
+    pages++
+    wireBytes += bytes.length
+    for (const g of batch.groups) {
+      observations += g.observations.length
+      for (const o of g.observations) if (o.kind === 'output') outputs++
+    }
+    await onPage(batch)
+    if (batch.snapshotComplete) return { outputs, observations, pages, wireBytes, session: batch.session, headers }
+    bytes = await post(origin, headers, 'read', { version: 1, session: batch.session, cursor: batch.cursor, limits: LIMITS })
+  }
+}
+
+/** Closes the row's session on the provider (outside the timing), so sessions do not pile up. */
+function closeSession (origin, d) {
+  return post(origin, d.headers, 'close', { version: 1, session: d.session })
+}
+
+async function rawRow ({ origin, outputs }) {
+  const t0 = performance.now()
+  const d = await drain(origin, () => {})
+  const receiptMs = performance.now() - t0
+  await closeSession(origin, d)
+  expectOutputs('raw', d.outputs, outputs)
+  return { receiptMs, pages: d.pages, wireBytesPerObservation: d.wireBytes / d.observations, diskBytes: null }
+}
+
+// A plain SQLite client: one row per observation (its fields, the evidence as a BLOB), the
+// session, cursor and scope in one checkpoint row, each page in one transaction.
+const SCHEMA = `
+CREATE TABLE observations (
+  id TEXT PRIMARY KEY, group_id TEXT NOT NULL, sequence TEXT NOT NULL, kind TEXT NOT NULL,
+  txid TEXT, output_index INTEGER, context TEXT, beef BLOB
+);
+CREATE TABLE checkpoint (
+  id INTEGER PRIMARY KEY CHECK (id = 1), session TEXT NOT NULL, cursor TEXT NOT NULL, scope TEXT NOT NULL,
+  through TEXT NOT NULL, snapshot_complete INTEGER NOT NULL
+);`
+
+async function sqliteRow ({ origin, outputs, dataDir }) {
+  const Database = require('better-sqlite3')
+  const t0 = performance.now()
+  const db = new Database(path.join(dataDir, 'client.sqlite'))
+  db.pragma('journal_mode = WAL')
+  db.pragma('synchronous = FULL')
+  db.exec(SCHEMA)
+  const insert = db.prepare('INSERT INTO observations VALUES (?, ?, ?, ?, ?, ?, ?, ?)')
+  const checkpoint = db.prepare('INSERT OR REPLACE INTO checkpoint VALUES (1, ?, ?, ?, ?, ?)')
+  const commit = db.transaction((batch) => {
+    for (const g of batch.groups) {
+      for (const o of g.observations) {
+        const p = o.payload
+        const ev = o.kind === 'output' ? p.evidence : null
+        insert.run(o.id, g.id, g.sequence, o.kind, ev ? ev.txid : null, ev ? ev.outputIndex : null,
+          p.context ? JSON.stringify(p.context) : null, ev ? Buffer.from(ev.beef, 'base64') : null)
+      }
+    }
+    checkpoint.run(batch.session, batch.cursor, JSON.stringify(batch.scope), batch.through, batch.snapshotComplete ? 1 : 0)
+  })
+  const d = await drain(origin, commit)
+  const receiptMs = performance.now() - t0
+  await closeSession(origin, d)
+  const stored = db.prepare("SELECT COUNT(*) AS n FROM observations WHERE kind = 'output'").get().n
+  db.close()
+  expectOutputs('sqlite', stored, outputs)
+  return { receiptMs, pages: d.pages, wireBytesPerObservation: d.wireBytes / d.observations, diskBytes: dirBytes(dataDir) }
+}
+
+/**
+ * Follows the query until its snapshot is committed (`snapshot-complete`); resolves the
+ * receipt time, the source key and how often receipt paused for verification. A provider that
+ * stops answering fails the row rather than leaving the follow retrying.
+ */
+async function receive (client, membership) {
+  const ac = new AbortController()
+  let receiptMs = null
+  let key = null
+  let paused = 0 // reads put off for one poll interval each: the pending budget was full
+  const t0 = performance.now()
+  await client.follow(SERVICE, QUERY, {
+    signal: ac.signal,
+    ...(membership ? { membership } : {}),
+    onState ({ connection, progress, sourceKey, error }) {
+      if (connection === 'retrying') throw new Error(`provider unreachable: ${error && error.message}`)
+      if (connection === 'paused') paused++
+      if (connection === 'connected' && progress === 'snapshot-complete') {
+        receiptMs = performance.now() - t0
+        key = sourceKey
+        ac.abort()
+      }
+    }
+  })
+  if (receiptMs === null) throw new Error('the follow ended before its snapshot was complete')
+  return { receiptMs, key, t0, paused }
+}
+
+/** Outputs a reopened store lists as present members of `key` (read after the measurements). */
+function presentMembers (storeDir, key) {
+  const store = CheckpointStore.open(storeDir)
+  try {
+    return store.members(key).filter(m => m.present).length
+  } finally {
+    store.close()
+  }
+}
+
+async function clientRow ({ origin, outputs, dataDir }) {
+  const storeDir = path.join(dataDir, 'client')
+  const store = CheckpointStore.open(storeDir)
+  const client = new LiveLookupClient({ baseURL: origin, chain: CHAIN, allowInsecureHttp: true, fetch, store, limits: { waitMs: 0 } })
+  // No chainTracker, so nothing verifies: the rule must be chosen (docs/client.md).
+  const { receiptMs, key } = await receive(client, 'claims')
+  await client.close(key)
+  const received = store.state(key).received
+  store.close()
+  const diskBytes = dirBytes(dataDir)
+  const peak = peakRssBytes()
+  // One output per snapshot group: groups received and members present both count outputs.
+  expectOutputs('client (groups received)', received, outputs)
+  expectOutputs('client (members present)', presentMembers(storeDir, key), outputs)
+  return { receiptMs, diskBytes, peakRssBytes: peak }
+}
+
+async function verifyingRow ({ origin, outputs, dataDir, catalogue }) {
+  const storeDir = path.join(dataDir, 'client')
+  const tracker = trackerOf(catalogue)
+  const store = CheckpointStore.open(storeDir)
+  // The reconciler's chain context: a tip far above the catalogue's blocks.
+  store.defineContext('tip', { tipHeight: String(tracker.height + 1000000), medianTimePast: '4000000000' })
+  store.configureReconciler({ journalId: 'bench', nonFinal: true, initialContext: 'tip' })
+  const client = new LiveLookupClient({
+    baseURL: origin, chain: CHAIN, allowInsecureHttp: true, fetch, store, limits: { waitMs: 0 }, chainTracker: tracker, verification: { engine: 'native' }
+  })
+  const { receiptMs, key, t0, paused } = await receive(client, null) // default membership: 'verified'
+  // Verification runs on after receipt; all outputs are current once it is idle with nothing pending.
+  await client.verifier.idle()
+  const allCurrentMs = performance.now() - t0
+  if (client.verificationError) throw client.verificationError
+  await client.close(key)
+  const pending = store.pendingVerifications(null, { limit: 1 }).length
+  const received = store.state(key).received
+  store.close()
+  const diskBytes = dirBytes(dataDir)
+  const peak = peakRssBytes()
+  if (pending !== 0) throw new Error(`verifying: ${pending} verification job(s) still pending`)
+  expectOutputs('verifying (groups received)', received, outputs)
+  const reopened = CheckpointStore.open(storeDir)
+  let current
+  try {
+    current = reopened.reconciledView().current.length
+  } finally {
+    reopened.close()
+  }
+  expectOutputs('verifying (current)', current, outputs)
+  expectOutputs('verifying (members present)', presentMembers(storeDir, key), outputs)
+  return { receiptMs, allCurrentMs, diskBytes, peakRssBytes: peak, paused }
+}
+
+const ROWS = { raw: rawRow, sqlite: sqliteRow, client: clientRow, verifying: verifyingRow }
+
+/** Runs one row; the figures every row reports, peak RSS read once the row's work is done. */
+async function runRow (cfg) {
+  const fn = ROWS[cfg.row]
+  if (!fn) throw new Error(`unknown row ${cfg.row} (rows: ${Object.keys(ROWS).join(', ')})`)
+  fs.mkdirSync(cfg.dataDir, { recursive: true })
+  const r = await fn(cfg)
+  return {
+    row: cfg.row,
+    outputs: cfg.outputs,
+    receiptMs: r.receiptMs,
+    obsPerSec: cfg.outputs / r.receiptMs * 1000,
+    allCurrentMs: r.allCurrentMs ?? null,
+    diskBytes: r.diskBytes,
+    diskBytesPerOutput: r.diskBytes === null ? null : r.diskBytes / cfg.outputs,
+    peakRssBytes: r.peakRssBytes ?? peakRssBytes(),
+    pages: r.pages ?? null,
+    paused: r.paused ?? null,
+    wireBytesPerObservation: r.wireBytesPerObservation ?? null
+  }
+}
+
+async function main () {
+  const result = await runRow(JSON.parse(process.argv[2]))
+  if (process.send) await new Promise(resolve => process.send({ ok: true, result }, resolve))
+  else process.stdout.write(JSON.stringify(result, null, 2) + '\n')
+}
+
+if (require.main === module) {
+  main().then(() => process.exit(0), (err) => {
+    const message = err && err.stack ? err.stack : String(err)
+    if (process.send) process.send({ ok: false, error: message }, () => process.exit(1))
+    else { process.stderr.write(message + '\n'); process.exit(1) }
+  })
+}
+
+module.exports = { ROWS: Object.keys(ROWS), runRow }
