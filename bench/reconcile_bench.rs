@@ -241,6 +241,8 @@ fn churn(chains: usize, length: usize) {
     let last = store.transaction(&heads[0]).unwrap().unwrap();
     assert_eq!(last.published.unwrap().status, Status::SelectedFinal, "the newest spend of a chain is selected");
     let per_step = |w: f64| w / tenth as f64 * 1000.0;
+    let (leaf, whole) = overlay_lookup_live::client::incremental::counts();
+    println!("  component steps: {leaf} from their leaf, {whole} whole (process total)");
     println!("churn: {chains} chains of {length} spends ({} transactions), one spend per chain per step", chains * length);
     for (i, w) in windows.iter().enumerate() {
         println!("  steps {:>6}-{:<6} {:.1} ms per step ({} spends per chain behind it)", i * tenth + 1, (i + 1) * tenth, per_step(*w), (i + 1) * tenth);

@@ -173,7 +173,7 @@ impl<'a> Loaded<'a> {
         for (k, _) in self.tx.scan(PENDING_PREFIX)? {
             let id = u64::from_be_bytes(k[2..10].try_into().unwrap());
             let Some(c) = self.comp(id)? else { continue };
-            for m in &c.members {
+            for m in &c.members_of(&self.tx)? {
                 pending.push(*m);
                 if let Some(p) = self.rec(m)?.and_then(|r| r.published) {
                     stale.push((*m, p.status));
@@ -345,7 +345,7 @@ impl ClientDb {
         let mut replacements = Vec::new();
         for c in l.comps.borrow().values().flatten() {
             if let Some(reason) = &c.pending {
-                pending_components.push(json!({"txids": c.members, "reason": reason}));
+                pending_components.push(json!({"txids": c.members_of(&tx)?, "reason": reason}));
             }
             replacements.extend(c.replacements.iter().cloned());
         }

@@ -81,6 +81,16 @@ impl<'a> Tx<'a> {
         }
         Ok(out.into_iter().collect())
     }
+    /// Keys under `prefix` this commit writes or removes, in key order (what the commit
+    /// changed, without reading the store).
+    pub(crate) fn written(&self, prefix: &[u8]) -> impl Iterator<Item = &Vec<u8>> {
+        let p = prefix.to_vec();
+        self.writes.range(prefix.to_vec()..).take_while(move |(k, _)| k.starts_with(&p)).map(|(k, _)| k)
+    }
+    /// The value of `k` as committed before this commit.
+    pub(crate) fn committed(&self, k: &[u8]) -> Result<Option<Vec<u8>>, ClientError> {
+        Ok(self.tree.get(k).map_err(ClientError::storage)?.map(|v| v.to_vec()))
+    }
     pub(crate) fn bump_revision(&mut self) -> Result<u64, ClientError> {
         let r = self.get(REVISION_KEY)?.map(|v| be_u64(&v)).unwrap_or(0) + 1;
         self.put(REVISION_KEY.to_vec(), r.to_be_bytes().to_vec());

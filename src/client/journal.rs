@@ -11,7 +11,8 @@
 //! | `Xa` txid | [`AnchorRecord`]: a confirmed transaction outside the journal |
 //! | `Xh` hash | [`HeaderRecord`] |
 //! | `Xv` id | [`ContextDef`]: a named chain view or finality context |
-//! | `Xk` component | [`Component`]: members, pending reason, replacement journal |
+//! | `Xk` component | [`Component`]: members (while few), pending reason, replacement journal |
+//! | `Xn` component txid | a member of a long component (value empty) |
 //! | `Xs` component | marker: the component's result can depend on the chain context |
 //! | `Xp` component | marker: the component is pending |
 //! | `Xc` txid | marker: the transaction's published status is a lost conflict |
@@ -461,10 +462,81 @@ pub struct Replacement {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Component {
     pub id: u64,
+    /// Its members, sorted, while there are at most [`INLINE_MEMBERS`]; empty once they
+    /// are kept as `Xn` keys (`spilled`).
     pub members: Vec<Txid>,
+    /// The members are `Xn` keys: a long component (a chain of spends) then gains a member
+    /// with one small write, not a rewrite of its whole list.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub spilled: bool,
     /// Set while the component waits (`verification-pending`, `context-changed`).
     pub pending: Option<String>,
     pub replacements: Vec<Replacement>,
+    /// The members' published results are what a whole recompute gives (except
+    /// `pending_leaf`'s), and every candidate has been eligible, so a step that changes
+    /// one leaf can be computed from that leaf alone (`incremental.rs`). Set by a whole
+    /// recompute; a record written before the field existed reads `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exact: bool,
+    /// The one member whose verification holds the component pending, when everything
+    /// else is settled (`exact`).
+    #[serde(default, rename = "pendingLeaf", skip_serializing_if = "Option::is_none")]
+    pub pending_leaf: Option<Txid>,
+}
+
+/// Members a component keeps in its record; past this they are `Xn` keys.
+pub const INLINE_MEMBERS: usize = 64;
+
+pub fn member_key(component: u64, txid: &Txid) -> Vec<u8> {
+    [b"Xn".as_slice(), &component.to_be_bytes(), &txid.0].concat()
+}
+fn members_prefix(component: u64) -> Vec<u8> {
+    [b"Xn".as_slice(), &component.to_be_bytes()].concat()
+}
+
+impl Component {
+    pub fn new(id: u64, first: Txid) -> Component {
+        Component { id, members: vec![first], spilled: false, pending: None, replacements: vec![], exact: false, pending_leaf: None }
+    }
+    /// Every member, in txid order.
+    pub(crate) fn members_of(&self, tx: &Tx) -> Result<Vec<Txid>, ClientError> {
+        if !self.spilled {
+            return Ok(self.members.clone());
+        }
+        let prefix = members_prefix(self.id);
+        Ok(tx.scan(&prefix)?.into_iter().map(|(k, _)| Hash32(k[prefix.len()..].try_into().expect("member key"))).collect())
+    }
+    pub(crate) fn contains(&self, tx: &Tx, txid: &Txid) -> Result<bool, ClientError> {
+        if !self.spilled {
+            return Ok(self.members.binary_search(txid).is_ok());
+        }
+        Ok(tx.get(&member_key(self.id, txid))?.is_some())
+    }
+    /// Adds members (inside the caller's commit; the caller writes the record).
+    pub(crate) fn add(&mut self, tx: &mut Tx, txids: &[Txid]) {
+        if !self.spilled && self.members.len() + txids.len() <= INLINE_MEMBERS {
+            self.members.extend_from_slice(txids);
+            self.members.sort();
+            self.members.dedup();
+            return;
+        }
+        if !self.spilled {
+            self.spilled = true;
+            for m in std::mem::take(&mut self.members) {
+                tx.put(member_key(self.id, &m), vec![]);
+            }
+        }
+        for m in txids {
+            tx.put(member_key(self.id, m), vec![]);
+        }
+    }
+    /// Removes the member keys of a component merged into another.
+    pub(crate) fn drop_members(&self, tx: &mut Tx) -> Result<(), ClientError> {
+        if self.spilled {
+            tx.delete_prefix(&members_prefix(self.id))?;
+        }
+        Ok(())
+    }
 }
 
 /// A group's evidence candidate: one transaction with one evidence variant.

@@ -17,6 +17,7 @@
 //! - [`journal`]: the durable ingress journal and the records it keeps.
 //! - [`order`]: readiness, candidate order and the verification barrier.
 //! - [`select`]: chain overrides, historical replay and current-view rebuild.
+//! - [`incremental`]: a step computed from the one leaf it changed.
 //! - [`reconcile`]: the durable steps (receive, context, verification port).
 //! - [`current`]: currentness and the reported `ReconciledState`.
 
@@ -27,6 +28,7 @@ pub mod current;
 pub mod db;
 pub mod evidence;
 pub mod group;
+pub mod incremental;
 pub mod journal;
 pub mod membership;
 pub mod order;

@@ -36,6 +36,12 @@ pub struct Readiness {
 }
 
 impl Readiness {
+    /// The readiness of a member whose component is settled: support at `ready`, and no
+    /// unfinished verification that could move it (its potential is its support).
+    pub fn settled(ready: u64, depth: u32) -> Readiness {
+        Readiness { ready: Some(ready), potential: Some(ready), depth, invalid: false, limited: false, refused: false, missing: vec![] }
+    }
+
     /// The earliest support is not settled yet: verification that could move it is unfinished.
     pub fn pending(&self) -> bool {
         match (self.potential, self.ready) {
@@ -84,6 +90,12 @@ pub fn readiness(members: &BTreeMap<Txid, TxRecord>, facts: &Facts) -> BTreeMap<
         }
     }
     out
+}
+
+/// The readiness of `rec` alone, from its parents' (`members` holds its journal parents,
+/// `done` their readiness): what [`readiness`] computes for it (`incremental.rs`).
+pub(crate) fn leaf_readiness(rec: &TxRecord, members: &BTreeMap<Txid, TxRecord>, facts: &Facts, done: &BTreeMap<Txid, Readiness>) -> Readiness {
+    own(rec, members, facts, done)
 }
 
 fn own(rec: &TxRecord, members: &BTreeMap<Txid, TxRecord>, facts: &Facts, done: &BTreeMap<Txid, Readiness>) -> Readiness {

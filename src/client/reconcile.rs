@@ -591,24 +591,25 @@ fn link(tx: &mut Tx, meta: &mut Meta, txid: &Txid, inputs: &[crate::bitcoin::tx:
     let Some(target) = comps.iter().next().copied() else {
         let id = meta.next_component;
         meta.next_component += 1;
-        tx.put_json(component_key(id), &Component { id, members: vec![*txid], pending: None, replacements: vec![] });
+        tx.put_json(component_key(id), &Component::new(id, *txid));
         return Ok(id);
     };
     let mut survivor: Component = tx.get_json(&component_key(target))?.ok_or_else(|| corrupt("component"))?;
     for c in comps.iter().skip(1) {
         let other: Component = tx.get_json(&component_key(*c))?.ok_or_else(|| corrupt("component"))?;
-        for m in &other.members {
+        let moved = other.members_of(tx)?;
+        for m in &moved {
             let mut rec: TxRecord = tx.get_json(&tx_key(m))?.ok_or_else(|| corrupt("member"))?;
             rec.component = target;
             tx.put_json(tx_key(m), &rec);
         }
-        survivor.members.extend(other.members);
+        other.drop_members(tx)?;
+        survivor.add(tx, &moved);
         tx.writes.insert(component_key(*c), None);
         tx.writes.insert(sensitive_key(*c), None);
         tx.writes.insert(pending_key(*c), None);
     }
-    survivor.members.push(*txid);
-    survivor.members.sort();
+    survivor.add(tx, &[*txid]);
     tx.put_json(component_key(target), &survivor);
     Ok(target)
 }
@@ -666,104 +667,163 @@ pub(crate) fn proof_on_view(tx: &Tx, tip: Option<Hash32>, p: &Proof) -> Result<b
     Ok(header_at(tx, tip, p.height)?.is_some_and(|h| h.header.merkle_root == p.root))
 }
 
-/// Recomputes one component in the current context and writes its result.
-fn recompute(tx: &mut Tx, meta: &Meta, id: u64) -> Result<(), ClientError> {
-    let mut comp: Component = tx.get_json(&component_key(id))?.ok_or_else(|| corrupt("component"))?;
-    let mut members = BTreeMap::new();
-    for m in &comp.members {
-        let rec: TxRecord = tx.get_json(&tx_key(m))?.ok_or_else(|| corrupt("member"))?;
-        members.insert(*m, rec);
-    }
-    // Confirmed transactions the members rely on (parents outside the journal, and
-    // members an anchor names), each from the position its proof was received.
-    let mut anchors: BTreeMap<Txid, Option<u64>> = BTreeMap::new();
-    let mut proven = BTreeSet::new();
-    let mut included = BTreeSet::new();
-    let mut chain_facts = false;
-    let tip = meta.current().tip;
-    for rec in members.values() {
-        let names = rec.inputs.iter().map(|i| i.prev.txid).filter(|p| !members.contains_key(p)).chain([rec.txid]);
+/// What a component's members rely on in the current view, gathered member by member.
+#[derive(Default)]
+pub(crate) struct ViewFacts {
+    /// Confirmed transactions the members rely on (parents outside the journal, and
+    /// members an anchor names), each from the position its proof was received.
+    pub anchors: BTreeMap<Txid, Option<u64>>,
+    pub proven: BTreeSet<(Txid, Hash32)>,
+    pub included: BTreeSet<Txid>,
+    /// Some fact depends on the chain (the result can change with the view).
+    pub chain: bool,
+}
+
+impl ViewFacts {
+    /// Adds what `rec` relies on; `is_member` says which transactions are in the
+    /// component (their support is their own readiness, not a fact).
+    pub(crate) fn gather(&mut self, tx: &Tx, tip: Option<Hash32>, rec: &TxRecord, is_member: impl Fn(&Txid) -> bool) -> Result<(), ClientError> {
+        let names = rec.inputs.iter().map(|i| i.prev.txid).filter(|p| !is_member(p)).chain([rec.txid]);
         for p in names {
-            if anchors.contains_key(&p) {
+            if self.anchors.contains_key(&p) {
                 continue;
             }
             if let Some(a) = tx.get_json::<AnchorRecord>(&anchor_key(&p))? {
-                chain_facts |= !matches!(a.anchor, Anchor::Preverified);
+                self.chain |= !matches!(a.anchor, Anchor::Preverified);
                 if anchor_confirmed(tx, tip, &a)? {
-                    anchors.insert(p, a.at);
+                    self.anchors.insert(p, a.at);
                 }
             }
         }
         for v in &rec.variants {
             if let Some(pr) = &v.proof {
-                chain_facts = true;
+                self.chain = true;
                 if proof_on_view(tx, tip, pr)? {
-                    proven.insert((rec.txid, v.id));
+                    self.proven.insert((rec.txid, v.id));
                     if v.support().is_some() {
-                        included.insert(rec.txid);
+                        self.included.insert(rec.txid);
                     }
                 }
             }
             for s in &v.supplies {
-                chain_facts = true;
+                self.chain = true;
                 if proof_on_view(tx, tip, &s.proof)? {
-                    proven.insert((s.txid, v.id));
+                    self.proven.insert((s.txid, v.id));
                 }
             }
         }
-        if anchors.contains_key(&rec.txid) {
-            included.insert(rec.txid);
+        if self.anchors.contains_key(&rec.txid) {
+            self.included.insert(rec.txid);
         }
         for pl in &rec.placements {
             if on_chain(tx, tip, pl)? {
-                included.insert(rec.txid);
+                self.included.insert(rec.txid);
             }
         }
+        Ok(())
     }
-    let facts = ChainFacts { support: super::order::Facts { anchors: &anchors, proven: &proven }, included: &included };
-    let outcome = select::reconcile(&members, meta, &facts);
+}
+
+/// A whole recompute of a component: its members and what selection gives them.
+pub(crate) struct Computed {
+    pub members: BTreeMap<Txid, TxRecord>,
+    pub outcome: select::Outcome,
+    /// The component's result can depend on the chain context (its `Xs` marker).
+    pub sensitive: bool,
+}
+
+/// Recomputes component `comp` whole in the current context, writing nothing.
+pub(crate) fn compute(tx: &Tx, meta: &Meta, comp: &Component) -> Result<Computed, ClientError> {
+    let mut members = BTreeMap::new();
+    for m in &comp.members_of(tx)? {
+        let rec: TxRecord = tx.get_json(&tx_key(m))?.ok_or_else(|| corrupt("member"))?;
+        members.insert(*m, rec);
+    }
+    let tip = meta.current().tip;
+    let mut facts = ViewFacts::default();
+    for rec in members.values() {
+        facts.gather(tx, tip, rec, |p| members.contains_key(p))?;
+    }
+    let chain = ChainFacts { support: super::order::Facts { anchors: &facts.anchors, proven: &facts.proven }, included: &facts.included };
+    let outcome = select::reconcile(&members, meta, &chain);
+    let sensitive = facts.chain || select::context_sensitive(&members);
+    Ok(Computed { members, outcome, sensitive })
+}
+
+/// Recomputes one component in the current context and writes its result: from the one
+/// leaf the step changed when that is enough (`incremental.rs`), else whole.
+fn recompute(tx: &mut Tx, meta: &Meta, id: u64) -> Result<(), ClientError> {
+    let mut comp: Component = tx.get_json(&component_key(id))?.ok_or_else(|| corrupt("component"))?;
+    if super::incremental::leaf_step(tx, meta, &mut comp)? {
+        super::incremental::count(true);
+        return super::incremental::check(tx, meta, &comp);
+    }
+    super::incremental::count(false);
+    let Computed { mut members, outcome, sensitive } = compute(tx, meta, &comp)?;
     // Only what changed is written: a step that extends a long component rewrites the few
     // records whose result moved, not every member's (the conflict marker follows the
     // published status, so it changes exactly when that status does).
-    let before = (comp.pending.clone(), comp.replacements.clone());
-    let conflict = |p: Option<&Published>| p.is_some_and(|p| matches!(p.status, Status::Conflicting | Status::DependentConflict));
+    let before = comp.clone();
     match outcome.published {
         Some(published) => {
+            comp.exact = published.values().all(settled_for_leaves);
             for (t, p) in published {
                 let rec = members.get_mut(&t).expect("member");
-                if rec.published.as_ref() != Some(&p) {
-                    match (conflict(rec.published.as_ref()), conflict(Some(&p))) {
-                        (false, true) => tx.put(conflict_key(&t), vec![]),
-                        (true, false) => {
-                            tx.writes.insert(conflict_key(&t), None);
-                        }
-                        _ => {}
-                    }
-                    rec.published = Some(p);
-                    tx.put_json(tx_key(&t), rec);
-                }
+                publish(tx, rec, p);
             }
             comp.pending = None;
             comp.replacements = outcome.replacements;
         }
         // Pending: the previous accepted results stay as they were (shown stale).
-        None => comp.pending = outcome.pending,
-    }
-    match comp.pending {
-        Some(_) => tx.put(pending_key(id), vec![]),
         None => {
-            tx.writes.insert(pending_key(id), None);
+            comp.pending = outcome.pending;
+            comp.exact = false;
         }
     }
-    if (&comp.pending, &comp.replacements) != (&before.0, &before.1) {
-        tx.put_json(component_key(id), &comp);
-    }
-    if chain_facts || select::context_sensitive(&members) {
-        tx.put(sensitive_key(id), vec![]);
-    } else {
-        tx.writes.insert(sensitive_key(id), None);
-    }
+    comp.pending_leaf = None;
+    write_component(tx, &before, &comp, sensitive);
     Ok(())
+}
+
+/// A member a later step cannot move by adding a frontier to the replay: a candidate
+/// that has been eligible, or no candidate at all.
+fn settled_for_leaves(p: &Published) -> bool {
+    p.order.is_none() || p.eligible.is_some() || matches!(p.status, Status::Included | Status::Invalid | Status::Limited)
+}
+
+/// Writes `p` as `rec`'s published result if it moved, with its conflict marker.
+pub(crate) fn publish(tx: &mut Tx, rec: &mut TxRecord, p: Published) {
+    if rec.published.as_ref() == Some(&p) {
+        return;
+    }
+    let conflict = |p: Option<&Published>| p.is_some_and(|p| matches!(p.status, Status::Conflicting | Status::DependentConflict));
+    match (conflict(rec.published.as_ref()), conflict(Some(&p))) {
+        (false, true) => tx.put(conflict_key(&rec.txid), vec![]),
+        (true, false) => {
+            tx.writes.insert(conflict_key(&rec.txid), None);
+        }
+        _ => {}
+    }
+    rec.published = Some(p);
+    tx.put_json(tx_key(&rec.txid), rec);
+}
+
+/// Writes the component record (if it changed) and its pending and context markers.
+pub(crate) fn write_component(tx: &mut Tx, before: &Component, comp: &Component, sensitive: bool) {
+    match comp.pending {
+        Some(_) => tx.put(pending_key(comp.id), vec![]),
+        None => {
+            tx.writes.insert(pending_key(comp.id), None);
+        }
+    }
+    if comp != before {
+        tx.put_json(component_key(comp.id), comp);
+    }
+    if sensitive {
+        tx.put(sensitive_key(comp.id), vec![]);
+    } else {
+        tx.writes.insert(sensitive_key(comp.id), None);
+    }
 }
 
 /// For modules reading the records.
