@@ -1,6 +1,6 @@
 // Types of the package root (js/index.js).
 export { LiveLookup, LiveLookupOptions, Caller, LiveResponse, LiveStats, AuthorizeRequest, Chain } from './provider/live'
-export { LiveLookupClient, CheckpointStore, LiveLookupError, SourceKey, Member, Checkpoint } from './client/client'
+export { LiveLookupClient, CheckpointStore, LiveLookupError, SourceKey, Member, Checkpoint, FollowOptions, FiniteOptions, LookupResolverLike, StateEvent, RevisionEvent } from './client/client'
 export { EvidenceVerifier, VerificationSettings, EvidenceCheck, EvidenceLimits, checkEvidence } from './client/verifier'
 export { verifyBeef, verifyBeefAsync, verifyBeefBatch, NativeVerification, NativeRootClaim, NativeVerifyOptions, NativeVerifyJob, NativeVerifyWork } from '../index'
 export { createRouter, RouterOptions, LiveRouter, PROFILE } from './provider/router'

@@ -20,8 +20,8 @@ class OverlayExpressHost {
   }
 
   /** Listens at once (tests need the origin for the base URL); routes come with start(). */
-  async listen () {
-    this.srv = await startServer(this.app, 0)
+  async listen (port = 0) {
+    this.srv = await startServer(this.app, port)
     this.origin = `http://127.0.0.1:${this.srv.port}`
     return this
   }

@@ -64,3 +64,29 @@ export function describe (batch: Buffer, member: Member): string[] {
   if (c && c.schema === LEGACY_CONTEXT_SCHEMA) out.push(JSON.stringify(c.json))
   return out
 }
+
+// Following whatever a provider speaks (docs/client.md "Providers that answer only BRC-24",
+// "Hosts found through SLAP"): `finite` with its refresh interval, and `resolver` (a
+// LookupResolver or tracker URLs).
+import type { FiniteOptions, FollowOptions, LookupResolverLike, StateEvent } from '../../js/index'
+export const byRefresh: FiniteOptions = { refreshMs: 60000, maxBytes: 16 << 20, maxOutputs: 1024 }
+// @ts-expect-error the refresh interval is required
+export const noInterval: FiniteOptions = { maxOutputs: 10 }
+export function followAnything (store: CheckpointStore, resolver: LookupResolverLike): Array<() => void> {
+  const client = new LiveLookupClient({ chain: minimal.chain, store, fetch })
+  const opts: FollowOptions = {
+    membership: 'claims',
+    finite: byRefresh,
+    resolveIntervalMs: 300000,
+    onState (s: StateEvent) { if (s.mode === 'finite' && s.progress === 'refreshed') console.log(s.outputs, s.nextRefreshAt) },
+    onRevision (e) { if (e.mode === 'finite') console.log(e.members.filter(m => m.phase === 'finite').length) }
+  }
+  const viaResolver = client.follow('ls_notes', {}, { ...opts, resolver })
+  const viaTrackers = client.follow('ls_notes', {}, { ...opts, resolver: ['https://overlay-us-1.bsvb.tech'] })
+  const byBase = new LiveLookupClient({ baseURL: 'https://overlay.example', chain: minimal.chain, store, fetch }).follow('ls_notes', {}, opts)
+  return [
+    () => { void viaResolver.done.then(r => r.sources.map(s => s.source)) },
+    () => { void viaTrackers.done.then(r => r.sources.length) },
+    () => { void byBase.done.then(r => r.sourceKey) }
+  ]
+}

@@ -13,9 +13,12 @@ export type U64 = string
 
 export interface Checkpoint {
   generation: number
+  /** null for a finite source: its generations are local refreshes, with no session. */
   session: string | null
+  /** null for a finite source: nothing to resume, nothing replayed. */
   cursor: string | null
-  phase: 'snapshot' | 'live' | null
+  /** 'finite' for a generation made of a BRC-24 answer (docs/client.md "Providers that answer only BRC-24"). */
+  phase: 'snapshot' | 'live' | 'finite' | null
   through: U64
   highWater: U64
   snapshotComplete: boolean
@@ -47,7 +50,8 @@ export interface Member {
   observationId: string
   /** The newest context of an `output` observation, if any; `bytes` is base64 (decodeContext decodes it). */
   context: OutputContext | null
-  phase: 'snapshot' | 'live'
+  /** 'finite' for a row of a finite source (its sequence is then '0'). */
+  phase: 'snapshot' | 'live' | 'finite'
   generation: number
   /** The source is being replaced or its continuity was invalidated. */
   stale: boolean
@@ -109,6 +113,11 @@ export declare class LiveLookupError extends Error {
   sourceKey?: SourceKey
   /** Set on an `invalid` raised for an option key this version does not know: that key. */
   option?: string
+  /**
+   * false on the client's refusal of a service the provider's BRC-194 manifest offers no
+   * lookup-live-v1 for (before any open), or of a provider that cannot be followed live.
+   */
+  offered?: false
 }
 
 export declare class CheckpointStore {
@@ -310,15 +319,21 @@ export interface RevisionEvent {
    */
   restored: boolean
   outcome: CommitOutcome | null
-  /** The exact response bytes that were committed (null when `restored`). */
+  /**
+   * The exact response bytes that were committed (null when `restored`). For a finite source,
+   * the lookup-live-v1 batch the client made of the BRC-24 answer (decodeBatch reads it).
+   */
   batch: Buffer | null
+  /** In a follow with `finite` or `resolver`: whether this source is followed live or by refresh. */
+  mode?: 'live' | 'finite'
 }
 
 /** Connection state of one followed provider (docs/client.md). */
 export type ConnectionState = 'connected' | 'retrying' | 'reset-required' | 'paused' | 'failed' | 'closed'
 
 export interface StateEvent {
-  source: string
+  /** The provider's base URL; null for a state of discovery itself (`discovery: true`). */
+  source: string | null
   sourceKey: SourceKey | null
   connection: ConnectionState
   /** retrying / reset-required: the failed attempt's number, from 1. */
@@ -335,7 +350,7 @@ export interface StateEvent {
    * (a new generation replacing the old one, for `reason`), `snapshot-complete` (the generation's
    * snapshot is committed whole; after a start-over, that commit swaps it in).
    */
-  progress?: 'resumed' | 'opened' | 'started-over' | 'snapshot-complete'
+  progress?: 'resumed' | 'opened' | 'started-over' | 'snapshot-complete' | 'refreshed'
   /** The generation `progress` is about. */
   generation?: number
   /** resumed: the stored cursor the follow continued from. */
@@ -343,9 +358,44 @@ export interface StateEvent {
   /**
    * started-over: `reset-required` or `expired` (the provider's answer to a read), `equivocation`
    * (this source contradicted itself), `chain` or `rulesDigest` (the provider now serves another),
-   * or the stored generation's invalidation reason.
+   * or the stored generation's invalidation reason. closed: `not-advertised` when discovery
+   * stopped following a host its resolver no longer lists.
    */
   reason?: string
+  /**
+   * In a follow with `finite` or `resolver`: `live` or `finite`; null while the provider's
+   * manifest is being read (negotiation).
+   */
+  mode?: 'live' | 'finite' | null
+  /** refreshed: outputs in the answer, and outputs skipped (a BEEF that cannot be read, an output it lacks). */
+  outputs?: number
+  skipped?: number
+  /** refreshed: when the next refresh is due (ms since the epoch). */
+  nextRefreshAt?: number
+  /** A state of discovery itself (the resolver found no host, or failed): `source` is null. */
+  discovery?: true
+}
+
+/**
+ * Following a provider that does not serve lookup-live-v1 by periodic BRC-24 `/lookup`
+ * answers (docs/client.md "Providers that answer only BRC-24"). Each answer is one local
+ * generation of the source; nothing is claimed live.
+ */
+export interface FiniteOptions {
+  /** Interval between two answers, in ms. */
+  refreshMs: number
+  /** Bound on one answer's body bytes. Default 16 MiB, at most 256 MiB. */
+  maxBytes?: number
+  /** Bound on one answer's outputs. Default and maximum 1024 (one refresh is one batch). */
+  maxOutputs?: number
+}
+
+/**
+ * @bsv/sdk's LookupResolver (its SLAP discovery, overrides and additional hosts are used as
+ * LookupResolver.query uses them). Typed by its public method only.
+ */
+export interface LookupResolverLike {
+  query (question: { service: string; query: unknown }, timeout?: number): Promise<unknown>
 }
 
 export interface FollowOptions {
@@ -369,7 +419,22 @@ export interface FollowOptions {
    * of BRC-193 §4 (a cursor used before its commit returned); safe because reads are non-destructive.
    */
   readAhead?: boolean
+  /** Not with `finite`: a finite source states no rules. */
   requiredRulesDigest?: string
+  /**
+   * Allows following a provider that does not offer lookup-live-v1 for the service by periodic
+   * BRC-24 refresh; without it such a provider is refused (`unsupported`, or the 404/422 it
+   * answered, with a message that says so).
+   */
+  finite?: FiniteOptions
+  /**
+   * Follow the hosts this resolver finds for the service (SLAP), each as a source, live when it
+   * offers lookup-live-v1 and by refresh when `finite` allows it. A list of SLAP tracker URLs
+   * makes a LookupResolver over them.
+   */
+  resolver?: LookupResolverLike | string[]
+  /** With `resolver`: how often the hosts are resolved again. Default 300000 (5 minutes). */
+  resolveIntervalMs?: number
 }
 
 /** @bsv/sdk's AuthFetch or this package's NativeAuthFetch (js/auth/authfetch.d.ts). */
@@ -402,8 +467,8 @@ export declare class LiveLookupClient {
   /** The provider's verified manifest (after the first request). */
   manifest: AcceptedManifest | null
   constructor (options: {
-    /** https: (http: only with allowInsecureHttp). */
-    baseURL: string
+    /** https: (http: only with allowInsecureHttp). May be left out by a client that follows only with `resolver` or `sources`. */
+    baseURL?: string
     /** The chain the application follows; the manifest and every scope must name it. */
     chain: { network: string; genesisHash: string }
     /** Accept an http: baseURL, for local development. */
@@ -432,6 +497,7 @@ export declare class LiveLookupClient {
   /** The source key a follow of `query` on `service` at `baseURL` (default this client's) committed under, or null before its first commit. */
   sourceKey (service: string, query: unknown, baseURL?: string): SourceKey | null
   follow (service: string, query: unknown, options: FollowOptions & { sources: string[] }): FollowHandle<FollowManyResult>
+  follow (service: string, query: unknown, options: FollowOptions & { resolver: LookupResolverLike | string[] }): FollowHandle<FollowManyResult>
   follow (service: string, query: unknown, options?: FollowOptions): FollowHandle<FollowResult>
   close (sourceKey: SourceKey, signal?: AbortSignal): Promise<{ version: 1; closed: true }>
 }

@@ -26,6 +26,8 @@ const MANIFEST_FUTURE_SKEW = 300
 const SELECTION_ECHO = ['x-bsv-overlay-profile', 'x-bsv-overlay-capability']
 
 const { LiveLookupError } = require('./errors')
+// Negotiation, the finite refresh adapter and discovery (issue #51): finite.js, discovery.js.
+const finite = require('./finite')
 
 // --- native store wrapper --------------------------------------------------
 
@@ -62,7 +64,7 @@ const CLIENT_KEYS = ['baseURL', 'chain', 'allowInsecureHttp', 'providerIdentity'
 const LIMIT_KEYS = ['maxBytes', 'maxObservations', 'waitMs']
 const RETRY_KEYS = ['initialMs', 'maxMs']
 const VERIFICATION_KEYS = ['engine', 'batch', 'concurrency', 'page', 'acceptEvery', 'heightPollMs', 'maxBytes', 'maxTransactions', 'maxDepth', 'maxScriptBytes', 'memoryLimit', 'budget']
-const FOLLOW_KEYS = ['onRevision', 'onState', 'signal', 'sources', 'pendingBudget', 'waitMs', 'pollIntervalMs', 'membership', 'requiredRulesDigest', 'readAhead']
+const FOLLOW_KEYS = ['onRevision', 'onState', 'signal', 'sources', 'pendingBudget', 'waitMs', 'pollIntervalMs', 'membership', 'requiredRulesDigest', 'readAhead', 'finite', 'resolver', 'resolveIntervalMs']
 
 /**
  * What onRevision receives: the commit's outcome and bytes, the source's state, and its
@@ -118,7 +120,8 @@ class CheckpointStore {
   sourceForLabel (label) { return nativeCall(() => this._inner.sourceForLabel(label)) }
   setPendingOpen (label, requestId) { return nativeCall(() => this._inner.setPendingOpen(label, requestId)) }
   pendingOpen (label) { return nativeCall(() => this._inner.pendingOpen(label)) ?? null }
-  checkpoint (sourceKey) { return nativeCall(() => this._inner.checkpoint(sourceKey)) }
+  // A finite source's generations are local: no session, no cursor (js/client/finite.js).
+  checkpoint (sourceKey) { return finite.localCheckpoint(sourceKey, nativeCall(() => this._inner.checkpoint(sourceKey))) }
   commitBatch (sourceKey, generation, expectedCursor, batch, options) {
     knownKeys('commitBatch', options, COMMIT_KEYS)
     return nativeCall(() => this._inner.commitBatch(sourceKey, generation, expectedCursor ?? null, batch, options ?? null))
@@ -167,8 +170,8 @@ class CheckpointStore {
 
   markVerified (sourceKey, generation, groupId) { return nativeCall(() => this._inner.markVerified(sourceKey, generation, groupId)) }
   // Lists that grow with the catalogue arrive as JSON text (src/node/client.rs json_text).
-  members (sourceKey) { return JSON.parse(nativeCall(() => this._inner.members(sourceKey))) }
-  partialMembers (sourceKey) { return JSON.parse(nativeCall(() => this._inner.partialMembers(sourceKey))) }
+  members (sourceKey) { return finite.finiteRows(sourceKey, JSON.parse(nativeCall(() => this._inner.members(sourceKey)))) }
+  partialMembers (sourceKey) { return finite.finiteRows(sourceKey, JSON.parse(nativeCall(() => this._inner.partialMembers(sourceKey)))) }
   state (sourceKey) { return nativeCall(() => this._inner.state(sourceKey)) }
   revision () { return nativeCall(() => this._inner.revision()) }
 
@@ -191,13 +194,13 @@ class CheckpointStore {
   requeueLimited (policy) { return nativeCall(() => this._inner.requeueLimited(policy)) }
   addPlacement (txid, placement) { return nativeCall(() => this._inner.addPlacement(txid, placement)) }
   reconciledView () { return JSON.parse(nativeCall(() => this._inner.reconciledView())) }
-  reconciledState (chain) { return nativeCall(() => this._inner.reconciledState(chain.network, chain.genesisHash)) }
+  reconciledState (chain) { return finite.finiteReconciled(nativeCall(() => this._inner.reconciledState(chain.network, chain.genesisHash))) }
   /**
    * Membership and reconciled state of one revision, read together. With `atRevision`,
    * a `conflict` error once the store has moved past it.
    */
   revisionSnapshot (sourceKey, atRevision) {
-    return JSON.parse(nativeCall(() => this._inner.revisionSnapshot(sourceKey, atRevision ?? null)))
+    return finite.finiteSnapshot(sourceKey, JSON.parse(nativeCall(() => this._inner.revisionSnapshot(sourceKey, atRevision ?? null))))
   }
 }
 
@@ -377,8 +380,9 @@ class LiveLookupClient {
     knownKeys('retry', options.retry, RETRY_KEYS)
     knownKeys('verification', options.verification, VERIFICATION_KEYS)
     const { baseURL, authFetch, fetch, store, chain, limits = {}, requestTimeoutMs = 30000, chainTracker, verification } = options
-    if (typeof baseURL !== 'string' || !/^https?:\/\//.test(baseURL)) throw new LiveLookupError('invalid', 'baseURL must be an https URL')
-    if (baseURL.startsWith('http:') && options.allowInsecureHttp !== true) {
+    // Without a baseURL the client follows only hosts a resolver finds (follow's `resolver`).
+    if (baseURL !== undefined && (typeof baseURL !== 'string' || !/^https?:\/\//.test(baseURL))) throw new LiveLookupError('invalid', 'baseURL must be an https URL')
+    if (baseURL !== undefined && baseURL.startsWith('http:') && options.allowInsecureHttp !== true) {
       throw new LiveLookupError('invalid', 'baseURL must be https: (allowInsecureHttp: true is for local development only)')
     }
     if (!chain || typeof chain.network !== 'string' || !/^[0-9a-f]{64}$/.test(chain.genesisHash || '')) {
@@ -387,7 +391,7 @@ class LiveLookupClient {
     if (!store) throw new LiveLookupError('invalid', 'a CheckpointStore is required')
     if (!authFetch && typeof (fetch ?? globalThis.fetch) !== 'function') throw new LiveLookupError('invalid', 'authFetch or fetch is required')
     this._options = options
-    this.baseURL = baseURL.replace(/\/+$/, '')
+    this.baseURL = baseURL === undefined ? null : baseURL.replace(/\/+$/, '')
     this.chain = { network: chain.network, genesisHash: chain.genesisHash }
     this.providerIdentity = options.providerIdentity ?? null
     this._rawAuthFetch = authFetch ?? null
@@ -619,6 +623,11 @@ class LiveLookupClient {
   }
 
   async _open (service, query, queryDigest, label, opts) {
+    // BRC-194 §1: the manifest is read before any open, and a service it offers no
+    // lookup-live-v1 for is refused here, never opened (js/client/finite.js).
+    await this.capabilityDigest(opts.signal)
+    const refused = finite.notOffered(this, service)
+    if (refused) throw refused
     // The request id is stored before it is sent: after a crash the same open is
     // retried and the provider answers with its saved first batch (BRC-193 §8). The
     // commit of that batch removes it.
@@ -720,10 +729,16 @@ class LiveLookupClient {
       // Options are checked before anything starts: a refused follow touches neither
       // the store nor the network.
       if (!('verified' in opts)) knownKeys('follow', opts, FOLLOW_KEYS) // `verified` has its own message
+      finite.checkFollowOptions(opts)
+      if (this.baseURL === null && !opts.resolver && !Array.isArray(opts.sources)) throw new LiveLookupError('invalid', 'a client without baseURL follows only with `resolver` or `sources`')
       const o = { ...opts, signal: ac.signal, membership: membershipOf(opts, this.verifier !== null) }
-      done = Array.isArray(opts.sources)
-        ? this._followMany(service, query, o)
-        : this._follow(service, query, o)
+      // With `finite`, each provider is negotiated through its manifest (finite.js); with
+      // `resolver`, the providers are the hosts SLAP lists for the service (discovery.js).
+      done = opts.resolver
+        ? require('./discovery').followDiscovered(this, service, query, o)
+        : Array.isArray(opts.sources)
+          ? this._followMany(service, query, o)
+          : finite.followProvider(this, service, query, o)
     } catch (e) {
       done = Promise.reject(e)
     }
@@ -755,7 +770,7 @@ class LiveLookupClient {
     if (rest.signal.aborted) all.abort()
     else rest.signal.addEventListener('abort', () => all.abort(), { once: true })
     const each = { ...rest, signal: all.signal }
-    const results = await Promise.all(clients.map(c => c._follow(service, query, each).then(
+    const results = await Promise.all(clients.map(c => finite.followProvider(c, service, query, each).then(
       r => ({ source: c.baseURL, sourceKey: r.sourceKey, error: null }),
       async error => {
         // One provider failing for good does not stop the others: its membership is
@@ -976,3 +991,8 @@ module.exports = {
   canonicalJson,
   PROFILE
 }
+
+// What finite.js and discovery.js share with this module (not enumerable: not public API).
+Object.defineProperty(module.exports, '_internal', {
+  value: { knownKeys, readCapped, errorFrom, transportError, checkHeaders, fromNative, sleep, crashPoint, CallbackFailure, sourceLabel }
+})
