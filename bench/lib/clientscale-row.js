@@ -160,6 +160,10 @@ async function receive (client, membership) {
   return { receiptMs, key, t0, paused }
 }
 
+// `OLL_BENCH_CACHE_MB`: open the client's store with this page cache instead of the default
+// (to measure what the bound changes; bench/RESULTS.md section 16 says which runs set it).
+const storeOptions = process.env.OLL_BENCH_CACHE_MB ? { cacheBytes: Number(process.env.OLL_BENCH_CACHE_MB) * 1048576 } : undefined
+
 /** Outputs a reopened store lists as present members of `key` (read after the measurements). */
 function presentMembers (storeDir, key) {
   const store = CheckpointStore.open(storeDir)
@@ -172,7 +176,7 @@ function presentMembers (storeDir, key) {
 
 async function clientRow ({ origin, outputs, dataDir }) {
   const storeDir = path.join(dataDir, 'client')
-  const store = CheckpointStore.open(storeDir)
+  const store = CheckpointStore.open(storeDir, storeOptions)
   const client = new LiveLookupClient({ baseURL: origin, chain: CHAIN, allowInsecureHttp: true, fetch, store, limits: { waitMs: 0 } })
   // No chainTracker, so nothing verifies: the rule must be chosen (docs/client.md).
   const { receiptMs, key } = await receive(client, 'claims')
@@ -190,7 +194,7 @@ async function clientRow ({ origin, outputs, dataDir }) {
 async function verifyingRow ({ origin, outputs, dataDir, catalogue }) {
   const storeDir = path.join(dataDir, 'client')
   const tracker = trackerOf(catalogue)
-  const store = CheckpointStore.open(storeDir)
+  const store = CheckpointStore.open(storeDir, storeOptions)
   // The reconciler's chain context: a tip far above the catalogue's blocks.
   store.defineContext('tip', { tipHeight: String(tracker.height + 1000000), medianTimePast: '4000000000' })
   store.configureReconciler({ journalId: 'bench', nonFinal: true, initialContext: 'tip' })
