@@ -121,7 +121,7 @@ export declare class LiveLookupError extends Error {
 }
 
 export declare class CheckpointStore {
-  /** `cacheBytes` bounds sled's page cache (default 1 GiB); memory beyond it is the store's working set. */
+  /** `cacheBytes` bounds sled's page cache (default 256 MiB); memory beyond it is the store's working set (docs/client.md). */
   static open (path: string, options?: { cacheBytes?: number }): CheckpointStore
   close (): void
   beginGeneration (sourceKey: SourceKey, label?: string | null): number

@@ -189,8 +189,10 @@ impl ClientDb {
 
 }
 
-/// sled's own default (1 GiB): a store opened without a bound behaves as it always did.
-pub const DEFAULT_CACHE_BYTES: u64 = 1024 * 1024 * 1024;
+/// 256 MiB: measured to receive as fast as sled's own default (1 GiB) at 100,000 outputs with
+/// a verifier, with a lower peak; 64 MiB made that receipt 2.7 times slower
+/// (bench/RESULTS.md section 16, docs/client.md "CheckpointStore").
+pub const DEFAULT_CACHE_BYTES: u64 = 256 * 1024 * 1024;
 
 fn open_db(path: &Path, cache_bytes: u64) -> Result<sled::Db, ClientError> {
     let started = std::time::Instant::now();

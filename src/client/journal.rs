@@ -5,7 +5,7 @@
 //! | key | value |
 //! |---|---|
 //! | `Xm` | [`Meta`]: journal id, last position, `{nonFinal}`, context changes |
-//! | `Xj` position | [`Entry`]: what that position recorded (a receive or a context change) |
+
 //! | `Xt` txid | [`TxRecord`]: raw facts, evidence variants and verdicts, placements, published result |
 //! | `Xe` parent txid, vout, spender txid | spend edge from an actual input (value empty) |
 //! | `Xa` txid | [`AnchorRecord`]: a confirmed transaction outside the journal |
@@ -20,6 +20,10 @@
 //! | `Xr` txid variant | [`Rejection`]: evidence refused at receipt, with its verdict |
 //! | `Xl` txid | marker: a variant of the transaction has a `limited` verdict |
 //! | `Xq` first position, index, txid, variant | marker: the variant has no verdict (a pending verification job) |
+//!
+//! A position is taken by each receive and each context change; what a receive brought is
+//! in the receipts of its transactions' records (`Xt`, each with its position), so no
+//! per-position entry is kept (stores written before keep their `Xj` entries, unread).
 //!
 //! Positions, component ids and heights are u64 big-endian; txids are 32 bytes in
 //! display order (so `Xt` scans are in txid order).
@@ -41,9 +45,6 @@ use crate::bitcoin::tx::{Hash32, Input, Outpoint, RawTx, Txid};
 
 pub const META: &[u8] = b"Xm";
 
-pub fn entry_key(position: u64) -> Vec<u8> {
-    [b"Xj".as_slice(), &position.to_be_bytes()].concat()
-}
 pub fn evidence_key(variant: &Hash32) -> Vec<u8> {
     [b"Xb".as_slice(), &variant.0].concat()
 }
@@ -160,13 +161,6 @@ impl Meta {
         let i = self.contexts.partition_point(|c| c.position <= position);
         &self.contexts[i.saturating_sub(1)]
     }
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum Entry {
-    Receive { source: String, txids: Vec<Txid>, context: String },
-    Context { id: String },
 }
 
 /// `{journalId, position, index}` of §10.5 (the journal id is the store's).

@@ -264,7 +264,6 @@ impl ClientDb {
         let position = meta.position.checked_add(1).ok_or_else(|| ClientError::new(ErrorCode::Limited, "journal position overflow"))?;
         meta.position = position;
         meta.contexts.push(ContextChange { position, id: def.id.clone(), finality: def.finality, tip: def.tip });
-        tx.put_json(entry_key(position), &Entry::Context { id: def.id });
         tx.put_json(META.to_vec(), &meta);
         let sensitive: BTreeSet<u64> = tx.scan(SENSITIVE_PREFIX)?.into_iter().map(|(k, _)| u64::from_be_bytes(k[2..10].try_into().unwrap())).collect();
         let n = recompute_all(&mut tx, &meta, &sensitive)?;
@@ -468,7 +467,6 @@ pub(crate) fn receive_in(tx: &mut Tx, source: &str, items: &[Item], bundles: &BT
     let mut meta: Meta = tx.get_json(META)?.ok_or_else(|| ClientError::invalid("the reconciler is not configured"))?;
     let position = meta.position.checked_add(1).ok_or_else(|| ClientError::new(ErrorCode::Limited, "journal position overflow"))?;
     meta.position = position;
-    let context = meta.current().id.clone();
     let mut touched: BTreeSet<u64> = BTreeSet::new();
     let mut known = Vec::new();
     for t in by_tx.keys() {
@@ -523,7 +521,6 @@ pub(crate) fn receive_in(tx: &mut Tx, source: &str, items: &[Item], bundles: &BT
         }
         tx.put_json(tx_key(txid), &rec);
     }
-    tx.put_json(entry_key(position), &Entry::Receive { source: source.to_string(), txids: by_tx.keys().copied().collect(), context });
     tx.put_json(META.to_vec(), &meta);
     // Components may have merged while linking: the survivors.
     let touched = touched.into_iter().filter(|c| tx.get(&component_key(*c)).ok().flatten().is_some()).collect();
