@@ -19,7 +19,7 @@ function scope (provider, epoch = 'e1') {
     access: 'public', epoch
   }
 }
-const keyOf = s => ({ provider: s.provider, service: s.service, queryDigest: s.queryDigest, access: s.access })
+const keyOf = s => ({ provider: s.provider, service: s.service, queryDigest: s.queryDigest })
 const output = (id, s, index, txid = hex32('tx')) =>
   ({ id, scope: s, kind: 'output', payload: { evidence: { txid, outputIndex: index, beef: 'AQID' } } })
 const withdraw = (id, s, index, txid = hex32('tx')) =>
@@ -270,5 +270,21 @@ test.each(['manual', 'claims', 'verified'])('an invalid member quarantines its w
   expect(store.partialMembers(key)).toEqual([])
   // The generation receives nothing more: a new one must follow.
   expect(() => store.commitBatch(key, gen, 'c1', batch(s, 'live', [], 'c2', true, 11), { membership: rule })).toThrow(expect.objectContaining({ code: 'reset-required' }))
+  store.close()
+})
+
+test('a source key is {provider, service, queryDigest}: one naming an access is refused, whatever the call', () => {
+  const s = scope('02aa')
+  const { store, key, gen } = opened(s)
+  const withAccess = { ...key, access: s.access }
+  const calls = [
+    () => store.checkpoint(withAccess),
+    () => store.members(withAccess),
+    () => store.state(withAccess),
+    () => store.beginGeneration(withAccess),
+    () => store.commitBatch(withAccess, gen, 'c1', batch(s, 'live', [], 'c2', true, 11))
+  ]
+  for (const call of calls) expect(call).toThrow(expect.objectContaining({ code: 'invalid', message: expect.stringMatching(/access belongs to a generation/) }))
+  expect(store.checkpoint(key)).toMatchObject({ generation: gen, cursor: 'c1', access: 'public' })
   store.close()
 })

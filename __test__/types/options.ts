@@ -64,3 +64,11 @@ export function describe (batch: Buffer, member: Member): string[] {
   if (c && c.schema === LEGACY_CONTEXT_SCHEMA) out.push(JSON.stringify(c.json))
   return out
 }
+
+// A source key is {provider, service, queryDigest}: access belongs to a generation (BRC-193 §5).
+import type { SourceKey, Checkpoint, StateEvent } from '../../js/client/client'
+export const sourceKey: SourceKey = { provider: '02aa', service: 'ls_notes', queryDigest: 'ab'.repeat(32) }
+// @ts-expect-error access is not part of a source key
+export const withAccess: SourceKey = { ...sourceKey, access: 'public' }
+export const accessOf = (cp: Checkpoint): string | null => cp.access
+export const startedOverForAccess = (e: StateEvent): boolean => e.progress === 'started-over' && e.reason === 'access-changed'
