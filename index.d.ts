@@ -30,7 +30,7 @@ export declare class CheckpointStore {
   /** Lets held `commitBatchAsync` commits apply. */
   releaseCommits(): void
   /**
-   * Starts a new generation of the source `{provider, service, queryDigest, access}`;
+   * Starts a new generation of the source `{provider, service, queryDigest}`;
    * `label` (optional) lets `sourceForLabel` find the source before an open.
    */
   beginGeneration(sourceKey: SourceKey, label?: string | undefined | null): number
@@ -644,12 +644,14 @@ export declare function signBrc77(privateKeyHex: string, message: Buffer): Buffe
 /** Signs a manifest body: returns `{body, signature}`. */
 export declare function signManifest(body: any, privateKeyHex: string, preimage?: ((arg0: string, arg1: any) => Buffer) | undefined | null): any
 
-/** A source (session branch): BRC-192 Scope minus chain, rules, epoch. */
+/**
+ * A source (session branch): BRC-192 Scope minus chain, rules, access and epoch, which
+ * belong to a generation of it (BRC-193 §5).
+ */
 export interface SourceKey {
   provider: string
   service: string
   queryDigest: string
-  access: string
 }
 
 export interface SubjectInput {

@@ -99,8 +99,9 @@ test("a SLAP tracker's hosts are followed together, the live one live and the BR
   const liveKey = w.latest[live.origin].sourceKey
   const finiteKey = w.latest[plain.origin].sourceKey
   expect(liveKey).toMatchObject({ provider: live.origin, service: SERVICE, queryDigest: QUERY_DIGEST })
-  expect(liveKey.access).not.toBe('finite')
-  expect(finiteKey).toEqual({ provider: plain.origin, service: SERVICE, queryDigest: QUERY_DIGEST, access: 'finite' })
+  expect(store.checkpoint(liveKey).access).not.toBe('finite')
+  expect(finiteKey).toEqual({ provider: plain.origin, service: SERVICE, queryDigest: QUERY_DIGEST })
+  expect(store.checkpoint(finiteKey)).toMatchObject({ access: 'finite', phase: 'finite', cursor: null })
   expect(client.sourceKey(SERVICE, QUERY, live.origin)).toEqual(liveKey)
   expect(client.sourceKey(SERVICE, QUERY, plain.origin)).toEqual(finiteKey)
 
@@ -153,7 +154,7 @@ test('a list of SLAP trackers is a resolver too; without `finite` a host that sp
   expect(result.sources.find(s => s.source === plain.origin)).toMatchObject({ sourceKey: null, error: { code: 'unsupported' } })
   expect(result.sources.find(s => s.source === live.origin)).toMatchObject({ error: null })
   // Nothing of the BRC-24 host was committed.
-  expect(store.state({ provider: plain.origin, service: SERVICE, queryDigest: QUERY_DIGEST, access: 'finite' }).currentGeneration).toBeNull()
+  expect(store.state({ provider: plain.origin, service: SERVICE, queryDigest: QUERY_DIGEST }).currentGeneration).toBeNull()
   expect(plain.requests).toEqual(['GET /overlay/v1/capabilities'])
 })
 

@@ -33,7 +33,8 @@ afterEach(async () => {
 
 const op = (txid, i = 0) => `${txid}.${i}`
 const present = members => members.filter(m => m.present).map(m => op(m.outpoint.txid, m.outpoint.outputIndex)).sort()
-const finiteKey = origin => ({ provider: origin, service: SERVICE, queryDigest: QUERY_DIGEST, access: 'finite' })
+// A finite source is keyed like a public live one; its generations' scopes say access 'finite'.
+const finiteKey = origin => ({ provider: origin, service: SERVICE, queryDigest: QUERY_DIGEST })
 
 /** Collects what a follow reports (each event's lists read in its synchronous part) and waits on it. */
 function watcher () {
@@ -312,8 +313,9 @@ test('a host that gains the live routes on restart is followed live from its nex
   expect(node.origin).toBe(`http://127.0.0.1:${port}`)
   await w.until(() => w.last() && w.last().mode === 'live' && present(w.last().members).join() === two.join())
   const liveKey = w.last().sourceKey
-  expect(liveKey).toMatchObject({ provider: node.origin, service: SERVICE, queryDigest: QUERY_DIGEST })
-  expect(liveKey.access).not.toBe('finite')
+  // The same source (a public host keeps its key in both modes); its next generation is live.
+  expect(liveKey).toEqual(fkey)
+  expect(store.checkpoint(liveKey).access).not.toBe('finite')
   expect(w.states).toContainEqual(expect.objectContaining({ connection: 'connected', mode: 'live', progress: 'opened', sourceKey: liveKey }))
   // A new note arrives as a live group, not at a refresh.
   const c = await factory.createNotes(['c'])
@@ -325,9 +327,11 @@ test('a host that gains the live routes on restart is followed live from its nex
   expect(decodeBatch(e.batch).phase).toBe('live')
   expect(store.checkpoint(liveKey)).toMatchObject({ phase: 'live', snapshotComplete: true, cursor: expect.any(String), session: expect.any(String) })
   expect(client.sourceKey(SERVICE, QUERY)).toEqual(liveKey)
-  // The finite source keeps its last answer, shown stale: it is no longer refreshed.
-  expect(store.state(fkey)).toMatchObject({ stale: true })
-  expect(store.members(fkey).every(m => m.stale && m.phase === 'finite')).toBe(true)
+  // The live snapshot replaced the refreshed generation: no row says finite any more, and
+  // no 'access-changed' was reported for leaving a refresh (it negotiated no access).
+  expect(store.state(liveKey)).toMatchObject({ stale: false, pendingGeneration: null })
+  expect(store.members(liveKey).every(m => !m.stale && m.phase !== 'finite')).toBe(true)
+  expect(w.states.some(s => s.reason === 'access-changed')).toBe(false)
   await handle.close()
 })
 

@@ -490,8 +490,7 @@ function runChild (env) {
 const keyFor = () => ({
   provider: provider.origin,
   service: SERVICE,
-  queryDigest: digest('lookup-query', { service: SERVICE, query: QUERY }),
-  access: 'public'
+  queryDigest: digest('lookup-query', { service: SERVICE, query: QUERY })
 })
 
 test.each([
@@ -660,7 +659,7 @@ test("an event's lists stay readable for its whole synchronous callback while an
   const store = CheckpointStore.open(path.join(dir, 'store'))
   // Another source of the same store (another provider's follow, say), committing on the pool.
   const otherScope = { ...CHAIN_SCOPE, provider: 'https://other.example' }
-  const other = { provider: otherScope.provider, service: SERVICE, queryDigest: otherScope.queryDigest, access: 'public' }
+  const other = { provider: otherScope.provider, service: SERVICE, queryDigest: otherScope.queryDigest }
   const otherGeneration = store.beginGeneration(other, 'other')
   const otherBatch = Buffer.from(JSON.stringify({
     version: 1, session: 'other', scope: otherScope, phase: 'snapshot', groups: [], cursor: 'c1', snapshotComplete: true,

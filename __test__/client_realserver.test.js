@@ -29,7 +29,7 @@ afterEach(async () => {
 
 const present = members => members.filter(m => m.present).map(m => m.outpoint.txid).sort()
 const txids = ns => ns.map(txid).sort()
-const keyFor = () => ({ provider: origin, service: SERVICE, queryDigest: digest('lookup-query', { service: SERVICE, query: QUERY }), access: live.accessOf('public') })
+const keyFor = () => ({ provider: origin, service: SERVICE, queryDigest: digest('lookup-query', { service: SERVICE, query: QUERY }) })
 
 async function followUntil (store, until, step) {
   const ac = new AbortController()

@@ -22,7 +22,7 @@ const scope = {
   chain: { network: 'main', genesisHash: GENESIS },
   provider: '02aa', service: 'ls_notes', queryDigest: hex32('q'), rulesDigest: hex32('rules'), access: 'public', epoch: 'e1'
 }
-const key = { provider: scope.provider, service: scope.service, queryDigest: scope.queryDigest, access: scope.access }
+const key = { provider: scope.provider, service: scope.service, queryDigest: scope.queryDigest }
 function batch (phase, groups, cursor, through) {
   return Buffer.from(JSON.stringify({
     version: 1, session: 'sess', scope, phase, groups, cursor, snapshotComplete: true,

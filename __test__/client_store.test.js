@@ -19,7 +19,7 @@ function scope (provider, epoch = 'e1') {
     access: 'public', epoch
   }
 }
-const keyOf = s => ({ provider: s.provider, service: s.service, queryDigest: s.queryDigest, access: s.access })
+const keyOf = s => ({ provider: s.provider, service: s.service, queryDigest: s.queryDigest })
 const output = (id, s, index, txid = hex32('tx')) =>
   ({ id, scope: s, kind: 'output', payload: { evidence: { txid, outputIndex: index, beef: 'AQID' } } })
 const withdraw = (id, s, index, txid = hex32('tx')) =>
@@ -291,4 +291,20 @@ test('spaceUsage counts the keys each commit writes, per key space', () => {
   for (const v of Object.values(after)) expect(v.bytes).toBeGreaterThan(0)
   store.close()
   expect(() => store.spaceUsage()).toThrow(/closed/)
+})
+
+test('a source key is {provider, service, queryDigest}: one naming an access is refused, whatever the call', () => {
+  const s = scope('02aa')
+  const { store, key, gen } = opened(s)
+  const withAccess = { ...key, access: s.access }
+  const calls = [
+    () => store.checkpoint(withAccess),
+    () => store.members(withAccess),
+    () => store.state(withAccess),
+    () => store.beginGeneration(withAccess),
+    () => store.commitBatch(withAccess, gen, 'c1', batch(s, 'live', [], 'c2', true, 11))
+  ]
+  for (const call of calls) expect(call).toThrow(expect.objectContaining({ code: 'invalid', message: expect.stringMatching(/access belongs to a generation/) }))
+  expect(store.checkpoint(key)).toMatchObject({ generation: gen, cursor: 'c1', access: 'public' })
+  store.close()
 })

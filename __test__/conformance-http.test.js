@@ -349,7 +349,7 @@ test('cursor before commit: a BRC-103 client killed after receiving a batch, bef
   })
   const crashed = await runClient({ OLL_CLIENT_CRASH: 'after-receive', OLL_CLIENT_CRASH_AT: '2', WANT: '5' })
   expect(crashed.signal).toBe('SIGKILL')
-  const k = { provider: n.identity, service: 'ls_notes', queryDigest: digest('lookup-query', { service: 'ls_notes', query: {} }), access: n.live.accessOf('public') }
+  const k = { provider: n.identity, service: 'ls_notes', queryDigest: digest('lookup-query', { service: 'ls_notes', query: {} }) }
   let store = CheckpointStore.open(storeDir)
   expect(store.state(k).received).toBe(2) // the second batch was received, never committed
   store.close()

@@ -19,7 +19,7 @@ test('a synchronous wire error carries code, status and retryable, and no encodi
 test('a class method error (the client store) carries its code on the client\'s error type', () => {
   const store = CheckpointStore.open(h.tempDir('errs-'))
   try {
-    const err = caught(() => store.checkpoint({ provider: 'x', service: 's', queryDigest: 'not hex', access: 'public' }))
+    const err = caught(() => store.checkpoint({ provider: 'x', service: 's', queryDigest: 'not hex' }))
     expect(err).toMatchObject({ name: 'LiveLookupError', code: 'invalid', retryable: false })
     expect(err.message).not.toMatch(/^\[|oll-error/)
   } finally {

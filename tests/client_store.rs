@@ -1,6 +1,6 @@
 //! The durable ClientDb on a real sled directory (BRC-193 §4, §8, §9;
 //! BRC-192 §2): commit with cursor, replay no-op, equivocation quarantine, stale
-//! cursor refusal, restart, generations and two sources.
+//! cursor refusal, restart, generations (an access change among them) and two sources.
 
 mod client_common;
 
@@ -336,4 +336,74 @@ fn concurrent_commits_from_one_cursor_advance_it_once() {
     assert!(results.iter().filter_map(|r| r.as_ref().err()).all(|e| e.code == ErrorCode::Conflict));
     assert_eq!(fx.s().state(&key).unwrap().received, 2);
     assert_eq!(fx.s().members(&key).unwrap().len(), 2);
+}
+
+/// BRC-193 §5, §9: a provider that changes the client's access partition serves the same
+/// source under a new generation. The old generation's rows stay listed, stale, while the
+/// replacement snapshot arrives; its acceptance swaps them in one commit and retires the old
+/// generation; batches keep their generation's access.
+#[test]
+fn an_access_change_is_a_new_generation_of_the_same_source() {
+    let mut fx = Fx::new();
+    let wide = fixture::scope("02aa", "ls_notes", "q", "partition-wide", "e1");
+    let narrow = fixture::scope("02aa", "ls_notes", "q", "partition-narrow", "e1");
+    let key = fixture::source_key(&wide);
+    assert_eq!(fixture::source_key(&narrow), key, "access is not part of the source");
+    let g0 = fx.s().begin_generation(&key, Some("follow")).unwrap();
+    let open = fixture::batch(
+        "sess-w",
+        &wide,
+        "snapshot",
+        vec![fixture::group("w", 10, vec![fixture::output("a", &wide, &txid(), 0, None), fixture::output("b", &wide, &txid(), 1, None)])],
+        "w1",
+        true,
+        10,
+        10,
+    );
+    fx.s().commit_batch(&key, g0, None, &open, &opts()).unwrap();
+    assert_eq!(fx.s().checkpoint(&key).unwrap().unwrap().access.as_deref(), Some("partition-wide"));
+    // Inside a generation the access cannot change.
+    let moved = live_body(&narrow, 11, "l11", vec![], "w2");
+    let e = fx.s().commit_batch(&key, g0, Some("w1"), &moved, &opts()).unwrap_err();
+    assert_eq!(e.code, ErrorCode::Invalid);
+
+    // The provider's policy narrowed the partition (reset-required): a new generation.
+    let g1 = fx.s().begin_generation(&key, Some("follow")).unwrap();
+    assert_eq!(g1, g0 + 1);
+    let page = fixture::batch("sess-n", &narrow, "snapshot", vec![fixture::group("n", 12, vec![fixture::output("x", &narrow, &txid(), 1, None)])], "n1", false, 12, 12);
+    let out = fx.s().commit_batch(&key, g1, None, &page, &opts()).unwrap();
+    assert!(!out.swapped);
+    fx.restart();
+    let st = fx.s().state(&key).unwrap();
+    assert_eq!((st.current_generation, st.pending_generation, st.stale), (Some(g0), Some(g1), true));
+    let old = fx.s().members(&key).unwrap();
+    assert_eq!(old.len(), 2);
+    assert!(old.iter().all(|m| m.stale && m.row.present && m.generation == g0), "the old rows are listed, stale");
+    let partial = fx.s().partial_members(&key).unwrap();
+    assert_eq!(partial.iter().map(|m| (m.row.outpoint.output_index, m.generation, m.partial)).collect::<Vec<_>>(), [(1, g1, true)]);
+    let cp = fx.s().checkpoint(&key).unwrap().unwrap();
+    assert_eq!((cp.generation, cp.access.as_deref()), (g1, Some("partition-narrow")));
+    assert_eq!(fx.s().source_for_label("follow").unwrap(), Some(key.clone()));
+
+    // The replacement snapshot is accepted: one commit swaps it in and retires the old one.
+    let last = fixture::batch("sess-n", &narrow, "snapshot", vec![], "n2", true, 12, 12);
+    let out = fx.s().commit_batch(&key, g1, Some("n1"), &last, &opts()).unwrap();
+    assert!(out.swapped);
+    let st = fx.s().state(&key).unwrap();
+    assert_eq!((st.current_generation, st.pending_generation, st.stale), (Some(g1), None, false));
+    let now = fx.s().members(&key).unwrap();
+    assert_eq!(now.iter().map(|m| (m.row.outpoint.output_index, m.generation, m.stale)).collect::<Vec<_>>(), [(1, g1, false)]);
+    assert!(fx.s().partial_members(&key).unwrap().is_empty());
+    // Retired: late work of the old access is a no-op, now and after a restart.
+    let late = live_body(&wide, 11, "late", vec![fixture::withdraw("lw", &wide, &txid(), 1)], "w2");
+    assert!(fx.s().commit_batch(&key, g0, Some("w1"), &late, &opts()).unwrap().ignored);
+    fx.restart();
+    assert!(fx.s().commit_batch(&key, g0, Some("w1"), &late, &opts()).unwrap().ignored);
+    assert_eq!(fx.s().members(&key).unwrap().len(), 1);
+    // The store-wide membership lists the source once, under its new access.
+    let chain = serde_json::from_value(narrow["chain"].clone()).unwrap();
+    let rows = fx.s().memberships_json(&chain).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["scope"]["access"], "partition-narrow");
+    assert_eq!(rows[0]["generation"], g1.to_string());
 }

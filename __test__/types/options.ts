@@ -90,3 +90,11 @@ export function followAnything (store: CheckpointStore, resolver: LookupResolver
     () => { void byBase.done.then(r => r.sourceKey) }
   ]
 }
+
+// A source key is {provider, service, queryDigest}: access belongs to a generation (BRC-193 §5).
+import type { SourceKey, Checkpoint } from '../../js/client/client'
+export const sourceKey: SourceKey = { provider: '02aa', service: 'ls_notes', queryDigest: 'ab'.repeat(32) }
+// @ts-expect-error access is not part of a source key
+export const withAccess: SourceKey = { ...sourceKey, access: 'public' }
+export const accessOf = (cp: Checkpoint): string | null => cp.access
+export const startedOverForAccess = (e: StateEvent): boolean => e.progress === 'started-over' && e.reason === 'access-changed'

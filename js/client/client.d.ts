@@ -1,11 +1,15 @@
 // Types for js/client/client.js (lookup-live-v1 client, BRC-193).
 
-/** A source, i.e. one session branch: the BRC-192 Scope minus chain, rules and epoch. */
+/**
+ * A source, i.e. one session branch: the BRC-192 Scope minus chain, rules, access and epoch.
+ * Those belong to a generation of the source: a provider that moves this client to another
+ * access partition serves the same source under a new generation (BRC-193 §5). The store
+ * refuses a key with any other field (`invalid`).
+ */
 export interface SourceKey {
   provider: string
   service: string
   queryDigest: string
-  access: string
 }
 
 /** Decimal string of a U64 (BRC-192 §1). */
@@ -25,6 +29,8 @@ export interface Checkpoint {
   expiresAt: U64
   replayUntil: U64
   epoch: string | null
+  /** The generation's `scope.access` (null before its first commit). */
+  access: string | null
   /** Set (e.g. "equivocation") when this generation may no longer receive. */
   invalidated: string | null
 }
@@ -356,12 +362,14 @@ export interface StateEvent {
   /** resumed: the stored cursor the follow continued from. */
   cursor?: string
   /**
-   * started-over: `reset-required` or `expired` (the provider's answer to a read), `equivocation`
+   * started-over: `access-changed` (the new generation is served under another `scope.access`:
+   * the provider's policy moved this client's partition; it replaces `reset-required` or
+   * `expired`), `reset-required` or `expired` (the provider's answer to a read), `equivocation`
    * (this source contradicted itself), `chain` or `rulesDigest` (the provider now serves another),
    * or the stored generation's invalidation reason. closed: `not-advertised` when discovery
    * stopped following a host its resolver no longer lists.
    */
-  reason?: string
+  reason?: 'access-changed' | 'reset-required' | 'expired' | 'equivocation' | 'chain' | 'rulesDigest' | 'not-advertised' | (string & {})
   /**
    * In a follow with `finite` or `resolver`: `live` or `finite`; null while the provider's
    * manifest is being read (negotiation).

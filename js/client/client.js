@@ -58,6 +58,19 @@ function knownKeys (what, value, keys) {
   }
 }
 
+// A source is {provider, service, queryDigest}; access, like epoch and rules, belongs to a
+// generation of it (BRC-193 §5). A key naming anything else (an access, from a key built by
+// an older version) is refused rather than read as some other source.
+const SOURCE_KEY_KEYS = ['provider', 'service', 'queryDigest']
+function sourceKeyArg (key) {
+  if (key !== null && typeof key === 'object') {
+    for (const k of Object.keys(key)) {
+      if (!SOURCE_KEY_KEYS.includes(k)) throw new LiveLookupError('invalid', `a source key is {${SOURCE_KEY_KEYS.join(', ')}}: \`${k}\` is not part of it${k === 'access' ? ' (access belongs to a generation of the source)' : ''}`)
+    }
+  }
+  return key
+}
+
 const STORE_OPEN_KEYS = ['cacheBytes']
 const COMMIT_KEYS = ['maxBytes', 'maxObservations', 'membership', 'openLabel']
 const CLIENT_KEYS = ['baseURL', 'chain', 'allowInsecureHttp', 'providerIdentity', 'maxHeaderBytes', 'retry', 'authFetch', 'fetch', 'store', 'limits', 'requestTimeoutMs', 'chainTracker', 'verification']
@@ -116,15 +129,15 @@ class CheckpointStore {
   close () { return nativeCall(() => this._inner.close()) }
   /** Keys and bytes per key space ({space: {keys, bytes}}); scans the whole store. */
   spaceUsage () { return nativeCall(() => this._inner.spaceUsage()) }
-  beginGeneration (sourceKey, label) { return nativeCall(() => this._inner.beginGeneration(sourceKey, label ?? null)) }
+  beginGeneration (sourceKey, label) { return nativeCall(() => this._inner.beginGeneration(sourceKeyArg(sourceKey), label ?? null)) }
   sourceForLabel (label) { return nativeCall(() => this._inner.sourceForLabel(label)) }
   setPendingOpen (label, requestId) { return nativeCall(() => this._inner.setPendingOpen(label, requestId)) }
   pendingOpen (label) { return nativeCall(() => this._inner.pendingOpen(label)) ?? null }
   // A finite source's generations are local: no session, no cursor (js/client/finite.js).
-  checkpoint (sourceKey) { return finite.localCheckpoint(sourceKey, nativeCall(() => this._inner.checkpoint(sourceKey))) }
+  checkpoint (sourceKey) { return finite.localCheckpoint(nativeCall(() => this._inner.checkpoint(sourceKeyArg(sourceKey)))) }
   commitBatch (sourceKey, generation, expectedCursor, batch, options) {
     knownKeys('commitBatch', options, COMMIT_KEYS)
-    return nativeCall(() => this._inner.commitBatch(sourceKey, generation, expectedCursor ?? null, batch, options ?? null))
+    return nativeCall(() => this._inner.commitBatch(sourceKeyArg(sourceKey), generation, expectedCursor ?? null, batch, options ?? null))
   }
   /**
    * commitBatch off the JS thread (on the libuv pool): resolves with the same outcome once
@@ -133,7 +146,7 @@ class CheckpointStore {
    */
   async commitBatchAsync (sourceKey, generation, expectedCursor, batch, options) {
     knownKeys('commitBatch', options, COMMIT_KEYS)
-    const pending = nativeCall(() => this._inner.commitBatchAsync(sourceKey, generation, expectedCursor ?? null, batch, options ?? null))
+    const pending = nativeCall(() => this._inner.commitBatchAsync(sourceKeyArg(sourceKey), generation, expectedCursor ?? null, batch, options ?? null))
     this._commits++
     try {
       return JSON.parse(await pending)
@@ -168,11 +181,11 @@ class CheckpointStore {
   _holdCommits () { nativeCall(() => this._inner.holdCommits()) }
   _releaseCommits () { this._inner.releaseCommits() }
 
-  markVerified (sourceKey, generation, groupId) { return nativeCall(() => this._inner.markVerified(sourceKey, generation, groupId)) }
+  markVerified (sourceKey, generation, groupId) { return nativeCall(() => this._inner.markVerified(sourceKeyArg(sourceKey), generation, groupId)) }
   // Lists that grow with the catalogue arrive as JSON text (src/node/client.rs json_text).
-  members (sourceKey) { return finite.finiteRows(sourceKey, JSON.parse(nativeCall(() => this._inner.members(sourceKey)))) }
-  partialMembers (sourceKey) { return finite.finiteRows(sourceKey, JSON.parse(nativeCall(() => this._inner.partialMembers(sourceKey)))) }
-  state (sourceKey) { return nativeCall(() => this._inner.state(sourceKey)) }
+  members (sourceKey) { return finite.finiteRows(JSON.parse(nativeCall(() => this._inner.members(sourceKeyArg(sourceKey))))) }
+  partialMembers (sourceKey) { return finite.finiteRows(JSON.parse(nativeCall(() => this._inner.partialMembers(sourceKeyArg(sourceKey))))) }
+  state (sourceKey) { return nativeCall(() => this._inner.state(sourceKeyArg(sourceKey))) }
   revision () { return nativeCall(() => this._inner.revision()) }
 
   // Spend reconciliation (BRC-192 §10), on the same sled store. See docs/client.md.
@@ -200,7 +213,7 @@ class CheckpointStore {
    * a `conflict` error once the store has moved past it.
    */
   revisionSnapshot (sourceKey, atRevision) {
-    return finite.finiteSnapshot(sourceKey, JSON.parse(nativeCall(() => this._inner.revisionSnapshot(sourceKey, atRevision ?? null))))
+    return finite.finiteSnapshot(JSON.parse(nativeCall(() => this._inner.revisionSnapshot(sourceKeyArg(sourceKey), atRevision ?? null))))
   }
 }
 
@@ -579,8 +592,9 @@ class LiveLookupClient {
   }
 
   // The source key of an open response. Routing only: the native commit re-parses the
-  // exact bytes and checks every batch of the generation against this key (so chain and
-  // rules digest, part of the session's scope, cannot change inside a generation).
+  // exact bytes and checks every batch of the generation against this key and the open's
+  // scope (so chain, rules digest and access cannot change inside a generation). Access is
+  // not part of the key: a new partition is a new generation of the same source (§5).
   _sourceKeyOf (bytes, service, queryDigest, pinnedRules) {
     let scope
     try { scope = JSON.parse(bytes.toString('utf8')).scope } catch { scope = null }
@@ -592,7 +606,7 @@ class LiveLookupClient {
     if (scope.service !== service || scope.queryDigest !== queryDigest) {
       throw new LiveLookupError('invalid', 'batch scope is for another service or query')
     }
-    const key = { provider: scope.provider, service: scope.service, queryDigest: scope.queryDigest, access: scope.access }
+    const key = { provider: scope.provider, service: scope.service, queryDigest: scope.queryDigest }
     // A session on another chain or under other rules is not the followed source any
     // more: never committed, handled like reset-required (see follow).
     if (!sameChain(scope.chain, this.chain)) {
@@ -805,6 +819,10 @@ class LiveLookupClient {
     let progress = null
     let startOver = null // why the next open replaces the source's generation
     const stored = key ? this.store.checkpoint(key) : null
+    // The scope.access the source was last served under: an open under another one (the
+    // provider's policy moved this client's partition) is a new generation of the same
+    // source, reported as a start-over for 'access-changed' (BRC-193 §5).
+    let servedAccess = stored ? stored.access : null
     if (stored) {
       // A restarted application shows what it committed at once, before any request.
       try {
@@ -864,6 +882,8 @@ class LiveLookupClient {
     // contact with the provider (so the connection is up).
     const step = async () => {
       const cp = key && !reopen ? this.store.checkpoint(key) : null
+      // A refreshed generation negotiated no access: moving from it to a live one is no change.
+      if (cp && cp.access !== null && cp.access !== finite.FINITE_ACCESS) servedAccess = cp.access
       if (!cp || !cp.cursor || cp.invalidated) {
         if (cp && cp.invalidated) {
           startOver = cp.invalidated
@@ -879,7 +899,11 @@ class LiveLookupClient {
         const r = await this._open(service, query, queryDigest, label, o)
         key = r.key
         reopen = false
-        const generation = this.store.checkpoint(key).generation
+        const { generation, access } = this.store.checkpoint(key)
+        // A changed access explains a provider's reset (or a restart's reopen); a reason of
+        // this client's own (equivocation, invalid evidence, chain, rules) is kept.
+        if (servedAccess !== null && access !== servedAccess && (startOver === null || startOver === 'reset-required' || startOver === 'expired')) startOver = 'access-changed'
+        servedAccess = access
         await setState('connected', startOver ? { progress: 'started-over', generation, reason: startOver } : { progress: 'opened', generation })
         startOver = null
         await this._emit(onRevision, key, r.outcome, r.bytes)

@@ -25,11 +25,15 @@ const { PROFILE, PROFILE_LIMITS, digest } = require('../common/wire')
 const { LiveLookupError } = require('./errors')
 const { LEGACY_CONTEXT_SCHEMA } = require('./decode')
 
-// The access of a finite source: no access partition was negotiated (the host answered an
-// unauthenticated BRC-24 request), so the key names the adapter instead.
+// The access of a finite refresh generation: no access partition was negotiated (the host
+// answered an unauthenticated BRC-24 request), so its scope names the adapter instead. The
+// source is the same as a live one of that provider, service and query (its key has no
+// access): a provider that gains the profile is followed live from the next generation.
 const FINITE_ACCESS = 'finite'
 // Session and cursor prefix of a synthesized batch (local only).
 const LOCAL = 'local-finite:'
+// Observation id prefix of a refreshed output: how a member row says it came from a refresh.
+const FINITE_OBSERVATION = 'finite:'
 // A BRC-24 host states no rules for its answers: a finite source's rulesDigest is this
 // fixed local value, which no requiredRulesDigest pin can match.
 const UNSTATED_RULES = { id: 'urn:overlay-lookup-live:finite-refresh:unstated-rules', parameters: {} }
@@ -87,35 +91,38 @@ function checkFollowOptions (opts) {
 
 // --- the finite source and its batches --------------------------------------------
 
-/** The source key of `baseURL`'s finite answers for this query: the host's exact origin. */
+/** The source key of `baseURL`'s answers for this query: the host's exact origin. */
 function finiteSourceKey (baseURL, service, queryDigest) {
-  return { provider: new URL(baseURL).origin, service, queryDigest, access: FINITE_ACCESS }
+  return { provider: new URL(baseURL).origin, service, queryDigest }
 }
 
-function isFiniteKey (key) {
-  return !!key && key.access === FINITE_ACCESS
+/** Whether the newest generation of `key` in `store` is a finite refresh. */
+function isFiniteSource (store, key) {
+  if (!key) return false
+  const cp = store.checkpoint(key)
+  return !!cp && cp.access === FINITE_ACCESS
 }
 
 /**
  * What CheckpointStore.checkpoint reports: a finite generation has no session and no cursor
  * (its local words never leave the store) and says phase 'finite'; live ones are unchanged.
  */
-function localCheckpoint (sourceKey, cp) {
-  if (!cp || !isFiniteKey(sourceKey) || typeof cp.session !== 'string' || !cp.session.startsWith(LOCAL)) return cp
+function localCheckpoint (cp) {
+  if (!cp || typeof cp.session !== 'string' || !cp.session.startsWith(LOCAL)) return cp
   return { ...cp, session: null, cursor: null, phase: 'finite' }
 }
 
-/** Member rows of a finite source say phase 'finite' (BRC-192 §10.5), not 'snapshot'. */
-function finiteRows (sourceKey, rows) {
-  if (!isFiniteKey(sourceKey) || !Array.isArray(rows)) return rows
-  for (const r of rows) r.phase = 'finite'
+/** Member rows from a refresh say phase 'finite' (BRC-192 §10.5), not 'snapshot'. */
+function finiteRows (rows) {
+  if (!Array.isArray(rows)) return rows
+  for (const r of rows) if (typeof r.observationId === 'string' && r.observationId.startsWith(FINITE_OBSERVATION)) r.phase = 'finite'
   return rows
 }
 
-function finiteSnapshot (sourceKey, snap) {
-  if (!isFiniteKey(sourceKey) || !snap) return snap
-  finiteRows(sourceKey, snap.members)
-  finiteRows(sourceKey, snap.partialMembers)
+function finiteSnapshot (snap) {
+  if (!snap) return snap
+  finiteRows(snap.members)
+  finiteRows(snap.partialMembers)
   return snap
 }
 
@@ -170,7 +177,7 @@ function answerBatch (answer, scope, memo, maxOutputs, id) {
     const index = o && o.outputIndex
     const subject = bytes && Number.isInteger(index) && index >= 0 && index <= 0xffffffff ? subjectOf(bytes, memo) : null
     if (!subject || index >= subject.outputs) { skipped++; continue }
-    const id = `${subject.txid}.${index}`
+    const id = `${FINITE_OBSERVATION}${subject.txid}.${index}`
     if (seen.has(id)) continue
     seen.add(id)
     const payload = { evidence: { txid: subject.txid, outputIndex: index, beef: Buffer.from(bytes).toString('base64') } }
@@ -362,7 +369,7 @@ async function followFinite (client, service, query, o, run) {
   const { signal } = o
   const fin = o.finite
   const key = finiteSourceKey(client.baseURL, service, run.queryDigest)
-  let begun = isFiniteKey(store.sourceForLabel(run.label))
+  let begun = isFiniteSource(store, store.sourceForLabel(run.label))
   const setState = reporter(client, run.onState, () => (begun ? key : null))
   const refresh = async () => {
     const answer = await lookup(client, service, query, fin, signal)
@@ -373,7 +380,7 @@ async function followFinite (client, service, query, o, run) {
       service: key.service,
       queryDigest: key.queryDigest,
       rulesDigest: FINITE_RULES_DIGEST,
-      access: key.access,
+      access: FINITE_ACCESS,
       // Each refresh is its own epoch: nothing carries over from one answer to the next.
       epoch: 'finite-refresh:' + id
     }
@@ -434,17 +441,18 @@ async function followFinite (client, service, query, o, run) {
   return { sourceKey: begun ? key : store.sourceForLabel(run.label) }
 }
 
-// Whether this client can follow an offer live: a BRC-103 offer needs an AuthFetch.
-function liveUsable (client, p) {
-  return !(p.offer && p.offer.authentication === 'brc103' && !client.authFetch)
-}
-
-// The source a mode no longer follows keeps its rows, shown stale: a replacement
-// generation is begun and never completed (as for a provider that changed its chain).
+// A source a mode no longer follows under another key keeps its rows, shown stale: a
+// replacement generation is begun and never completed (as for a provider that changed its
+// chain). Under the same key the next mode's generation replaces it anyway.
 function leave (store, key, next) {
   if (!key || (next && JSON.stringify(key) === JSON.stringify(next))) return
   const st = store.state(key)
   if (st.currentGeneration !== null && st.pendingGeneration === null) store.beginGeneration(key)
+}
+
+// Whether this client can follow an offer live: a BRC-103 offer needs an AuthFetch.
+function liveUsable (client, p) {
+  return !(p.offer && p.offer.authentication === 'brc103' && !client.authFetch)
 }
 
 // An error of a live follow that says the provider does not serve the profile for this
@@ -484,7 +492,7 @@ async function followProvider (client, service, query, o) {
   let restored = false
   const onRevision = o.onRevision && ((e) => {
     if (e.restored && restored) return
-    e.mode = isFiniteKey(e.sourceKey) ? 'finite' : 'live'
+    e.mode = isFiniteSource(store, e.sourceKey) ? 'finite' : 'live'
     return o.onRevision(e)
   })
   const onState = o.onState && ((s) => o.onState('mode' in s ? s : { ...s, mode: 'live' }))
@@ -524,8 +532,11 @@ async function followProvider (client, service, query, o) {
       if (p.offer && p.offer.authentication === 'none' && client.authFetch) overrides.authFetch = undefined
       if (identities) overrides.providerIdentity = p.identity ?? (identities.length === 1 ? identities[0] : undefined)
       const live = Object.keys(overrides).length > 0 ? twin(client, overrides) : client
+      // The source's next generation is live; the refreshed one stays published (stale)
+      // until the live snapshot replaces it. A live provider named by its identity key
+      // (BRC-103) is another source than the origin the refreshes named: that one is left.
       const prev = store.sourceForLabel(label)
-      if (isFiniteKey(prev)) leave(store, prev, null)
+      if (isFiniteSource(store, prev)) leave(store, prev, null)
       try {
         return await live._follow(service, query, { ...o, onRevision, onState })
       } catch (e) {
@@ -541,7 +552,7 @@ async function followProvider (client, service, query, o) {
       throw new LiveLookupError('unsupported', `${client.baseURL} cannot be followed live: ${why}; to follow it by periodic BRC-24 refresh, pass the \`finite\` option`, { offered: false })
     }
     const prev = store.sourceForLabel(label)
-    if (prev && !isFiniteKey(prev)) leave(store, prev, finiteSourceKey(client.baseURL, service, queryDigest))
+    if (prev && !isFiniteSource(store, prev)) leave(store, prev, finiteSourceKey(client.baseURL, service, queryDigest))
     const r = await followFinite(client, service, query, o, run)
     if (!r.switchTo) return r
     p = r.probe
@@ -562,7 +573,7 @@ module.exports = {
   FINITE_RULES_DIGEST,
   checkFollowOptions,
   finiteSourceKey,
-  isFiniteKey,
+  isFiniteSource,
   localCheckpoint,
   finiteRows,
   finiteSnapshot,

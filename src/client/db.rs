@@ -154,7 +154,10 @@ impl ClientDb {
     pub fn open_with(path: impl AsRef<Path>, cache_bytes: u64) -> Result<ClientDb, ClientError> {
         let db = open_db(path.as_ref(), cache_bytes)?;
         let tree = db.open_tree("client-v1").map_err(ClientError::storage)?;
-        Ok(ClientDb { db, tree, lock: Mutex::new(()) })
+        let store = ClientDb { db, tree, lock: Mutex::new(()) };
+        // An older key layout is migrated before anything reads it (store.rs, "Format").
+        store.upgrade_format()?;
+        Ok(store)
     }
 
     /// Flushes and releases the path so it can be reopened.

@@ -94,39 +94,36 @@ impl From<crate::bitcoin::Error> for ClientError {
     }
 }
 
-/// A source (one session branch): who serves it, which query, under which access
-/// partition. Epoch, rules digest and session belong to a generation of the source.
+/// A source (one session branch): who serves it and which query. Access, epoch, rules
+/// digest and session belong to a generation of the source (its scope): a provider that
+/// changes a client's access partition serves the same source under a new generation,
+/// which replaces the old one as a reset does (BRC-193 §5, §9).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceKey {
     pub provider: String,
     pub service: String,
     #[serde(rename = "queryDigest")]
     pub query_digest: String,
-    pub access: String,
 }
 
 impl SourceKey {
     pub fn validate(&self) -> Result<(), ClientError> {
         parse::check_text("provider", &self.provider)?;
         parse::check_text("service", &self.service)?;
-        parse::check_text("access", &self.access)?;
         parse::check_hex32("queryDigest", &self.query_digest)
     }
 
     pub fn of_scope(s: &Scope) -> SourceKey {
-        SourceKey {
-            provider: s.provider.clone(),
-            service: s.service.clone(),
-            query_digest: s.query_digest.clone(),
-            access: s.access.clone(),
-        }
+        SourceKey { provider: s.provider.clone(), service: s.service.clone(), query_digest: s.query_digest.clone() }
     }
 
-    /// Fixed-length key prefix: sha256 of the length-prefixed fields.
+    /// Fixed-length key prefix: sha256 of the length-prefixed fields. A store written
+    /// before access left the source (format 1) keeps its records under the prefix it
+    /// had then, found through an alias (`store.rs`, "Format").
     pub fn id(&self) -> [u8; 32] {
         use sha2::{Digest, Sha256};
         let mut h = Sha256::new();
-        for f in [&self.provider, &self.service, &self.query_digest, &self.access] {
+        for f in [&self.provider, &self.service, &self.query_digest] {
             h.update((f.len() as u64).to_be_bytes());
             h.update(f.as_bytes());
         }

@@ -5,6 +5,8 @@
 //! | key | value |
 //! |---|---|
 //! | `meta/revision` | store revision, u64 big-endian |
+//! | `meta/format` | key layout version, u64 big-endian ([`FORMAT`]; absent: format 1) |
+//! | `A` id | `sid` of a source that a format-1 store kept under its old prefix (32 bytes) |
 //! | `S` sid | [`SourceRecord`]: current/pending generation, next generation |
 //! | `G` sid gen | [`GenRecord`]: session, scope, cursor, watermarks, receipt/acceptance counters |
 //! | `R` sid gen ordinal | [`GroupRecord`]: a received group, its effects, verified/accepted |
@@ -15,8 +17,24 @@
 //! | `L` label | [`SourceKey`] JSON (so a client can find its source before opening) |
 //! | `P` label | request id of an open sent but not yet committed |
 //!
-//! `sid` is [`SourceKey::id`] (32 bytes), `gen` and ordinals are u64 big-endian,
-//! `outpoint` is 32 txid bytes + u32 big-endian index. Values are JSON.
+//! `sid` is the source's key prefix (32 bytes): `A` id if present, else the id
+//! itself, where id is [`SourceKey::id`] of `{provider, service, queryDigest}`. `gen` and
+//! ordinals are u64 big-endian, `outpoint` is 32 txid bytes + u32 big-endian index.
+//! Values are JSON. The journal's group references (`GroupRef::source`) hold `sid`.
+//!
+//! Format. Format 1 (no `meta/format`) hashed `access` into the source id, so a changed
+//! access partition became a new source whose predecessor stayed listed, stale, for ever.
+//! Format 2 keeps access in the generation's scope: the same source begins a new
+//! generation (BRC-193 §5, §9). [`ClientDb::upgrade_format`] migrates a format-1 store
+//! when it is opened, in one flushed batch that also writes `meta/format`, so a crash
+//! leaves format 1 or format 2 whole and opening again redoes the same migration: records
+//! stay under their old prefix and each source gets an `A` alias to it (work in the
+//! number of sources, no journal rewrite). Old sources that differ only in access become
+//! one source: the alias names the one a follow label names (format 1 rewrote the label
+//! at every new generation, so it is the one the follow was using), else the one with
+//! the highest `highWater` (then the larger prefix); the others' generations are retired
+//! in place (rows and receipts go, records stay as fences) and their source record
+//! names the survivor (`merged_into`).
 //!
 //! Invariants:
 //! - every mutation is one sled batch (all-or-nothing) followed by a flush before the
@@ -26,6 +44,7 @@
 //! - a batch is committed only against the generation's committed cursor; a stale
 //!   cursor is `conflict` unless the batch is an exact replay (then a no-op);
 //! - only the newest generation of a source receives; older ones are no-ops;
+//! - every batch of a generation carries that generation's scope (access included);
 //! - acceptance into membership follows receipt order and stops at the first
 //!   unverified group; a pending generation replaces the current one only once its
 //!   whole snapshot is accepted, in the same commit.
@@ -56,6 +75,10 @@ struct SourceRecord {
     current: Option<u64>,
     pending: Option<u64>,
     next_generation: u64,
+    /// A format-1 source merged into another at migration (hex `sid` of the survivor):
+    /// all its generations are retired.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    merged_into: Option<String>,
 }
 
 impl SourceRecord {
@@ -164,6 +187,8 @@ pub struct SourceCheckpoint {
     #[serde(rename = "replayUntil")]
     pub replay_until: u64,
     pub epoch: Option<String>,
+    /// The generation's `scope.access` (null before its first commit).
+    pub access: Option<String>,
     pub invalidated: Option<String>,
 }
 
@@ -247,13 +272,14 @@ impl ClientDb {
             parse::check_text("label", l)?;
         }
         let _g = self.guard();
-        let sid = source.id();
         let mut tx = Tx::new(&self.tree);
+        let sid = sid_of(&tx, source)?;
         let mut src: SourceRecord = tx.get_json(&key(b'S', &sid, None, &[]))?.unwrap_or(SourceRecord {
             key: source.clone(),
             current: None,
             pending: None,
             next_generation: 0,
+            merged_into: None,
         });
         let generation = src.next_generation;
         src.next_generation = generation.checked_add(1).ok_or_else(|| ClientError::invalid("generation overflow"))?;
@@ -295,8 +321,8 @@ impl ClientDb {
 
     /// The newest generation's committed position, or `None` for an unknown source.
     pub fn checkpoint(&self, source: &SourceKey) -> Result<Option<SourceCheckpoint>, ClientError> {
-        let sid = source.id();
         let tx = Tx::new(&self.tree);
+        let sid = sid_of(&tx, source)?;
         let Some(src) = tx.get_json::<SourceRecord>(&key(b'S', &sid, None, &[]))? else { return Ok(None) };
         let Some(newest) = src.newest() else { return Ok(None) };
         let g: GenRecord = load_gen(&tx, &sid, newest)?;
@@ -310,7 +336,8 @@ impl ClientDb {
             snapshot_complete: g.snapshot_complete,
             expires_at: g.expires_at,
             replay_until: g.replay_until,
-            epoch: g.scope.map(|s| s.epoch),
+            epoch: g.scope.as_ref().map(|s| s.epoch.clone()),
+            access: g.scope.map(|s| s.access),
             invalidated: g.invalidated,
         }))
     }
@@ -330,8 +357,8 @@ impl ClientDb {
         checks::check_size(body.len(), &limits)?;
         let batch = parse::parse_batch(body)?;
         let _g = self.guard();
-        let sid = source.id();
         let mut tx = Tx::new(&self.tree);
+        let sid = sid_of(&tx, source)?;
         let mut src: SourceRecord = tx
             .get_json(&key(b'S', &sid, None, &[]))?
             .ok_or_else(|| ClientError::invalid("unknown source: begin a generation first"))?;
@@ -392,8 +419,8 @@ impl ClientDb {
     /// Marks a received group verified and accepts whatever that unblocks, in order.
     pub fn mark_verified(&self, source: &SourceKey, generation: u64, group_id: &str) -> Result<CommitOutcome, ClientError> {
         let _g = self.guard();
-        let sid = source.id();
         let mut tx = Tx::new(&self.tree);
+        let sid = sid_of(&tx, source)?;
         let mut src: SourceRecord =
             tx.get_json(&key(b'S', &sid, None, &[]))?.ok_or_else(|| ClientError::invalid("unknown source"))?;
         let mut gen = load_gen(&tx, &sid, generation)?;
@@ -420,8 +447,8 @@ impl ClientDb {
 
     /// The published membership: the current generation's rows, present and absent.
     pub fn members(&self, source: &SourceKey) -> Result<Vec<MemberView>, ClientError> {
-        let sid = source.id();
         let tx = Tx::new(&self.tree);
+        let sid = sid_of(&tx, source)?;
         let Some(src) = tx.get_json::<SourceRecord>(&key(b'S', &sid, None, &[]))? else { return Ok(vec![]) };
         let Some(cur) = src.current else { return Ok(vec![]) };
         let g = load_gen(&tx, &sid, cur)?;
@@ -431,8 +458,8 @@ impl ClientDb {
 
     /// The replacement in progress, shown explicitly as partial (BRC-193 §9).
     pub fn partial_members(&self, source: &SourceKey) -> Result<Vec<MemberView>, ClientError> {
-        let sid = source.id();
         let tx = Tx::new(&self.tree);
+        let sid = sid_of(&tx, source)?;
         let Some(src) = tx.get_json::<SourceRecord>(&key(b'S', &sid, None, &[]))? else { return Ok(vec![]) };
         match src.pending {
             Some(p) => self.rows(&sid, p, false, true),
@@ -455,8 +482,8 @@ impl ClientDb {
     }
 
     pub fn state(&self, source: &SourceKey) -> Result<SourceState, ClientError> {
-        let sid = source.id();
         let tx = Tx::new(&self.tree);
+        let sid = sid_of(&tx, source)?;
         let revision = self.revision()?;
         let Some(src) = tx.get_json::<SourceRecord>(&key(b'S', &sid, None, &[]))? else {
             return Ok(SourceState {
@@ -828,10 +855,10 @@ impl ClientDb {
     pub fn memberships_json(&self, chain: &parse::Chain) -> Result<Vec<serde_json::Value>, ClientError> {
         let tx = Tx::new(&self.tree);
         let mut rows = Vec::new();
-        for (_, v) in tx.scan(b"S")? {
+        for (k, v) in tx.scan(b"S")? {
             let src: SourceRecord = decode(&v)?;
             let Some(cur) = src.current else { continue };
-            let sid = src.key.id();
+            let sid = sid_in(&k)?;
             let g = load_gen(&tx, &sid, cur)?;
             let scope = serde_json::to_value(&g.scope).expect("scope serializes");
             for m in self.rows(&sid, cur, false, false)? {
@@ -851,4 +878,128 @@ impl ClientDb {
         rows.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(rows.into_iter().map(|(_, v)| v).collect())
     }
+}
+
+// --- source identity and the store format ------------------------------------------
+
+/// The key layout this version writes (`meta/format`; see the module docs, "Format").
+pub const FORMAT: u64 = 2;
+const FORMAT_KEY: &[u8] = b"meta/format";
+
+fn alias_key(id: &[u8; 32]) -> Vec<u8> {
+    key(b'A', id, None, &[])
+}
+
+/// The key prefix of `source`'s records: where a format-1 store kept them (its `A`
+/// alias), else the source id itself.
+fn sid_of(tx: &Tx, source: &SourceKey) -> Result<[u8; 32], ClientError> {
+    let id = source.id();
+    match tx.get(&alias_key(&id))? {
+        None => Ok(id),
+        Some(v) => v.as_slice().try_into().map_err(|_| ClientError::storage("corrupt source alias")),
+    }
+}
+
+/// The `sid` of an `S` record's key.
+fn sid_in(k: &[u8]) -> Result<[u8; 32], ClientError> {
+    k.get(1..).and_then(|s| s.try_into().ok()).ok_or_else(|| ClientError::storage("corrupt source key"))
+}
+
+/// A source key as format 1 wrote it (in `S` records and `L` labels), access included.
+#[derive(Deserialize)]
+struct LegacySourceKey {
+    provider: String,
+    service: String,
+    #[serde(rename = "queryDigest")]
+    query_digest: String,
+    access: String,
+}
+
+impl LegacySourceKey {
+    /// Format 1's `sid`: the source id with access as a fourth field.
+    fn sid(&self) -> [u8; 32] {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        for f in [&self.provider, &self.service, &self.query_digest, &self.access] {
+            h.update((f.len() as u64).to_be_bytes());
+            h.update(f.as_bytes());
+        }
+        h.finalize().into()
+    }
+}
+
+impl ClientDb {
+    /// Brings the store to [`FORMAT`] (called by `open`): a new store is marked, a
+    /// format-1 store is migrated (module docs, "Format"), all in one flushed batch.
+    /// A store written by a newer version is refused (`unsupported`).
+    pub(crate) fn upgrade_format(&self) -> Result<(), ClientError> {
+        let _g = self.guard();
+        let mut tx = Tx::new(&self.tree);
+        match tx.get(FORMAT_KEY)? {
+            Some(v) if v.len() == 8 && be_u64(&v) == FORMAT => return Ok(()),
+            Some(v) if v.len() == 8 && be_u64(&v) > FORMAT => {
+                return Err(ClientError::unsupported(format!(
+                    "checkpoint store format {} is newer than this version's ({FORMAT})",
+                    be_u64(&v)
+                )))
+            }
+            Some(_) => return Err(ClientError::storage("corrupt store format")),
+            None => {}
+        }
+        if migrate_from_v1(&mut tx)? {
+            tx.bump_revision()?;
+        }
+        tx.put(FORMAT_KEY.to_vec(), FORMAT.to_be_bytes().to_vec());
+        // Fail point for the crash tests: the migration built, nothing written.
+        crate::store::crash::crash_point("client-migrate");
+        tx.finish(&self.db)
+    }
+}
+
+/// Format 1 to 2: an alias per source (from its new id to the prefix its records keep),
+/// and the generations of old sources that collapse into another retired. Returns
+/// whether anything visible changed (a source was merged). Deterministic: the same
+/// format-1 store always gives the same writes.
+fn migrate_from_v1(tx: &mut Tx) -> Result<bool, ClientError> {
+    // A follow's label names the source it began last (format 1 rewrote it at every begin).
+    let mut labelled = std::collections::BTreeSet::new();
+    for (_, v) in tx.scan(b"L")? {
+        if let Ok(k) = serde_json::from_slice::<LegacySourceKey>(&v) {
+            labelled.insert(k.sid());
+        }
+    }
+    // Old sources by new id, each ranked (labelled, newest highWater, sid): the last wins.
+    let mut by_id: BTreeMap<[u8; 32], Vec<((bool, u64, [u8; 32]), SourceRecord)>> = BTreeMap::new();
+    for (k, v) in tx.scan(b"S")? {
+        let old = sid_in(&k)?;
+        let rec: SourceRecord = decode(&v)?;
+        let high_water = match rec.newest() {
+            Some(n) => load_gen(tx, &old, n)?.high_water,
+            None => 0,
+        };
+        by_id.entry(rec.key.id()).or_default().push(((labelled.contains(&old), high_water, old), rec));
+    }
+    let mut merged = false;
+    for (id, mut olds) in by_id {
+        olds.sort_by(|a, b| a.0.cmp(&b.0));
+        let ((_, _, survivor), _) = olds.pop().expect("one source at least");
+        if survivor != id {
+            tx.put(alias_key(&id), survivor.to_vec());
+        }
+        // The others were this source under an earlier access: their generations end
+        // as a replaced generation does (rows and receipts go; the records stay as fences).
+        for ((_, _, old), mut rec) in olds {
+            for g in 0..rec.next_generation {
+                if !load_gen(tx, &old, g)?.retired {
+                    retire(tx, &old, g)?;
+                }
+            }
+            rec.current = None;
+            rec.pending = None;
+            rec.merged_into = Some(hex::encode(survivor));
+            tx.put_json(key(b'S', &old, None, &[]), &rec);
+            merged = true;
+        }
+    }
+    Ok(merged)
 }

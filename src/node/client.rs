@@ -29,17 +29,17 @@ fn invalid(m: impl Into<String>) -> napi::Error {
     err(ClientError::invalid(m))
 }
 
-/// A source (session branch): BRC-192 Scope minus chain, rules, epoch.
+/// A source (session branch): BRC-192 Scope minus chain, rules, access and epoch, which
+/// belong to a generation of it (BRC-193 §5).
 #[napi(object, js_name = "SourceKey")]
 pub struct JsSourceKey {
     pub provider: String,
     pub service: String,
     pub query_digest: String,
-    pub access: String,
 }
 
 fn key(v: JsSourceKey) -> napi::Result<SourceKey> {
-    let k = SourceKey { provider: v.provider, service: v.service, query_digest: v.query_digest, access: v.access };
+    let k = SourceKey { provider: v.provider, service: v.service, query_digest: v.query_digest };
     k.validate().map_err(err)?;
     Ok(k)
 }
@@ -237,7 +237,7 @@ impl JsCheckpointStore {
         self.inner.set_held(false);
     }
 
-    /// Starts a new generation of the source `{provider, service, queryDigest, access}`;
+    /// Starts a new generation of the source `{provider, service, queryDigest}`;
     /// `label` (optional) lets `sourceForLabel` find the source before an open.
     #[napi]
     pub fn begin_generation(&self, source_key: JsSourceKey, label: Option<String>) -> napi::Result<i64> {
@@ -274,7 +274,7 @@ impl JsCheckpointStore {
                 "phase": c.phase.map(|p| p.as_str()), "through": u64s(c.through),
                 "highWater": u64s(c.high_water), "snapshotComplete": c.snapshot_complete,
                 "expiresAt": u64s(c.expires_at), "replayUntil": u64s(c.replay_until),
-                "epoch": c.epoch, "invalidated": c.invalidated,
+                "epoch": c.epoch, "access": c.access, "invalidated": c.invalidated,
             }),
         })
     }

@@ -24,7 +24,6 @@ pub fn source_key(scope: &Value) -> overlay_lookup_live::client::SourceKey {
         provider: scope["provider"].as_str().unwrap().into(),
         service: scope["service"].as_str().unwrap().into(),
         query_digest: scope["queryDigest"].as_str().unwrap().into(),
-        access: scope["access"].as_str().unwrap().into(),
     }
 }
 

@@ -1,0 +1,326 @@
+//! The checkpoint store's key layout change (src/client/store.rs, "Format"): access left
+//! the source identity (BRC-193 §5, §9), so a store written before it (format 1, where
+//! access was hashed into every key prefix) is migrated when it is opened.
+//!
+//! The format-1 store is `tests/fixtures/client-store-v1.json`: every key and value the
+//! previous build wrote, and what that build reported for each source (how it was made:
+//! `tests/fixtures/client-store-v1.md`). A test loads the keys into a real sled directory
+//! and opens it with this build.
+
+mod client_common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use client_common::fixture;
+use overlay_lookup_live::bitcoin::beef;
+use overlay_lookup_live::bitcoin::tx::Hash32;
+use overlay_lookup_live::client::reconcile::{VerificationResult, VerificationStatus};
+use overlay_lookup_live::client::{ClientDb, CommitOptions, ErrorCode, SourceKey};
+use serde_json::{json, Value};
+
+const CHILD_ENV: &str = "OLL_MIGRATE_CRASH_CHILD";
+
+type Rows = Vec<(Vec<u8>, Vec<u8>)>;
+
+fn v1() -> Value {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/client-store-v1.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// sled's file lock can outlive a dropped handle for a moment (its threads finish).
+fn raw_open(path: &Path) -> sled::Db {
+    for _ in 0..200 {
+        match sled::open(path) {
+            Ok(db) => return db,
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+        }
+    }
+    panic!("sled lock on {} not released", path.display())
+}
+
+/// A sled directory holding exactly the fixture's format-1 keys.
+fn old_store(dir: &Path) -> PathBuf {
+    let path = dir.join("s");
+    let db = raw_open(&path);
+    let tree = db.open_tree("client-v1").unwrap();
+    for row in v1()["tree"].as_array().unwrap() {
+        tree.insert(hex::decode(row[0].as_str().unwrap()).unwrap(), hex::decode(row[1].as_str().unwrap()).unwrap()).unwrap();
+    }
+    db.flush().unwrap();
+    path
+}
+
+/// Every key and value of the client tree (the store closed).
+fn dump(path: &Path) -> Rows {
+    let db = raw_open(path);
+    let tree = db.open_tree("client-v1").unwrap();
+    tree.iter().map(|kv| kv.unwrap()).map(|(k, v)| (k.to_vec(), v.to_vec())).collect()
+}
+
+fn v1_rows() -> Rows {
+    v1()["tree"].as_array().unwrap().iter().map(|r| (hex::decode(r[0].as_str().unwrap()).unwrap(), hex::decode(r[1].as_str().unwrap()).unwrap())).collect()
+}
+
+/// The key prefix the previous build used: access hashed in as a fourth field.
+fn old_sid(scope: &Value) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for f in ["provider", "service", "queryDigest", "access"] {
+        let s = scope[f].as_str().unwrap();
+        h.update((s.len() as u64).to_be_bytes());
+        h.update(s.as_bytes());
+    }
+    h.finalize().into()
+}
+
+fn scope_of(name: &str) -> Value {
+    v1()["expect"][name]["scope"].clone()
+}
+
+fn key_of(name: &str) -> SourceKey {
+    fixture::source_key(&scope_of(name))
+}
+
+fn with_prefix(rows: &Rows, tag: u8, sid: &[u8; 32]) -> Vec<Vec<u8>> {
+    rows.iter().filter(|(k, _)| k.len() > 32 && k[0] == tag && &k[1..33] == sid).map(|(k, _)| k.clone()).collect()
+}
+
+/// What this build reports for `key`, in the fixture's terms (state without its revision).
+fn report(store: &ClientDb, key: &SourceKey) -> Value {
+    let mut cp = serde_json::to_value(store.checkpoint(key).unwrap()).unwrap();
+    cp.as_object_mut().unwrap().remove("access");
+    let mut state = serde_json::to_value(store.state(key).unwrap()).unwrap();
+    state.as_object_mut().unwrap().remove("revision");
+    json!({
+        "checkpoint": cp,
+        "members": store.members(key).unwrap(),
+        "partialMembers": store.partial_members(key).unwrap(),
+        "state": state,
+    })
+}
+
+fn expected(name: &str) -> Value {
+    let e = &v1()["expect"][name];
+    let mut state = e["state"].clone();
+    state.as_object_mut().unwrap().remove("revision");
+    json!({ "checkpoint": e["checkpoint"], "members": e["members"], "partialMembers": e["partialMembers"], "state": state })
+}
+
+fn jobs(store: &ClientDb) -> Vec<Value> {
+    store
+        .pending_verifications(None)
+        .unwrap()
+        .iter()
+        .map(|j| json!({"txid": j.txid.to_hex(), "variant": j.variant.to_hex(), "contextId": j.context_id}))
+        .collect()
+}
+
+/// The fixture is what the previous build wrote: no format record, each source under the
+/// prefix that hashed its access.
+fn check_fixture_is_format_1() {
+    let rows = v1_rows();
+    assert!(!rows.iter().any(|(k, _)| k == b"meta/format"));
+    for name in ["a-wide", "a-narrow", "b", "c-1", "c-2"] {
+        let sid = old_sid(&scope_of(name));
+        assert_eq!(with_prefix(&rows, b'S', &sid).len(), 1, "{name} is keyed by its old prefix");
+        assert_ne!(sid, key_of(name).id());
+    }
+}
+
+/// A source an access change did not split reads as it did: same checkpoint, rows, pending
+/// replacement and counters, under its new key (an alias to the records' old prefix).
+#[test]
+fn a_format_1_store_opens_with_each_source_under_its_new_key() {
+    check_fixture_is_format_1();
+    let dir = tempfile::tempdir().unwrap();
+    let path = old_store(dir.path());
+    let store = ClientDb::open(&path).unwrap();
+    let b = key_of("b");
+    assert_eq!(report(&store, &b), expected("b"));
+    assert_eq!(store.state(&b).unwrap().pending_generation, Some(1), "the replacement in progress survived");
+    assert_eq!(store.checkpoint(&b).unwrap().unwrap().access.as_deref(), Some("access-b"));
+    assert_eq!(store.source_for_label("follow-b").unwrap(), Some(b.clone()));
+    assert_eq!(store.source_for_label("follow-a").unwrap(), Some(key_of("a-narrow")));
+    // The journal's jobs are the same: its group references kept their prefix.
+    assert_eq!(Value::Array(jobs(&store)), v1()["expect"]["jobs"]);
+    // The replacement continues where it stopped and swaps in as before.
+    let s = fixture::scope("02bb", "ls_notes", "q", "access-b", "e9");
+    let last = fixture::batch("sess-b1", &s, "snapshot", vec![], "b1-c2", true, 1, 1);
+    let out = store.commit_batch(&b, 1, Some("b1-c1"), &last, &CommitOptions::default()).unwrap();
+    assert!(out.swapped);
+    assert!(store.members(&b).unwrap().iter().all(|m| m.generation == 1 && !m.stale));
+    store.close().unwrap();
+    let rows = dump(&path);
+    assert_eq!(rows.iter().find(|(k, _)| k == b"meta/format").map(|(_, v)| v.clone()), Some(2u64.to_be_bytes().to_vec()));
+    assert_eq!(
+        rows.iter().find(|(k, _)| k[0] == b'A' && k[1..] == b.id()).map(|(_, v)| v.clone()),
+        Some(old_sid(&scope_of("b")).to_vec()),
+        "the alias names the old prefix"
+    );
+}
+
+/// Old sources that differ only in access are one source now: the one the follow label
+/// names survives (a-narrow, though its highWater is lower: a newer epoch), else the one
+/// with the higher highWater (c-2, though begun first); the others' generations are
+/// retired (rows and receipts gone, records kept as fences) and drop out of membership.
+#[test]
+fn old_sources_that_differ_only_in_access_collapse_into_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = old_store(dir.path());
+    let store = ClientDb::open(&path).unwrap();
+    let (a, c) = (key_of("a-narrow"), key_of("c-2"));
+    assert_eq!(a, key_of("a-wide"));
+    assert_eq!(c, key_of("c-1"));
+    assert_eq!(report(&store, &a), expected("a-narrow"));
+    assert_eq!(report(&store, &c), expected("c-2"));
+    assert!(store.members(&a).unwrap().iter().all(|m| !m.stale), "the survivor is not stale");
+    assert_eq!(store.revision().unwrap(), v1()["expect"]["revision"].as_u64().unwrap() + 1, "one revision retired the others");
+    // Store-wide membership (BRC-192 §10.5): the survivors' rows, none of the retired.
+    let chain = serde_json::from_value(scope_of("b")["chain"].clone()).unwrap();
+    let rows = store.memberships_json(&chain).unwrap();
+    let gone = [scope_of("a-wide")["access"].clone(), scope_of("c-1")["access"].clone()];
+    let kept: Vec<Value> = v1()["expect"]["memberships"].as_array().unwrap().iter().filter(|r| !gone.contains(&r["scope"]["access"])).cloned().collect();
+    assert_eq!(rows.len(), 4);
+    assert_eq!(rows, kept);
+    // The retired receipts no longer hold anything: verifying the evidence only a retired
+    // group was waiting for is accepted and publishes nothing in the survivors.
+    let bytes = {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/beef/bundles.json")).unwrap();
+        let v: Value = serde_json::from_str(&text).unwrap();
+        let c = v["cases"].as_array().unwrap().iter().find(|c| c["name"] == "mined subject toBEEF 15e3c307").unwrap().clone();
+        hex::decode(c["hex"].as_str().unwrap()).unwrap()
+    };
+    let txid = Hash32::from_hex("15e3c307010a784889725b7866a362d92b18aa40f9341d6cfdc0770fdf4f7da1").unwrap();
+    let job = store.pending_verifications(Some(&txid)).unwrap().remove(0);
+    let raw = beef::parse(&bytes).unwrap().raw(&txid).unwrap().0.raw.to_vec();
+    let before = (store.members(&a).unwrap(), store.members(&c).unwrap());
+    store
+        .accept_verifications(&[VerificationResult {
+            txid,
+            variant: job.variant,
+            context_id: job.context_id.clone(),
+            status: VerificationStatus::Verified,
+            raw: Some(raw),
+            placement: None,
+            reason: String::new(),
+            policy: None,
+        }])
+        .unwrap();
+    assert_eq!((store.members(&a).unwrap(), store.members(&c).unwrap()), before);
+
+    // The survivor goes on receiving from its stored cursor, and a later access change
+    // is a new generation of it (BRC-193 §5).
+    let narrow = scope_of("a-narrow");
+    let live = fixture::batch("sess-a2", &narrow, "live", vec![fixture::group("m4", 4, vec![fixture::withdraw("w4", &narrow, &fixture::hex32("x"), 0)])], "a2-c3", true, 4, 4);
+    assert_eq!(store.commit_batch(&a, 0, Some("a2-c2"), &live, &CommitOptions::default()).unwrap().applied, 1);
+    let narrower = fixture::scope("02aa", "ls_notes", "q", "access-a-narrower", "e2");
+    let g = store.begin_generation(&a, Some("follow-a")).unwrap();
+    assert_eq!(g, 1);
+    let open = fixture::batch("sess-a3", &narrower, "snapshot", vec![], "a3-c1", true, 4, 4);
+    assert!(store.commit_batch(&a, g, None, &open, &CommitOptions::default()).unwrap().swapped);
+    assert!(store.members(&a).unwrap().is_empty(), "the narrowed snapshot holds nothing");
+    store.close().unwrap();
+
+    let rows = dump(&path);
+    for name in ["a-wide", "c-1"] {
+        let sid = old_sid(&scope_of(name));
+        for tag in [b'M', b'R', b'I', b'O'] {
+            assert!(with_prefix(&rows, tag, &sid).is_empty(), "{name}: no {} rows", tag as char);
+        }
+        let gens = with_prefix(&rows, b'G', &sid);
+        assert_eq!(gens.len(), 1, "{name}: its generation record stays as a fence");
+        let g: Value = overlay_lookup_live::client::codec::decode(&rows.iter().find(|(k, _)| k == &gens[0]).unwrap().1).unwrap();
+        assert_eq!(g["retired"], true);
+        let s: Value = overlay_lookup_live::client::codec::decode(&rows.iter().find(|(k, _)| k[0] == b'S' && k[1..] == sid).unwrap().1).unwrap();
+        assert_eq!((s["current"].clone(), s["pending"].clone()), (Value::Null, Value::Null));
+        let survivor = if name == "a-wide" { "a-narrow" } else { "c-2" };
+        assert_eq!(s["merged_into"], hex::encode(old_sid(&scope_of(survivor))));
+    }
+    // The survivor's old generation was retired by the swap, under the same prefix.
+    let sid = old_sid(&scope_of("a-narrow"));
+    assert!(with_prefix(&rows, b'M', &sid).is_empty());
+    assert_eq!(with_prefix(&rows, b'G', &sid).len(), 2);
+}
+
+/// A migrated store is not migrated again; a new store is written in format 2 from the
+/// start, its sources under their own id.
+#[test]
+fn migration_runs_once_and_a_new_store_starts_in_format_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = old_store(dir.path());
+    ClientDb::open(&path).unwrap().close().unwrap();
+    let once = dump(&path);
+    ClientDb::open(&path).unwrap().close().unwrap();
+    assert_eq!(dump(&path), once);
+
+    let fresh = dir.path().join("fresh");
+    let store = ClientDb::open(&fresh).unwrap();
+    assert_eq!(store.revision().unwrap(), 0);
+    let s = fixture::scope("02aa", "ls_notes", "q", "p1", "e1");
+    let key = fixture::source_key(&s);
+    store.begin_generation(&key, None).unwrap();
+    store.close().unwrap();
+    let rows = dump(&fresh);
+    assert_eq!(rows.iter().find(|(k, _)| k == b"meta/format").map(|(_, v)| v.clone()), Some(2u64.to_be_bytes().to_vec()));
+    assert_eq!(with_prefix(&rows, b'S', &key.id()).len(), 1);
+    assert!(!rows.iter().any(|(k, _)| k[0] == b'A'));
+}
+
+#[test]
+fn a_store_of_a_newer_format_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    {
+        let db = raw_open(&path);
+        db.open_tree("client-v1").unwrap().insert(b"meta/format", 3u64.to_be_bytes().to_vec()).unwrap();
+        db.flush().unwrap();
+    }
+    let e = ClientDb::open(&path).err().expect("refused");
+    assert_eq!(e.code, ErrorCode::Unsupported);
+    assert_eq!(dump(&path).len(), 1, "nothing was written");
+}
+
+/// The child: opens the store (migrating it) and reports; runs only when spawned below.
+#[test]
+fn migrate_crash_child() {
+    let Ok(path) = std::env::var(CHILD_ENV) else { return };
+    ClientDb::open(&path).unwrap().close().unwrap();
+    println!("opened");
+}
+
+/// A crash at any point of the migration (its batch built and not written, or written and
+/// not flushed) leaves a store that is format 1 whole or format 2 whole, and opening it
+/// again ends with exactly the store an uninterrupted migration makes.
+#[test]
+fn a_crash_during_migration_leaves_a_store_that_migrates_to_the_same_result() {
+    let reference = {
+        let dir = tempfile::tempdir().unwrap();
+        let path = old_store(dir.path());
+        ClientDb::open(&path).unwrap().close().unwrap();
+        dump(&path)
+    };
+    let before = v1_rows();
+    assert_ne!(reference, before);
+    for point in ["client-migrate:1", "client-applied:1"] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = old_store(dir.path());
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "migrate_crash_child", "--nocapture", "--test-threads=1"])
+            .env(CHILD_ENV, &path)
+            .env("OLL_CRASH_POINT", point)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let opened = BufReader::new(child.stdout.take().unwrap()).lines().any(|l| l.unwrap() == "opened");
+        let status = child.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert!(!opened && status.signal() == Some(9), "{point}: the child was killed at the fail point ({status:?})");
+        let after_crash = dump(&path);
+        assert!(after_crash == before || after_crash == reference, "{point}: the migration is torn");
+        ClientDb::open(&path).unwrap().close().unwrap();
+        assert_eq!(dump(&path), reference, "{point}: opening again migrates to the same store");
+    }
+}
