@@ -308,3 +308,30 @@ test('a source key is {provider, service, queryDigest}: one naming an access is 
   expect(store.checkpoint(key)).toMatchObject({ generation: gen, cursor: 'c1', access: 'public' })
   store.close()
 })
+
+test.each(['manual', 'claims', 'verified'])('a group verification judges invalid later quarantines and invalidates the source under %s (BRC-192 §8)', async (rule) => {
+  const { LocalChainTracker, NoteFactory } = require('./helpers/engine')
+  // Evidence that passes every receipt check; the verifier's verdict comes later.
+  const note = await new NoteFactory(new LocalChainTracker()).createNotes(['judged later'])
+  const beef = Buffer.from(note.beef).toString('base64')
+  const s = scope('02aa')
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  store.defineContext('tip', { tipHeight: '1000000', medianTimePast: '4000000000' })
+  store.configureReconciler({ journalId: 'later', nonFinal: true, initialContext: 'tip' })
+  const key = keyOf(s)
+  const gen = store.beginGeneration(key, 'label')
+  const out = { id: 'o', scope: s, kind: 'output', payload: { evidence: { txid: note.txid, outputIndex: 0, beef } } }
+  store.commitBatch(key, gen, null, batch(s, 'snapshot', [group('g', 10, [out])], 'c1', true, 10), { membership: rule })
+  expect(store.state(key)).toMatchObject({ quarantined: 0, invalidated: null })
+  // Under claims the group is listed at receipt; under the others it waits.
+  expect(store.members(key).length).toBe(rule === 'claims' ? 1 : 0)
+  const jobs = store.pendingVerifications(note.txid)
+  expect(jobs.length).toBe(1)
+  store.acceptVerifications(jobs.map(j => ({ txid: j.txid, variantId: j.variantId, contextId: j.contextId, status: 'invalid', reason: 'a script fails' })))
+  expect(store.state(key)).toMatchObject({ quarantined: 1, invalidated: expect.stringMatching(/^invalid-evidence: /) })
+  if (rule === 'manual') expect(store.markVerified(key, gen, 'g')).toMatchObject({ accepted: 0 })
+  expect(store.members(key).length).toBe(rule === 'claims' ? 1 : 0)
+  // The generation receives nothing more: a new one must follow.
+  expect(() => store.commitBatch(key, gen, 'c1', batch(s, 'live', [], 'c2', true, 11), { membership: rule })).toThrow(expect.objectContaining({ code: 'reset-required' }))
+  store.close()
+})

@@ -657,6 +657,15 @@ fn receive(
 /// quarantined and invalidates the generation's continuity under every membership rule;
 /// invalid evidence found later does so under the `verified` rule (BRC-192 §8: a new
 /// generation must follow).
+/// An invalid member's group is quarantined (it never applies: `accept`) and the
+/// generation's continuity invalidated, whatever the membership rule (BRC-192 §8).
+fn invalidate_for_evidence(gen: &mut GenRecord, why: &str) {
+    gen.quarantined += 1;
+    if gen.invalidated.is_none() {
+        gen.invalidated = Some(format!("invalid-evidence: {why}"));
+    }
+}
+
 fn receive_evidence(
     tx: &mut Tx,
     gen: &mut GenRecord,
@@ -685,10 +694,7 @@ fn receive_evidence(
                 // An invalid member, whatever the rule: the whole group is quarantined (it
                 // never applies, see accept) and the source's continuity is invalidated.
                 if let Some((_, why)) = settled.invalid.get(invalid_before) {
-                    gen.quarantined += 1;
-                    if gen.invalidated.is_none() {
-                        gen.invalidated = Some(format!("invalid-evidence: {why}"));
-                    }
+                    invalidate_for_evidence(gen, why);
                 }
                 false
             }
@@ -696,14 +702,12 @@ fn receive_evidence(
     }
     let judged = evidence::settle(tx, &judge)?;
     settled.components.extend(judged.components);
-    settled.invalid.extend(judged.invalid);
     comps.extend(settled.components);
     super::reconcile::recompute_components(tx, &comps)?;
-    for (gref, why) in settled.invalid {
-        let rec = GroupRecord::load(tx, &gref)?.ok_or_else(|| ClientError::storage("group record missing"))?;
-        if rec.gate == Membership::Verified && gen.invalidated.is_none() {
-            gen.invalidated = Some(format!("invalid-evidence: {why}"));
-        }
+    // A group judged invalid now (its verdicts were known already): as a refusal at receipt,
+    // under every rule (BRC-192 §8).
+    for (_, why) in judged.invalid {
+        invalidate_for_evidence(gen, &why);
     }
     Ok(())
 }
@@ -813,11 +817,11 @@ pub(crate) fn after_settle(tx: &mut Tx, settled: &evidence::Settled) -> Result<(
         if gen.retired {
             continue;
         }
-        for (gref, why) in settled.invalid.iter().filter(|(g, _)| g.source == source && g.generation == generation) {
-            let rec = GroupRecord::load(tx, gref)?.ok_or_else(|| ClientError::storage("group record missing"))?;
-            if rec.gate == Membership::Verified && gen.invalidated.is_none() {
-                gen.invalidated = Some(format!("invalid-evidence: {why}"));
-            }
+        // Judged invalid by verification after receipt: under every rule, as at receipt
+        // (BRC-192 §8). Under `claims` its rows were listed at receipt; they stay until the
+        // new generation the invalidation calls for replaces them.
+        for (_, why) in settled.invalid.iter().filter(|(g, _)| g.source == source && g.generation == generation) {
+            invalidate_for_evidence(&mut gen, why);
         }
         accept(tx, &sid, &mut src, &mut gen)?;
         tx.put_json(key(b'G', &sid, Some(generation), &[]), &gen);
