@@ -37,6 +37,16 @@ let dir
 beforeEach(() => { dir = fs.mkdtempSync(path.join(os.tmpdir(), 'oll-client-')) })
 afterEach(() => fs.rmSync(dir, { recursive: true, force: true }))
 
+// A store with the reconciler configured (evidence is journaled at receipt) and a first
+// generation of `s`'s source begun.
+function reconciling (s, journalId) {
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  store.defineContext('tip', { tipHeight: '1000000', medianTimePast: '4000000000' })
+  store.configureReconciler({ journalId, nonFinal: true, initialContext: 'tip' })
+  const key = keyOf(s)
+  return { store, key, gen: store.beginGeneration(key, 'label') }
+}
+
 function opened (s) {
   const store = CheckpointStore.open(path.join(dir, 'store'))
   const key = keyOf(s)
@@ -256,11 +266,7 @@ test.each(['manual', 'claims', 'verified'])('an invalid member quarantines its w
   const note = await new NoteFactory(new LocalChainTracker()).createNotes(['one output'])
   const beef = Buffer.from(note.beef).toString('base64')
   const s = scope('02aa')
-  const store = CheckpointStore.open(path.join(dir, 'store'))
-  store.defineContext('tip', { tipHeight: '1000000', medianTimePast: '4000000000' })
-  store.configureReconciler({ journalId: 'quarantine', nonFinal: true, initialContext: 'tip' })
-  const key = keyOf(s)
-  const gen = store.beginGeneration(key, 'label')
+  const { store, key, gen } = reconciling(s, 'quarantine')
   const out = (id, index) => ({ id, scope: s, kind: 'output', payload: { evidence: { txid: note.txid, outputIndex: index, beef } } })
   store.commitBatch(key, gen, null, batch(s, 'snapshot', [group('g', 10, [out('valid', 0), out('bad', 999)])], 'c1', true, 10), { membership: rule })
   expect(store.state(key)).toMatchObject({ quarantined: 1, pendingCount: 0, invalidated: expect.stringMatching(/^invalid-evidence: .*output 999 does not exist/) })
@@ -315,11 +321,7 @@ test.each(['manual', 'claims', 'verified'])('a group verification judges invalid
   const note = await new NoteFactory(new LocalChainTracker()).createNotes(['judged later'])
   const beef = Buffer.from(note.beef).toString('base64')
   const s = scope('02aa')
-  const store = CheckpointStore.open(path.join(dir, 'store'))
-  store.defineContext('tip', { tipHeight: '1000000', medianTimePast: '4000000000' })
-  store.configureReconciler({ journalId: 'later', nonFinal: true, initialContext: 'tip' })
-  const key = keyOf(s)
-  const gen = store.beginGeneration(key, 'label')
+  const { store, key, gen } = reconciling(s, 'later')
   const out = { id: 'o', scope: s, kind: 'output', payload: { evidence: { txid: note.txid, outputIndex: 0, beef } } }
   store.commitBatch(key, gen, null, batch(s, 'snapshot', [group('g', 10, [out])], 'c1', true, 10), { membership: rule })
   expect(store.state(key)).toMatchObject({ quarantined: 0, invalidated: null })

@@ -367,6 +367,27 @@ function timedOut (ms) {
   return new LiveLookupError('unavailable', `no response within ${ms} ms`, { retryable: true })
 }
 
+/**
+ * One request with plain `fetch`, bounded by `ms` and the caller's `signal`, errors mapped as
+ * the client's (`cancelled`, `unavailable` retryable on the deadline, transport failures).
+ */
+async function plainFetch (fetchFn, method, url, headers, body, ms, signal) {
+  const timeout = AbortSignal.timeout(ms)
+  try {
+    return await fetchFn(url, {
+      method,
+      headers: { ...headers, 'Accept-Encoding': 'identity' },
+      body,
+      redirect: 'manual',
+      signal: signal ? AbortSignal.any([signal, timeout]) : timeout
+    })
+  } catch (e) {
+    if (signal?.aborted) throw new LiveLookupError('cancelled', 'aborted')
+    if (timeout.aborted) throw timedOut(ms)
+    throw transportError(e)
+  }
+}
+
 function raceDeadline (promise, ms, signal) {
   return new Promise((resolve, reject) => {
     const t = setTimeout(() => finish(reject, timedOut(ms)), ms)
@@ -462,20 +483,7 @@ class LiveLookupClient {
         throw transportError(e)
       }
     } else {
-      const timeout = AbortSignal.timeout(ms)
-      try {
-        res = await this.fetch(url, {
-          method,
-          headers: { ...headers, 'Accept-Encoding': 'identity' },
-          body,
-          redirect: 'manual',
-          signal: signal ? AbortSignal.any([signal, timeout]) : timeout
-        })
-      } catch (e) {
-        if (signal?.aborted) throw new LiveLookupError('cancelled', 'aborted')
-        if (timeout.aborted) throw timedOut(ms)
-        throw transportError(e)
-      }
+      res = await plainFetch(this.fetch, method, url, headers, body, ms, signal)
     }
     checkHeaders(res, this.maxHeaderBytes)
     return res
@@ -1018,5 +1026,5 @@ module.exports = {
 
 // What finite.js and discovery.js share with this module (not enumerable: not public API).
 Object.defineProperty(module.exports, '_internal', {
-  value: { knownKeys, readCapped, errorFrom, transportError, checkHeaders, fromNative, sleep, crashPoint, CallbackFailure, sourceLabel }
+  value: { knownKeys, readCapped, errorFrom, transportError, checkHeaders, plainFetch, fromNative, sleep, crashPoint, CallbackFailure, sourceLabel }
 })

@@ -221,23 +221,8 @@ function answerBatch (answer, scope, memo, maxOutputs, id) {
 // As @bsv/sdk's HTTPSOverlayLookupFacilitator asks a host: plain fetch, the client's
 // `fetch` or the global one, bounded like the client's own requests.
 async function plainSend (client, method, url, headers, body, signal) {
-  const { transportError, checkHeaders } = internals()
-  const f = client._options.fetch ?? globalThis.fetch
-  const timeout = AbortSignal.timeout(client.requestTimeoutMs)
-  let res
-  try {
-    res = await f(url, {
-      method,
-      headers: { ...headers, 'Accept-Encoding': 'identity' },
-      body,
-      redirect: 'manual',
-      signal: signal ? AbortSignal.any([signal, timeout]) : timeout
-    })
-  } catch (e) {
-    if (signal?.aborted) throw new LiveLookupError('cancelled', 'aborted')
-    if (timeout.aborted) throw new LiveLookupError('unavailable', `no response within ${client.requestTimeoutMs} ms`, { retryable: true })
-    throw transportError(e)
-  }
+  const { plainFetch, checkHeaders } = internals()
+  const res = await plainFetch(client._options.fetch ?? globalThis.fetch, method, url, headers, body, client.requestTimeoutMs, signal)
   checkHeaders(res, client.maxHeaderBytes)
   return res
 }
