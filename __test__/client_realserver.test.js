@@ -99,6 +99,57 @@ test('an epoch reset produces a new generation and a clean swap', async () => {
   store.close()
 })
 
+test('renewal: after afterGroups live groups a fresh generation replaces the old one, whose receipt keys, group records and absent rows are retired', async () => {
+  for (const n of [1, 2, 3]) await live.commit([admit(n)])
+  const store = CheckpointStore.open(path.join(dir, 'client'))
+  const ac = new AbortController()
+  const states = []
+  const seen = []
+  let usage = null
+  let next = 4
+  const client = new LiveLookupClient({ baseURL: origin, fetch, store, chain: CHAIN, allowInsecureHttp: true, limits: { maxObservations: 2, waitMs: 5000 } })
+  const key = keyFor()
+  await client.follow(SERVICE, QUERY, {
+    membership: 'claims',
+    signal: ac.signal,
+    renew: { afterGroups: 3 },
+    onState (st) { states.push(st) },
+    onRevision (e) {
+      seen.push({ current: e.state.currentGeneration, gens: [...new Set(e.members.map(m => m.generation))] })
+      // Live changes one at a time: admit 4, remove 1, admit 5 (three live groups), then
+      // admit 6 and 7 on the renewed generation.
+      if (e.state.currentGeneration === 0 && e.state.pendingGeneration === null && e.members.length >= 3 && next <= 5) {
+        const n = next++
+        setImmediate(async () => {
+          if (n === 4) await live.commit([admit(4)])
+          if (n === 5) { await live.commit([remove(1)]); await live.commit([admit(5)]) }
+        })
+      }
+      if (e.state.currentGeneration === 0 && present(e.members).join() === txids([2, 3, 4, 5]).join() && usage === null) usage = store.spaceUsage()
+      if (e.state.currentGeneration === 1 && present(e.members).join() === txids([2, 3, 4, 5, 6]).join()) ac.abort()
+      if (e.state.currentGeneration === 1 && next === 6) { next++; setImmediate(() => live.commit([admit(6)])) }
+    }
+  })
+  // The renewal is said plainly, and the old generation stayed published until the new
+  // one's snapshot completed (no revision mixed the two).
+  expect(states).toContainEqual(expect.objectContaining({ connection: 'connected', progress: 'started-over', reason: 'renewal', generation: 1 }))
+  expect(seen.every(s => s.gens.length <= 1)).toBe(true)
+  const m = store.members(key)
+  expect(m.every(r => r.generation === 1)).toBe(true)
+  expect(present(m)).toEqual(txids([2, 3, 4, 5, 6]))
+  // Generation 0 held an absent row (output 1 withdrawn) and its live groups' records and
+  // identities; the swap retired them: generation 1 holds only its own (a snapshot of four
+  // groups and one live group).
+  expect(usage.M.keys).toBe(5)
+  expect(usage.R.keys).toBe(6)
+  const after = store.spaceUsage()
+  expect(after.M.keys).toBe(5)
+  expect(after.R.keys).toBe(5)
+  expect(after.I.keys).toBe(5)
+  expect(m.some(r => r.outpoint.txid === txid(1))).toBe(false)
+  store.close()
+})
+
 const CHILD = `
 const { LiveLookupClient, CheckpointStore } = require(${JSON.stringify(path.join(__dirname, '../js/client/client.js'))})
 const store = CheckpointStore.open(process.env.STORE)

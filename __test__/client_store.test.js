@@ -337,3 +337,17 @@ test.each(['manual', 'claims', 'verified'])('a group verification judges invalid
   expect(() => store.commitBatch(key, gen, 'c1', batch(s, 'live', [], 'c2', true, 11), { membership: rule })).toThrow(expect.objectContaining({ code: 'reset-required' }))
   store.close()
 })
+
+test('renew is checked before anything starts: an object with afterGroups or afterMs, positive integers', async () => {
+  const store = CheckpointStore.open(path.join(dir, 'store'))
+  const { LiveLookupClient } = require('../js/client/client.js')
+  const client = new LiveLookupClient({ baseURL: 'https://overlay.example', chain: { network: 'main', genesisHash: GENESIS }, fetch, store })
+  const refused = (renew, option) => expect(client.follow('ls_notes', {}, { membership: 'claims', renew })).rejects.toMatchObject({ code: 'invalid', option })
+  await refused(5, 'renew')
+  await refused({}, 'renew')
+  await refused({ afterGroups: 0 }, 'afterGroups')
+  await refused({ afterMs: 1.5 }, 'afterMs')
+  await refused({ afterGroup: 10 }, 'afterGroup')
+  expect(store.revision()).toBe(0)
+  store.close()
+})

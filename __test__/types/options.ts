@@ -98,3 +98,8 @@ export const sourceKey: SourceKey = { provider: '02aa', service: 'ls_notes', que
 export const withAccess: SourceKey = { ...sourceKey, access: 'public' }
 export const accessOf = (cp: Checkpoint): string | null => cp.access
 export const startedOverForAccess = (e: StateEvent): boolean => e.progress === 'started-over' && e.reason === 'access-changed'
+
+// Renewal of a followed generation on the application's schedule.
+export const renewing: FollowOptions = { membership: 'claims', renew: { afterGroups: 100000, afterMs: 24 * 3600 * 1000 } }
+// @ts-expect-error renew takes afterGroups and afterMs only
+export const renewTypo: FollowOptions = { membership: 'claims', renew: { afterGroup: 10 } }

@@ -362,14 +362,15 @@ export interface StateEvent {
   /** resumed: the stored cursor the follow continued from. */
   cursor?: string
   /**
-   * started-over: `access-changed` (the new generation is served under another `scope.access`:
+   * started-over: `renewal` (the follow's `renew` schedule replaced the generation with a fresh
+   * snapshot), `access-changed` (the new generation is served under another `scope.access`:
    * the provider's policy moved this client's partition; it replaces `reset-required` or
    * `expired`), `reset-required` or `expired` (the provider's answer to a read), `equivocation`
    * (this source contradicted itself), `chain` or `rulesDigest` (the provider now serves another),
    * or the stored generation's invalidation reason. closed: `not-advertised` when discovery
    * stopped following a host its resolver no longer lists.
    */
-  reason?: 'access-changed' | 'reset-required' | 'expired' | 'equivocation' | 'chain' | 'rulesDigest' | 'not-advertised' | (string & {})
+  reason?: 'access-changed' | 'renewal' | 'reset-required' | 'expired' | 'equivocation' | 'chain' | 'rulesDigest' | 'not-advertised' | (string & {})
   /**
    * In a follow with `finite` or `resolver`: `live` or `finite`; null while the provider's
    * manifest is being read (negotiation).
@@ -427,6 +428,12 @@ export interface FollowOptions {
    * of BRC-193 §4 (a cursor used before its commit returned); safe because reads are non-destructive.
    */
   readAhead?: boolean
+  /**
+   * Renewal: once the followed generation received `afterGroups` live groups, or was followed
+   * live for `afterMs`, a fresh snapshot replaces it (`started-over`, reason `renewal`) and the
+   * old generation's rows, receipt keys and group records are retired. Off by default.
+   */
+  renew?: { afterGroups?: number; afterMs?: number }
   /** Not with `finite`: a finite source states no rules. */
   requiredRulesDigest?: string
   /**

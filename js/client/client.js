@@ -77,7 +77,8 @@ const CLIENT_KEYS = ['baseURL', 'chain', 'allowInsecureHttp', 'providerIdentity'
 const LIMIT_KEYS = ['maxBytes', 'maxObservations', 'waitMs']
 const RETRY_KEYS = ['initialMs', 'maxMs']
 const VERIFICATION_KEYS = ['engine', 'batch', 'concurrency', 'page', 'acceptEvery', 'heightPollMs', 'maxBytes', 'maxTransactions', 'maxDepth', 'maxScriptBytes', 'memoryLimit', 'budget']
-const FOLLOW_KEYS = ['onRevision', 'onState', 'signal', 'sources', 'pendingBudget', 'waitMs', 'pollIntervalMs', 'membership', 'requiredRulesDigest', 'readAhead', 'finite', 'resolver', 'resolveIntervalMs']
+const FOLLOW_KEYS = ['onRevision', 'onState', 'signal', 'sources', 'pendingBudget', 'waitMs', 'pollIntervalMs', 'membership', 'requiredRulesDigest', 'readAhead', 'finite', 'resolver', 'resolveIntervalMs', 'renew']
+const RENEW_KEYS = ['afterGroups', 'afterMs']
 
 /**
  * What onRevision receives: the commit's outcome and bytes, the source's state, and its
@@ -225,6 +226,17 @@ class CheckpointStore {
 // before its evidence is checked). A follow with a ChainTracker defaults to 'verified';
 // without one nothing verifies, so the application names its rule.
 const MEMBERSHIP = ['claims', 'verified', 'manual']
+// `renew: {afterGroups?, afterMs?}`: at least one, positive safe integers.
+function checkRenew (r) {
+  if (r === undefined) return
+  if (r === null || typeof r !== 'object') throw new LiveLookupError('invalid', 'renew must be an object: {afterGroups?, afterMs?}', { option: 'renew' })
+  knownKeys('renew', r, RENEW_KEYS)
+  if (r.afterGroups === undefined && r.afterMs === undefined) throw new LiveLookupError('invalid', 'renew needs afterGroups or afterMs', { option: 'renew' })
+  for (const k of RENEW_KEYS) {
+    if (r[k] !== undefined && (!Number.isSafeInteger(r[k]) || r[k] < 1)) throw new LiveLookupError('invalid', `renew.${k} must be a positive integer`, { option: k })
+  }
+}
+
 function membershipOf (opts, verifies) {
   if ('verified' in opts) throw new LiveLookupError('invalid', "follow's `verified` option is now `membership` ('claims', 'verified' or 'manual')")
   if (opts.membership === undefined) {
@@ -752,6 +764,7 @@ class LiveLookupClient {
       // the store nor the network.
       if (!('verified' in opts)) knownKeys('follow', opts, FOLLOW_KEYS) // `verified` has its own message
       finite.checkFollowOptions(opts)
+      checkRenew(opts.renew)
       if (this.baseURL === null && !opts.resolver && !Array.isArray(opts.sources)) throw new LiveLookupError('invalid', 'a client without baseURL follows only with `resolver` or `sources`')
       const o = { ...opts, signal: ac.signal, membership: membershipOf(opts, this.verifier !== null) }
       // With `finite`, each provider is negotiated through its manifest (finite.js); with
@@ -816,7 +829,8 @@ class LiveLookupClient {
       waitMs: Math.min(opts.waitMs ?? this.limits.waitMs, PROFILE_MAX_WAIT_MS),
       pollIntervalMs: opts.pollIntervalMs ?? 1000,
       pendingBudget: Math.min(opts.pendingBudget ?? 65536, 65536),
-      readAhead: opts.readAhead === true
+      readAhead: opts.readAhead === true,
+      renew: opts.renew ?? null
     }
     const queryDigest = digest('lookup-query', { service, query })
     const label = sourceLabel(this.baseURL, service, query)
@@ -877,14 +891,29 @@ class LiveLookupClient {
         throw new CallbackFailure(e)
       }
     }
+    // Renewal (`renew`): live groups this generation received while this follow ran, and
+    // since when it has been followed live. A restart starts both again.
+    let liveGroups = 0
+    let liveSince = stored && stored.snapshotComplete ? Date.now() : null
     // After a commit: if it completed the generation's snapshot, say so.
     const snapshotDone = async (generation, before) => {
       if (before) return
       const now = this.store.checkpoint(key)
       if (now && now.generation === generation && now.snapshotComplete) {
         if (!now.invalidated) invalidRun = 0
+        liveGroups = 0
+        liveSince = Date.now()
         await setState('connected', { progress: 'snapshot-complete', generation })
       }
+    }
+    // A generation followed live long enough is replaced by a fresh snapshot, so what the
+    // store keeps for it (receipt keys, group records, absent rows) is retired with it
+    // (BRC-193 §9): the same path as a reset, chosen by the application's schedule.
+    const renewalDue = (applied) => {
+      if (!o.renew || liveSince === null) return false
+      liveGroups += applied
+      return (o.renew.afterGroups !== undefined && liveGroups >= o.renew.afterGroups) ||
+        (o.renew.afterMs !== undefined && Date.now() - liveSince >= o.renew.afterMs)
     }
     // One step: an open, or a read and its commit. Returns true when the step made
     // contact with the provider (so the connection is up).
@@ -910,7 +939,7 @@ class LiveLookupClient {
         const { generation, access } = this.store.checkpoint(key)
         // A changed access explains a provider's reset (or a restart's reopen); a reason of
         // this client's own (equivocation, invalid evidence, chain, rules) is kept.
-        if (servedAccess !== null && access !== servedAccess && (startOver === null || startOver === 'reset-required' || startOver === 'expired')) startOver = 'access-changed'
+        if (servedAccess !== null && access !== servedAccess && (startOver === null || startOver === 'reset-required' || startOver === 'expired' || startOver === 'renewal')) startOver = 'access-changed'
         servedAccess = access
         await setState('connected', startOver ? { progress: 'started-over', generation, reason: startOver } : { progress: 'opened', generation })
         startOver = null
@@ -958,6 +987,15 @@ class LiveLookupClient {
       }
       await this._emit(onRevision, key, outcome, bytes)
       await snapshotDone(cp.generation, cp.snapshotComplete)
+      if (cp.snapshotComplete && renewalDue(outcome.applied)) {
+        // The old session is of no further use: closed at the provider (best effort; it
+        // expires anyway), and the next step opens the new generation.
+        await this.close(key, signal).catch(() => {})
+        reopen = true
+        startOver = 'renewal'
+        liveSince = null
+        return
+      }
       // Without a server-side wait, pace empty polls instead of spinning.
       if (o.waitMs === 0 && outcome.applied === 0) await sleep(o.pollIntervalMs, signal)
     }
