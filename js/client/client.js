@@ -359,6 +359,25 @@ function nativeManifestError (e) {
     : new LiveLookupError('invalid', `capability manifest: ${e && e.message}`)
 }
 
+/**
+ * Verifies a signed manifest natively (src/manifest/accept.rs) for `client`'s base URL and
+ * chain, signed by `identity` when given; its errors as the client's.
+ */
+function acceptManifestFor (client, signed, identity) {
+  try {
+    return native.acceptManifest(signed, {
+      identity,
+      baseURL: client.baseURL,
+      network: client.chain.network,
+      genesisHash: client.chain.genesisHash,
+      now: Math.floor(Date.now() / 1000),
+      maxFutureSkew: MANIFEST_FUTURE_SKEW
+    })
+  } catch (e) {
+    throw nativeManifestError(e)
+  }
+}
+
 function sameChain (a, b) {
   return !!a && !!b && a.network === b.network && a.genesisHash === b.genesisHash
 }
@@ -526,19 +545,7 @@ class LiveLookupClient {
       throw new LiveLookupError('invalid', 'capabilities response is not a signed manifest')
     }
     const identity = this._identityForManifest()
-    let accepted
-    try {
-      accepted = native.acceptManifest(signed, {
-        identity,
-        baseURL: this.baseURL,
-        network: this.chain.network,
-        genesisHash: this.chain.genesisHash,
-        now: Math.floor(Date.now() / 1000),
-        maxFutureSkew: MANIFEST_FUTURE_SKEW
-      })
-    } catch (e) {
-      throw nativeManifestError(e)
-    }
+    const accepted = acceptManifestFor(this, signed, identity)
     this.manifest = accepted
     this._capability = accepted.digest
     return this._capability
@@ -1064,5 +1071,5 @@ module.exports = {
 
 // What finite.js and discovery.js share with this module (not enumerable: not public API).
 Object.defineProperty(module.exports, '_internal', {
-  value: { knownKeys, readCapped, errorFrom, transportError, checkHeaders, plainFetch, fromNative, sleep, crashPoint, CallbackFailure, sourceLabel }
+  value: { knownKeys, readCapped, errorFrom, transportError, checkHeaders, plainFetch, acceptManifestFor, fromNative, sleep, crashPoint, CallbackFailure, sourceLabel }
 })

@@ -20,7 +20,6 @@
 
 const crypto = require('node:crypto')
 const { Beef } = require('@bsv/sdk')
-const native = require('../common/native')
 const { PROFILE, PROFILE_LIMITS, digest } = require('../common/wire')
 const { LiveLookupError } = require('./errors')
 const { LEGACY_CONTEXT_SCHEMA } = require('./decode')
@@ -45,7 +44,6 @@ const DEFAULT_ANSWER_BYTES = 16 * 1024 * 1024
 const MAX_ANSWER_BYTES = 256 * 1024 * 1024
 const MANIFEST_MAX = 256 * 1024
 const ERROR_BODY_MAX = 64 * 1024
-const MANIFEST_FUTURE_SKEW = 300
 const FINITE_KEYS = ['refreshMs', 'maxBytes', 'maxOutputs']
 // Transaction ids of BEEFs already read, per follow (a refresh mostly repeats the last).
 const MEMO_MAX = 4096
@@ -254,20 +252,7 @@ async function probe (client, service, signal, identities) {
   if (!signed || typeof signed.body !== 'object' || signed.body === null || typeof signed.signature !== 'string') {
     throw new LiveLookupError('invalid', 'capabilities response is not a signed manifest')
   }
-  let accepted
-  try {
-    accepted = native.acceptManifest(signed, {
-      identity: client.providerIdentity,
-      baseURL: client.baseURL,
-      network: client.chain.network,
-      genesisHash: client.chain.genesisHash,
-      now: Math.floor(Date.now() / 1000),
-      maxFutureSkew: MANIFEST_FUTURE_SKEW
-    })
-  } catch (e) {
-    const { fromNative } = internals()
-    throw e && typeof e.code === 'string' && e.retryable !== undefined ? fromNative(e, 'capability manifest: ') : new LiveLookupError('invalid', `capability manifest: ${e && e.message}`)
-  }
+  const accepted = internals().acceptManifestFor(client, signed, client.providerIdentity)
   if (identities && !identities.includes(accepted.identity)) {
     throw new LiveLookupError('invalid', `capability manifest: signed by ${accepted.identity}, which is not an identity that advertised ${client.baseURL} in SLAP`)
   }

@@ -968,7 +968,7 @@ fn migrate_from_v1(tx: &mut Tx) -> Result<bool, ClientError> {
     // A follow's label names the source it began last (format 1 rewrote it at every begin).
     let mut labelled = std::collections::BTreeSet::new();
     for (_, v) in tx.scan(b"L")? {
-        if let Ok(k) = serde_json::from_slice::<LegacySourceKey>(&v) {
+        if let Ok(k) = decode::<LegacySourceKey>(&v) {
             labelled.insert(k.sid());
         }
     }
