@@ -33,11 +33,11 @@ use crate::bitcoin::tx::{Hash32, Txid};
 
 /// Computes and writes the step for `comp` from the one leaf this commit changed, when the
 /// conditions hold; `false` (nothing written) when the whole component must be recomputed.
-pub(crate) fn leaf_step(tx: &mut Tx, meta: &Meta, comp: &mut Component) -> Result<bool, ClientError> {
+pub(crate) fn leaf_step(tx: &mut Tx, meta: &Meta, comp: &mut Component, changes: &mut Option<Changes>) -> Result<bool, ClientError> {
     if !ENABLED.with(|e| e.get()) || !comp.exact || comp.pending.is_some() != comp.pending_leaf.is_some() {
         return Ok(false);
     }
-    let Some(mut leaf) = the_changed_leaf(tx, meta, comp)? else { return Ok(false) };
+    let Some(mut leaf) = the_changed_leaf(tx, meta, comp, changes)? else { return Ok(false) };
     // Its parents in the journal are members (`link` merged them): each must be settled
     // and selected (or included) in the current view, with its order known.
     let mut known: BTreeMap<Txid, TxRecord> = BTreeMap::new();
@@ -116,33 +116,58 @@ pub(crate) fn leaf_step(tx: &mut Tx, meta: &Meta, comp: &mut Component) -> Resul
     Ok(true)
 }
 
+/// What a commit changed, read once for every component it recomputes (a page's receipt
+/// or verification recomputes many): its transaction records by component, and the
+/// anchors it wrote with the spenders of their outputs.
+pub(crate) struct Changes {
+    /// A context change, a new header or a new view: no step is computed from a leaf.
+    blocked: bool,
+    by_component: BTreeMap<u64, Vec<TxRecord>>,
+    /// (anchored txid, an anchor existed before this commit, spenders of its outputs).
+    anchors: Vec<(Txid, bool, Vec<Txid>)>,
+}
+
+impl Changes {
+    fn of(tx: &Tx, meta: &Meta) -> Result<Changes, ClientError> {
+        let mut blocked = tx.written(b"Xh").next().is_some() || tx.written(b"Xv").next().is_some();
+        if let Some(old) = tx.committed(META)? {
+            let old: Meta = super::db::decode(&old)?;
+            blocked |= old.contexts != meta.contexts;
+        }
+        let mut by_component: BTreeMap<u64, Vec<TxRecord>> = BTreeMap::new();
+        let mut anchors = Vec::new();
+        if !blocked {
+            for k in tx.written(TX_PREFIX) {
+                let Some(v) = tx.get(k)? else { continue };
+                let rec: TxRecord = super::db::decode(&v)?;
+                by_component.entry(rec.component).or_default().push(rec);
+            }
+            for k in tx.written(ANCHOR_PREFIX) {
+                let a = Hash32(k[ANCHOR_PREFIX.len()..].try_into().map_err(|_| ClientError::storage("anchor key"))?);
+                let spenders = tx.scan(&edges_of_tx(&a))?.iter().map(|(e, _)| edge_of_key(e).1).collect();
+                anchors.push((a, tx.committed(k)?.is_some(), spenders));
+            }
+        }
+        Ok(Changes { blocked, by_component, anchors })
+    }
+}
+
 /// The one member of `comp` this commit changed, if it is a leaf without competitors
 /// (and, when the component waits, the leaf it waits for), and nothing else this commit
 /// did can move another member: no context change, no new header, no anchor another
-/// member relies on.
-fn the_changed_leaf(tx: &Tx, meta: &Meta, comp: &Component) -> Result<Option<TxRecord>, ClientError> {
-    if tx.written(b"Xh").next().is_some() || tx.written(b"Xv").next().is_some() {
+/// member relies on. `changes` is read from the commit on first use.
+fn the_changed_leaf(tx: &Tx, meta: &Meta, comp: &Component, changes: &mut Option<Changes>) -> Result<Option<TxRecord>, ClientError> {
+    if changes.is_none() {
+        *changes = Some(Changes::of(tx, meta)?);
+    }
+    let changes = changes.as_ref().expect("read above");
+    if changes.blocked {
         return Ok(None);
     }
-    if let Some(old) = tx.committed(META)? {
-        let old: Meta = super::db::decode(&old)?;
-        if old.contexts != meta.contexts {
-            return Ok(None);
-        }
-    }
-    let mut changed = None;
-    for k in tx.written(TX_PREFIX) {
-        let Some(v) = tx.get(k)? else { return Ok(None) };
-        let rec: TxRecord = super::db::decode(&v)?;
-        if rec.component != comp.id {
-            continue;
-        }
-        if changed.is_some() {
-            return Ok(None);
-        }
-        changed = Some(rec);
-    }
-    let Some(leaf) = changed else { return Ok(None) };
+    let leaf = match changes.by_component.get(&comp.id).map(Vec::as_slice) {
+        Some([leaf]) => leaf.clone(),
+        _ => return Ok(None),
+    };
     if comp.pending_leaf.is_some_and(|p| p != leaf.txid) {
         return Ok(None);
     }
@@ -156,16 +181,14 @@ fn the_changed_leaf(tx: &Tx, meta: &Meta, comp: &Component) -> Result<Option<TxR
     }
     // An anchor this commit wrote may only concern the leaf: a new one naming the leaf or
     // a parent of it (an anchor that existed and changed could take a fact away).
-    for k in tx.written(ANCHOR_PREFIX) {
-        let a = Hash32(k[ANCHOR_PREFIX.len()..].try_into().map_err(|_| ClientError::storage("anchor key"))?);
-        let mine = a == leaf.txid || leaf.inputs.iter().any(|i| i.prev.txid == a);
-        if !mine || tx.committed(k)?.is_some() {
-            if comp.contains(tx, &a)? {
+    for (a, existed, spenders) in &changes.anchors {
+        let mine = *a == leaf.txid || leaf.inputs.iter().any(|i| i.prev.txid == *a);
+        if !mine || *existed {
+            if comp.contains(tx, a)? {
                 return Ok(None);
             }
-            for (e, _) in tx.scan(&edges_of_tx(&a))? {
-                let (_, spender) = edge_of_key(&e);
-                if spender != leaf.txid && comp.contains(tx, &spender)? {
+            for spender in spenders {
+                if *spender != leaf.txid && comp.contains(tx, spender)? {
                     return Ok(None);
                 }
             }

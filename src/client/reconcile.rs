@@ -621,8 +621,10 @@ pub(crate) fn recompute_components(tx: &mut Tx, comps: &BTreeSet<u64>) -> Result
 }
 
 fn recompute_all(tx: &mut Tx, meta: &Meta, comps: &BTreeSet<u64>) -> Result<usize, ClientError> {
+    // What the commit changed, read once (when a first component may take a leaf step).
+    let mut changes = None;
     for c in comps {
-        recompute(tx, meta, *c)?;
+        recompute(tx, meta, *c, &mut changes)?;
     }
     Ok(comps.len())
 }
@@ -749,9 +751,9 @@ pub(crate) fn compute(tx: &Tx, meta: &Meta, comp: &Component) -> Result<Computed
 
 /// Recomputes one component in the current context and writes its result: from the one
 /// leaf the step changed when that is enough (`incremental.rs`), else whole.
-fn recompute(tx: &mut Tx, meta: &Meta, id: u64) -> Result<(), ClientError> {
+fn recompute(tx: &mut Tx, meta: &Meta, id: u64, changes: &mut Option<super::incremental::Changes>) -> Result<(), ClientError> {
     let mut comp: Component = tx.get_json(&component_key(id))?.ok_or_else(|| corrupt("component"))?;
-    if super::incremental::leaf_step(tx, meta, &mut comp)? {
+    if super::incremental::leaf_step(tx, meta, &mut comp, changes)? {
         super::incremental::count(true);
         return super::incremental::check(tx, meta, &comp);
     }
