@@ -13,7 +13,7 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 export declare class CheckpointStore {
   /**
    * Opens (or creates) the store directory. One open store per path. `cacheBytes`
-   * bounds sled's page cache (default 256 MiB).
+   * bounds its page cache (default 64 MiB).
    */
   static open(path: string, options?: JsStoreOptions | undefined | null): CheckpointStore
   /**
@@ -390,7 +390,7 @@ export interface JsReconcilerConfig {
 }
 
 export interface JsStoreOptions {
-  /** Bound of sled's page cache in bytes (default 256 MiB). */
+  /** Bound of the store's page cache in bytes (default 64 MiB). */
   cacheBytes?: number
 }
 

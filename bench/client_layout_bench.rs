@@ -35,7 +35,12 @@ const EVIDENCE: usize = 955;
 
 const TABLE: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("client");
 
+#[derive(Clone)]
 struct Rng(u64);
+
+fn derive_every() -> u64 {
+    std::env::var("OLL_BENCH_DERIVE").ok().and_then(|v| v.parse().ok()).unwrap_or(16)
+}
 impl Rng {
     fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
@@ -75,6 +80,35 @@ fn page(layout: &str, p: u64, rng: &mut Rng) -> Vec<(Vec<u8>, Vec<u8>)> {
                 w.push((k(b"Xe", &[&rng.h32(), &vout, &txid]), vec![]));
                 w.push((k(b"Xk", &[&ord]), vec![7; 80]));
                 w.push((k(b"Xs", &[&ord]), vec![]));
+            }
+        }
+        // `today` with the evidence bytes appended to a log file outside the engine (synced
+        // before the page's commit); the engine keeps a 20-byte locator per variant.
+        "today-evlog" => {
+            for (key, v) in page("today", p, rng) {
+                let v = if key.starts_with(b"Xb") { vec![5; 20] } else { v };
+                w.push((key, v));
+            }
+        }
+        "today-seqev" => {
+            for (i, (key, v)) in page("today", p, rng).into_iter().enumerate() {
+                let key = if key.starts_with(b"Xb") { k(b"Xb", &[&(p * PAGE * 10 + i as u64).to_be_bytes()]) } else { key };
+                w.push((key, v));
+            }
+        }
+        "today-noio" => {
+            w.extend(page("today", p, rng).into_iter().filter(|(key, _)| !key.starts_with(b"I") && !key.starts_with(b"O")));
+        }
+        // One appended record per page (what receipt makes durable), and every
+        // `OLL_BENCH_DERIVE` pages (16 by default) today's index keys of those pages derived
+        // in one commit (what a background indexer would write).
+        "derive" => {
+            let every = derive_every();
+            w.extend(page("page", p, &mut rng.clone()).into_iter().filter(|(key, _)| key.starts_with(b"B")));
+            if (p + 1) % every == 0 {
+                for q in p + 1 - every..=p {
+                    w.extend(page("today", q, rng).into_iter().filter(|(key, _)| !key.starts_with(b"Xb")));
+                }
             }
         }
         "page" => {
@@ -121,9 +155,15 @@ fn row(engine: &str, layout: &str, pages: u64) -> (Duration, Duration, Duration,
         "redb" => Db::Redb(redb::Database::builder().set_cache_size(64 << 20).create(dir.path().join("db.redb")).unwrap()),
         _ => panic!("unknown engine {engine}"),
     };
+    let mut evlog = layout.ends_with("-evlog").then(|| std::fs::File::create(dir.path().join("evidence.log")).unwrap());
     for p in 0..pages {
         let t = Instant::now();
         let writes = page(layout, p, &mut rng);
+        if let Some(f) = evlog.as_mut() {
+            use std::io::Write;
+            f.write_all(&vec![5u8; EVIDENCE * PAGE as usize]).unwrap();
+            f.sync_data().unwrap();
+        }
         match &db {
             Db::Sled(db, tree) => {
                 let mut b = sled::Batch::default();
@@ -207,9 +247,12 @@ fn main() {
     println!("| layout | engine | keys per output | time | first / last tenth of the pages | disk per output | after compaction | peak RSS |");
     println!("|---|---|---|---|---|---|---|---|");
     let exe = std::env::current_exe().unwrap();
-    for layout in ["today", "page", "rows"] {
+    let list = |var: &str, all: &str| std::env::var(var).unwrap_or_else(|_| all.into()).split(',').map(String::from).collect::<Vec<_>>();
+    for layout in list("OLL_BENCH_LAYOUTS", "today,today-evlog,page,rows") {
+        let layout = layout.as_str();
         let keys = page(layout, 0, &mut Rng(1)).len() as f64 / PAGE as f64;
-        for engine in ["sled", "redb"] {
+        for engine in list("OLL_BENCH_ENGINES", "sled,redb") {
+            let engine = engine.as_str();
             let out = std::process::Command::new(&exe).args(["--row", engine, layout, &pages.to_string()]).output().unwrap();
             assert!(out.status.success(), "{engine} {layout}: {}", String::from_utf8_lossy(&out.stderr));
             let f: Vec<f64> = String::from_utf8_lossy(&out.stdout).split_whitespace().map(|v| v.parse().unwrap()).collect();

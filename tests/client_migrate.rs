@@ -52,8 +52,17 @@ fn old_store(dir: &Path) -> PathBuf {
     path
 }
 
-/// Every key and value of the client tree (the store closed).
+/// Every key and value of the store (closed): its redb file, or the sled directory a
+/// store of an earlier version kept (src/client/db.rs, "Engine").
 fn dump(path: &Path) -> Rows {
+    let file = path.join(overlay_lookup_live::client::db::FILE);
+    if file.exists() {
+        const TABLE: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("client-v1");
+        let db = redb::Database::open(file).unwrap();
+        let r = db.begin_read().unwrap();
+        let t = r.open_table(TABLE).unwrap();
+        return t.range::<&[u8]>(..).unwrap().map(|kv| kv.unwrap()).map(|(k, v)| (k.value().to_vec(), v.value().to_vec())).collect();
+    }
     let db = raw_open(path);
     let tree = db.open_tree("client-v1").unwrap();
     tree.iter().map(|kv| kv.unwrap()).map(|(k, v)| (k.to_vec(), v.to_vec())).collect()
@@ -244,6 +253,36 @@ fn old_sources_that_differ_only_in_access_collapse_into_one() {
     assert_eq!(with_prefix(&rows, b'G', &sid).len(), 2);
 }
 
+/// A format-2 store kept in sled (the engine before redb) is copied key for key: the same
+/// rows, the same answers, and no sled file left in the directory.
+#[test]
+fn a_sled_store_is_copied_into_redb_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = old_store(dir.path());
+    // First the format-2 store the previous engine held: migrate the layout, then put the
+    // migrated rows back into a sled directory of their own.
+    ClientDb::open(&path).unwrap().close().unwrap();
+    let format2 = dump(&path);
+    let sled_path = dir.path().join("sled-format-2");
+    {
+        let db = raw_open(&sled_path);
+        let tree = db.open_tree("client-v1").unwrap();
+        for (k, v) in &format2 {
+            tree.insert(k.as_slice(), v.as_slice()).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    assert!(!sled_path.join(overlay_lookup_live::client::db::FILE).exists());
+    let store = ClientDb::open(&sled_path).unwrap();
+    assert_eq!(store.raw_rows().unwrap(), format2, "every key and value, as sled held them");
+    let key = SourceKey { provider: "p".into(), service: "ls_notes".into(), query_digest: "0".repeat(64) };
+    let _ = store.checkpoint(&key).unwrap();
+    store.close().unwrap();
+    let left: Vec<String> = std::fs::read_dir(&sled_path).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(left, vec![overlay_lookup_live::client::db::FILE.to_string()], "only the redb file is left");
+    assert_eq!(dump(&sled_path), format2);
+}
+
 /// A migrated store is not migrated again; a new store is written in format 2 from the
 /// start, its sources under their own id.
 #[test]
@@ -290,8 +329,8 @@ fn migrate_crash_child() {
     println!("opened");
 }
 
-/// A crash at any point of the migration (its batch built and not written, or written and
-/// not flushed) leaves a store that is format 1 whole or format 2 whole, and opening it
+/// A crash at any point of the migration (the sled store copied into redb and not yet
+/// renamed; the key-layout batch built and not written, or written and not committed) leaves a store that is format 1 whole or format 2 whole, and opening it
 /// again ends with exactly the store an uninterrupted migration makes.
 #[test]
 fn a_crash_during_migration_leaves_a_store_that_migrates_to_the_same_result() {
@@ -303,7 +342,7 @@ fn a_crash_during_migration_leaves_a_store_that_migrates_to_the_same_result() {
     };
     let before = v1_rows();
     assert_ne!(reference, before);
-    for point in ["client-migrate:1", "client-applied:1"] {
+    for point in ["client-engine:1", "client-migrate:1", "client-applied:1"] {
         let dir = tempfile::tempdir().unwrap();
         let path = old_store(dir.path());
         let mut child = Command::new(std::env::current_exe().unwrap())

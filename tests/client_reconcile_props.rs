@@ -123,14 +123,17 @@ fn a_store_without_job_markers_gets_them_on_configure() {
     assert!(want.len() > 1, "the corpus leaves jobs pending");
     r.reopen_with(|path| {
         let db = open_raw(path);
-        let tree = db.open_tree("client-v1").unwrap();
-        let markers: Vec<_> = tree.scan_prefix(JOB_PREFIX).keys().map(|k| k.unwrap()).collect();
+        let markers: Vec<Vec<u8>> = raw_keys(&db, JOB_PREFIX);
         assert_eq!(markers.len(), want.len(), "one marker per pending job");
-        for k in markers {
-            tree.remove(k).unwrap();
+        let w = db.begin_write().unwrap();
+        {
+            let mut t = w.open_table(RAW_TABLE).unwrap();
+            for k in markers {
+                t.remove(k.as_slice()).unwrap();
+            }
+            t.remove(JOBS_INDEXED).unwrap();
         }
-        tree.remove(JOBS_INDEXED).unwrap();
-        db.flush().unwrap();
+        w.commit().unwrap();
     })
     .unwrap();
     assert_eq!(r.store().pending_verifications(None).unwrap(), want, "the full scan, before configure");
@@ -138,9 +141,8 @@ fn a_store_without_job_markers_gets_them_on_configure() {
     r.store().configure_reconciler(&ReconcilerConfig { journal_id: "prop".into(), non_final: true, initial_context: "base".into() }).unwrap();
     r.reopen_with(|path| {
         let db = open_raw(path);
-        let tree = db.open_tree("client-v1").unwrap();
-        assert_eq!(tree.scan_prefix(JOB_PREFIX).count(), want.len(), "configure wrote the markers");
-        assert!(tree.contains_key(JOBS_INDEXED).unwrap());
+        assert_eq!(raw_keys(&db, JOB_PREFIX).len(), want.len(), "configure wrote the markers");
+        assert_eq!(raw_keys(&db, JOBS_INDEXED).len(), 1);
     })
     .unwrap();
     assert_eq!(r.store().pending_verifications(None).unwrap(), want, "the markers, after configure");
@@ -153,20 +155,18 @@ fn a_store_without_job_markers_gets_them_on_configure() {
     r.close().unwrap();
 }
 
-/// The store's sled database, opened directly. The store closed a moment ago can keep
-/// sled's file lock while sled's threads finish with it (more so on a loaded machine):
-/// wait for it as `ClientDb::open` does.
-fn open_raw(path: &std::path::Path) -> sled::Db {
-    let started = std::time::Instant::now();
-    loop {
-        match sled::open(path) {
-            Ok(db) => return db,
-            Err(e) if started.elapsed() < std::time::Duration::from_secs(10) && e.to_string().contains("lock") => {
-                std::thread::sleep(std::time::Duration::from_millis(10))
-            }
-            Err(e) => panic!("opening {}: {e}", path.display()),
-        }
-    }
+const RAW_TABLE: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("client-v1");
+
+/// The store's redb file, opened directly (src/client/db.rs) while the store is closed.
+fn open_raw(path: &std::path::Path) -> redb::Database {
+    redb::Database::open(path.join(overlay_lookup_live::client::db::FILE)).unwrap()
+}
+
+/// Committed keys under `prefix`.
+fn raw_keys(db: &redb::Database, prefix: &[u8]) -> Vec<Vec<u8>> {
+    let r = db.begin_read().unwrap();
+    let t = r.open_table(RAW_TABLE).unwrap();
+    t.range::<&[u8]>(prefix..).unwrap().map(|kv| kv.unwrap().0.value().to_vec()).take_while(|k| k.starts_with(prefix)).collect()
 }
 
 /// Every pending job, read `size` at a time after the last one listed.

@@ -218,6 +218,10 @@ async function verifyingRow ({ origin, outputs, dataDir, catalogue }) {
   let current
   try {
     current = reopened.reconciledView().current.length
+    // `OLL_BENCH_SPACE=1`: where the verifying row's disk went, per key space, on stderr;
+    // `OLL_BENCH_KEEP=<dir>`: a copy of the row's store is left there, to inspect.
+    if (process.env.OLL_BENCH_SPACE) process.stderr.write(JSON.stringify(reopened.spaceUsage(), null, 1) + '\n')
+    if (process.env.OLL_BENCH_KEEP) fs.cpSync(storeDir, process.env.OLL_BENCH_KEEP, { recursive: true })
   } finally {
     reopened.close()
   }

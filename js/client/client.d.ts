@@ -127,7 +127,7 @@ export declare class LiveLookupError extends Error {
 }
 
 export declare class CheckpointStore {
-  /** `cacheBytes` bounds sled's page cache (default 256 MiB); memory beyond it is the store's working set (docs/client.md). */
+  /** `cacheBytes` bounds the store's page cache (default 64 MiB); memory beyond it is the store's working set (docs/client.md). */
   static open (path: string, options?: { cacheBytes?: number }): CheckpointStore
   close (): void
   beginGeneration (sourceKey: SourceKey, label?: string | null): number

@@ -2,7 +2,7 @@
 // A durable lookup-live-v1 consumer (BRC-193): opens a session, drains the snapshot,
 // follows live changes with long polls, resumes from its stored checkpoint after a
 // restart, and starts a new source generation on reset-required. Every batch is
-// committed to the native CheckpointStore (sled, src/client) from its exact bytes
+// committed to the native CheckpointStore (redb, src/client) from its exact bytes
 // before its cursor is used (BRC-193 §4); membership per source generation follows
 // BRC-193 §9 / BRC-192 §10.5.
 
@@ -115,7 +115,7 @@ class RevisionEvent {
   get reconciled () { return this._snapshot().reconciled }
 }
 
-/** Durable checkpoint store (one sled directory). See docs/client.md. */
+/** Durable checkpoint store (one directory, src/client/db.rs). See docs/client.md. */
 class CheckpointStore {
   constructor (inner) {
     this._inner = inner
@@ -189,7 +189,7 @@ class CheckpointStore {
   state (sourceKey) { return nativeCall(() => this._inner.state(sourceKeyArg(sourceKey))) }
   revision () { return nativeCall(() => this._inner.revision()) }
 
-  // Spend reconciliation (BRC-192 §10), on the same sled store. See docs/client.md.
+  // Spend reconciliation (BRC-192 §10), in the same store. See docs/client.md.
   configureReconciler (config) { return nativeCall(() => this._inner.configureReconciler(config)) }
   addHeaders (headers) { return nativeCall(() => this._inner.addHeaders(headers)) }
   defineView (id, tipHash) { return nativeCall(() => this._inner.defineView(id, tipHash)) }

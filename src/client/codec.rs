@@ -2,7 +2,7 @@
 //! any serde value (docs/design.md "Storage").
 //!
 //! Why not JSON: a received transaction's record was mostly hex (txids, raw bytes) and
-//! field punctuation; its bytes are copied into sled's pages, written to its log and
+//! field punctuation; its bytes are copied into the engine's pages, written to disk and
 //! parsed again on every read. This encoding writes integers as varints, strings and
 //! byte strings with a length prefix, and lets types that know they are bytes (txids,
 //! raw transactions: they ask [`serde::Serializer::is_human_readable`]) be written as

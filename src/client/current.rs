@@ -201,7 +201,7 @@ impl ClientDb {
     /// Currentness of the given outputs (any outpoint; unknown ones are `unknown`).
     /// Reads only the records these outputs involve.
     pub fn output_states(&self, outpoints: &[Outpoint]) -> Result<Vec<OutputView>, ClientError> {
-        let tx = Tx::new(&self.tree);
+        let tx = Tx::new(&self.db);
         let Some(l) = load(&tx)? else {
             return Ok(outpoints.iter().map(|o| OutputView { outpoint: *o, state: OutputState::Unknown, spent_by: None }).collect());
         };
@@ -211,7 +211,7 @@ impl ClientDb {
     /// The store-wide summary: every current and spent output the store knows. Reads
     /// every record (its cost grows with the tracked transactions).
     pub fn reconciled_view(&self) -> Result<Option<ReconciledView>, ClientError> {
-        let tx = Tx::new(&self.tree);
+        let tx = Tx::new(&self.db);
         let Some(l) = load(&tx)? else { return Ok(None) };
         l.load_all()?;
         let mut current = Vec::new();
@@ -256,7 +256,7 @@ impl ClientDb {
     /// among them, `pending`, `stale` and `conflicting` store-wide from their indexes.
     /// Reads only what those outputs and indexes involve.
     pub fn reconciled_view_of(&self, outpoints: &[Outpoint]) -> Result<Option<(ReconciledView, Vec<OutputState>)>, ClientError> {
-        let tx = Tx::new(&self.tree);
+        let tx = Tx::new(&self.db);
         let Some(l) = load(&tx)? else { return Ok(None) };
         let mut current = Vec::new();
         let mut spent = Vec::new();
@@ -296,7 +296,7 @@ impl ClientDb {
     /// The §10.5 `ReconciledState` (JSON, U64 values as decimal strings), with the
     /// published memberships of every source. `chain` is the configured chain.
     pub fn reconciled_state(&self, chain: &Chain) -> Result<Option<Value>, ClientError> {
-        let tx = Tx::new(&self.tree);
+        let tx = Tx::new(&self.db);
         let Some(l) = load(&tx)? else { return Ok(None) };
         l.load_all()?;
         let journal = l.meta.journal_id.clone();

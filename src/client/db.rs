@@ -1,50 +1,79 @@
-//! The client's database: one sled tree (`client-v1`) and the commits on it. Every module of
-//! the client reads and writes through a [`Tx`]; [`ClientDb`] is the handle the bindings
-//! hold, with its operations grouped by concern (`store.rs`: checkpoints and batches,
-//! `reconcile.rs`: the spend graph and verification, `current.rs`: reconciled views).
+//! The client's database: one redb file (`client.redb` in the store's directory, table
+//! `client-v1`) and the commits on it. Every module of the client reads and writes through
+//! a [`Tx`]; [`ClientDb`] is the handle the bindings hold, with its operations grouped by
+//! concern (`store.rs`: checkpoints and batches, `reconcile.rs`: the spend graph and
+//! verification, `current.rs`: reconciled views).
 //!
-//! Invariants (enforced here): a commit is one sled batch applied all-or-nothing and flushed
-//! before [`Tx::finish`] returns; commits are serialized by [`ClientDb::guard`]; sled's file
-//! lock keeps a second process out. Values are records in the [`super::codec`] encoding
+//! Invariants (enforced here): a commit is one redb write transaction, applied
+//! all-or-nothing and durable (redb's default `Durability::Immediate` syncs) before
+//! [`Tx::finish`] returns; a [`Tx`] reads one committed snapshot plus its own writes;
+//! commits are serialized by [`ClientDb::guard`]; redb's file lock keeps a second handle
+//! (in this process or another) out. Values are records in the [`super::codec`] encoding
 //! (JSON written by earlier versions is still read: [`decode`]); key layouts are in
 //! `store.rs` and `journal.rs`.
+//!
+//! Engine. Stores written before format 3 are sled directories; `open` copies such a store
+//! into a new redb file once ([`migrate_engine`]), so everything above this module sees one
+//! ordered key-value table either way. Why redb: sled's page cache bound does not bound its
+//! resident memory, which grows with the store (docs/design.md, "Storage";
+//! bench/client-layout-results.md).
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use redb::TableDefinition;
 use serde::Serialize;
 
 use super::{ClientError, ErrorCode};
 
 pub(crate) const REVISION_KEY: &[u8] = b"meta/revision";
 
-/// How long `open` waits for sled's file lock: a store closed a moment ago in this
-/// process can keep it while sled's background threads finish with the dropped Db.
+/// The one table every key lives in.
+const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("client-v1");
+/// The database file inside the store's directory.
+pub const FILE: &str = "client.redb";
+/// Where a sled-era store is copied before it is renamed to [`FILE`].
+const MIGRATING: &str = "client.redb.migrating";
+/// The files and directories a sled-era store kept in the store's directory.
+const SLED_FILES: [&str; 3] = ["conf", "db", "blobs"];
+
+/// How long `open` waits for the file lock: a store closed a moment ago (by another
+/// thread of this process, or a process that is exiting) can still hold it.
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
+type Snapshot = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
+
 pub struct ClientDb {
-    pub(crate) db: sled::Db,
-    pub(crate) tree: sled::Tree,
+    pub(crate) db: redb::Database,
     lock: Mutex<()>,
 }
 
-/// A commit under construction: reads see its own writes; [`Tx::finish`] applies it
-/// as one sled batch and flushes.
+fn storage<E: std::fmt::Display>(e: E) -> ClientError {
+    ClientError::storage(e.to_string())
+}
+
+/// A commit under construction: reads see one committed snapshot (taken when the `Tx` is
+/// made) and its own writes; [`Tx::finish`] applies it as one durable write transaction.
 pub(crate) struct Tx<'a> {
-    tree: &'a sled::Tree,
+    db: &'a redb::Database,
+    read: Result<Snapshot, String>,
     pub(crate) writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
 }
 
 impl<'a> Tx<'a> {
-    pub(crate) fn new(tree: &'a sled::Tree) -> Self {
-        Tx { tree, writes: BTreeMap::new() }
+    pub(crate) fn new(db: &'a redb::Database) -> Self {
+        let read = db.begin_read().map_err(|e| e.to_string()).and_then(|r| r.open_table(TABLE).map_err(|e| e.to_string()));
+        Tx { db, read, writes: BTreeMap::new() }
+    }
+    fn snapshot(&self) -> Result<&Snapshot, ClientError> {
+        self.read.as_ref().map_err(|e| ClientError::storage(e.clone()))
     }
     pub(crate) fn get(&self, k: &[u8]) -> Result<Option<Vec<u8>>, ClientError> {
         if let Some(v) = self.writes.get(k) {
             return Ok(v.clone());
         }
-        Ok(self.tree.get(k).map_err(ClientError::storage)?.map(|v| v.to_vec()))
+        self.committed(k)
     }
     pub(crate) fn get_json<T: serde::de::DeserializeOwned>(&self, k: &[u8]) -> Result<Option<T>, ClientError> {
         self.get(k)?.map(|v| decode(&v)).transpose()
@@ -55,10 +84,35 @@ impl<'a> Tx<'a> {
     pub(crate) fn put_json<T: Serialize>(&mut self, k: Vec<u8>, v: &T) {
         self.put(k, super::codec::encode(v).expect("records serialize"));
     }
+    /// Committed keys under `prefix`, in key order, from `from` on (all when `None`), at
+    /// most `limit` (this commit's own writes are not included).
+    pub(crate) fn committed_keys(&self, prefix: &[u8], from: Option<&[u8]>, limit: usize) -> Result<Vec<Vec<u8>>, ClientError> {
+        let start = from.unwrap_or(prefix);
+        let mut out = Vec::new();
+        for kv in self.snapshot()?.range::<&[u8]>(start..).map_err(storage)? {
+            let (k, _) = kv.map_err(storage)?;
+            if !k.value().starts_with(prefix) || out.len() >= limit {
+                break;
+            }
+            out.push(k.value().to_vec());
+        }
+        Ok(out)
+    }
+    /// Committed keys and values under `prefix`, in key order.
+    fn committed_scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, ClientError> {
+        let mut out = Vec::new();
+        for kv in self.snapshot()?.range::<&[u8]>(prefix..).map_err(storage)? {
+            let (k, v) = kv.map_err(storage)?;
+            if !k.value().starts_with(prefix) {
+                break;
+            }
+            out.push((k.value().to_vec(), v.value().to_vec()));
+        }
+        Ok(out)
+    }
     pub(crate) fn delete_prefix(&mut self, prefix: &[u8]) -> Result<(), ClientError> {
-        for kv in self.tree.scan_prefix(prefix) {
-            let (k, _) = kv.map_err(ClientError::storage)?;
-            self.writes.insert(k.to_vec(), None);
+        for (k, _) in self.committed_scan(prefix)? {
+            self.writes.insert(k, None);
         }
         let pending: Vec<Vec<u8>> = self.writes.keys().filter(|k| k.starts_with(prefix)).cloned().collect();
         for k in pending {
@@ -68,11 +122,7 @@ impl<'a> Tx<'a> {
     }
     /// Keys and values under `prefix`, this commit's own writes included, in key order.
     pub(crate) fn scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, ClientError> {
-        let mut out: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-        for kv in self.tree.scan_prefix(prefix) {
-            let (k, v) = kv.map_err(ClientError::storage)?;
-            out.insert(k.to_vec(), v.to_vec());
-        }
+        let mut out: BTreeMap<Vec<u8>, Vec<u8>> = self.committed_scan(prefix)?.into_iter().collect();
         for (k, v) in self.writes.range(prefix.to_vec()..).take_while(|(k, _)| k.starts_with(prefix)) {
             match v {
                 Some(v) => out.insert(k.clone(), v.clone()),
@@ -89,26 +139,30 @@ impl<'a> Tx<'a> {
     }
     /// The value of `k` as committed before this commit.
     pub(crate) fn committed(&self, k: &[u8]) -> Result<Option<Vec<u8>>, ClientError> {
-        Ok(self.tree.get(k).map_err(ClientError::storage)?.map(|v| v.to_vec()))
+        Ok(self.snapshot()?.get(k).map_err(storage)?.map(|v| v.value().to_vec()))
     }
     pub(crate) fn bump_revision(&mut self) -> Result<u64, ClientError> {
         let r = self.get(REVISION_KEY)?.map(|v| be_u64(&v)).unwrap_or(0) + 1;
         self.put(REVISION_KEY.to_vec(), r.to_be_bytes().to_vec());
         Ok(r)
     }
-    pub(crate) fn finish(self, db: &sled::Db) -> Result<(), ClientError> {
-        let mut batch = sled::Batch::default();
-        for (k, v) in self.writes {
-            match v {
-                Some(v) => batch.insert(k, v),
-                None => batch.remove(k),
+    pub(crate) fn finish(self) -> Result<(), ClientError> {
+        // The snapshot is released first: nothing reads it any more.
+        drop(self.read);
+        let w = self.db.begin_write().map_err(storage)?;
+        {
+            let mut t = w.open_table(TABLE).map_err(storage)?;
+            for (k, v) in &self.writes {
+                match v {
+                    Some(v) => t.insert(k.as_slice(), v.as_slice()).map_err(storage)?,
+                    None => t.remove(k.as_slice()).map_err(storage)?,
+                };
             }
         }
-        self.tree.apply_batch(batch).map_err(ClientError::storage)?;
-        // Fail point for the crash tests: applied, not yet flushed (nothing is
-        // acknowledged before the flush below).
+        // Fail point for the crash tests: the commit is built, not yet durable (nothing is
+        // acknowledged before the commit below returns).
         crate::store::crash::crash_point("client-applied");
-        db.flush().map_err(ClientError::storage)?;
+        w.commit().map_err(storage)?;
         Ok(())
     }
 }
@@ -144,26 +198,23 @@ pub(crate) fn key(tag: u8, sid: &[u8; 32], gen: Option<u64>, rest: &[u8]) -> Vec
 }
 
 impl ClientDb {
-    /// Opens (or creates) the store at `path`. Only one open store per path.
+    /// Opens (or creates) the store in the directory `path`. Only one open store per path.
     pub fn open(path: impl AsRef<Path>) -> Result<ClientDb, ClientError> {
         Self::open_with(path, DEFAULT_CACHE_BYTES)
     }
 
-    /// [`ClientDb::open`] with sled's page cache bounded to `cache_bytes` (the cache
+    /// [`ClientDb::open`] with redb's page cache bounded to `cache_bytes` (the cache
     /// holds recently used pages; everything else is read from disk on demand).
     pub fn open_with(path: impl AsRef<Path>, cache_bytes: u64) -> Result<ClientDb, ClientError> {
         let db = open_db(path.as_ref(), cache_bytes)?;
-        let tree = db.open_tree("client-v1").map_err(ClientError::storage)?;
-        let store = ClientDb { db, tree, lock: Mutex::new(()) };
+        let store = ClientDb { db, lock: Mutex::new(()) };
         // An older key layout is migrated before anything reads it (store.rs, "Format").
         store.upgrade_format()?;
         Ok(store)
     }
 
-    /// Flushes and releases the path so it can be reopened.
+    /// Releases the path so it can be reopened (every commit is already durable).
     pub fn close(self) -> Result<(), ClientError> {
-        self.db.flush().map_err(ClientError::storage)?;
-        drop(self.tree);
         drop(self.db);
         Ok(())
     }
@@ -171,17 +222,20 @@ impl ClientDb {
     /// Keys and bytes (key plus value) per key space, for diagnostics and for the tests
     /// and benches that count what a commit writes. A key space is the key's tag: one
     /// byte, two for the journal (`X?`), the text before `/` for `meta/...`. Scans the
-    /// whole tree.
+    /// whole table.
     pub fn space_usage(&self) -> Result<BTreeMap<String, (u64, u64)>, ClientError> {
         let mut out: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-        for kv in self.tree.iter() {
-            let (k, v) = kv.map_err(ClientError::storage)?;
-            let space = space_of(&k);
-            let e = out.entry(space).or_default();
+        for (k, v) in Tx::new(&self.db).committed_scan(b"")? {
+            let e = out.entry(space_of(&k)).or_default();
             e.0 += 1;
             e.1 += (k.len() + v.len()) as u64;
         }
         Ok(out)
+    }
+
+    /// Every key and value, in key order (for tests that compare stores byte for byte).
+    pub fn raw_rows(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>, ClientError> {
+        Tx::new(&self.db).committed_scan(b"")
     }
 
     pub(crate) fn guard(&self) -> std::sync::MutexGuard<'_, ()> {
@@ -189,32 +243,107 @@ impl ClientDb {
         // are applied only by `finish`), so a poisoned lock is safe to reuse.
         self.lock.lock().unwrap_or_else(|e| e.into_inner())
     }
-
 }
 
-/// 256 MiB: measured to receive as fast as sled's own default (1 GiB) at 100,000 outputs with
-/// a verifier, with a lower peak; 64 MiB made that receipt 2.7 times slower
-/// (bench/RESULTS.md section 16, docs/client.md "CheckpointStore").
-pub const DEFAULT_CACHE_BYTES: u64 = 256 * 1024 * 1024;
+/// 64 MiB: at 100,000 outputs with a verifier, 16, 64 and 256 MiB received at the same speed
+/// (the operating system's page cache serves what redb's does not hold); 64 MiB peaked at
+/// 389 MiB RSS, 256 MiB at 772 MiB (bench/RESULTS.md section 16, docs/client.md).
+pub const DEFAULT_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
-fn open_db(path: &Path, cache_bytes: u64) -> Result<sled::Db, ClientError> {
+fn open_db(dir: &Path, cache_bytes: u64) -> Result<redb::Database, ClientError> {
+    std::fs::create_dir_all(dir).map_err(|e| ClientError::storage(format!("cannot create {}: {e}", dir.display())))?;
+    let file = dir.join(FILE);
+    if !file.exists() && dir.join("conf").exists() {
+        migrate_engine(dir)?;
+    }
+    let db = with_lock_wait(dir, || redb::Database::builder().set_cache_size(cache_bytes as usize).create(&file))?;
+    // A migration that crashed after its rename leaves the sled files: they are copied.
+    remove_sled_files(dir)?;
+    // The table exists from the first open on, so read snapshots can always open it.
+    let w = db.begin_write().map_err(storage)?;
+    w.open_table(TABLE).map_err(storage)?;
+    w.commit().map_err(storage)?;
+    Ok(db)
+}
+
+/// Retries `open` while the file is locked by a handle being closed, then `unavailable`.
+fn with_lock_wait<T>(dir: &Path, open: impl Fn() -> Result<T, redb::DatabaseError>) -> Result<T, ClientError> {
     let started = std::time::Instant::now();
     loop {
-        match sled::Config::new().path(path).cache_capacity(cache_bytes).open() {
+        match open() {
             Ok(db) => return Ok(db),
-            Err(sled::Error::Io(io))
-                if (io.kind() == std::io::ErrorKind::WouldBlock || io.to_string().contains("could not acquire lock"))
-                    && started.elapsed() < LOCK_WAIT =>
-            {
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) if started.elapsed() < LOCK_WAIT => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+                return Err(ClientError::new(ErrorCode::Unavailable, format!("checkpoint store {} is open elsewhere (locked)", dir.display())))
+            }
+            Err(e) => return Err(storage(e)),
+        }
+    }
+}
+
+/// Format 3 changed the engine: a sled-era store (sled's `conf` in the directory, no
+/// [`FILE`]) is copied key for key into a new redb file, which is synced and then renamed
+/// to [`FILE`]; only then are the sled files removed. A crash before the rename leaves the
+/// sled store whole (the next open copies it again from the start); after it, the copy is
+/// complete and the next open finishes the removal. The key layout is migrated after this,
+/// by `upgrade_format`, as for any store.
+fn migrate_engine(dir: &Path) -> Result<(), ClientError> {
+    let old = open_sled(dir)?;
+    let tree = old.open_tree("client-v1").map_err(storage)?;
+    let tmp = dir.join(MIGRATING);
+    let _ = std::fs::remove_file(&tmp);
+    {
+        let db = redb::Database::create(&tmp).map_err(storage)?;
+        let w = db.begin_write().map_err(storage)?;
+        {
+            let mut t = w.open_table(TABLE).map_err(storage)?;
+            for kv in tree.iter() {
+                let (k, v) = kv.map_err(storage)?;
+                t.insert(k.as_ref(), v.as_ref()).map_err(storage)?;
+            }
+        }
+        w.commit().map_err(storage)?;
+    }
+    drop(tree);
+    drop(old);
+    // Fail point for the crash tests: the copy is durable under its temporary name.
+    crate::store::crash::crash_point("client-engine");
+    std::fs::rename(&tmp, dir.join(FILE)).map_err(|e| ClientError::storage(format!("cannot rename {}: {e}", tmp.display())))?;
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| ClientError::storage(format!("cannot sync {}: {e}", dir.display())))?;
+    Ok(())
+}
+
+fn remove_sled_files(dir: &Path) -> Result<(), ClientError> {
+    let mut paths: Vec<PathBuf> = SLED_FILES.iter().map(|f| dir.join(f)).collect();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        paths.extend(entries.flatten().map(|e| e.path()).filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("snap."))));
+    }
+    for p in paths {
+        let r = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+        match r {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(ClientError::storage(format!("cannot remove {}: {e}", p.display()))),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// A sled-era store, opened to be copied (sled's lock can outlive a handle dropped a
+/// moment ago while its threads finish).
+fn open_sled(dir: &Path) -> Result<sled::Db, ClientError> {
+    let started = std::time::Instant::now();
+    loop {
+        match sled::Config::new().path(dir).open() {
+            Ok(db) => return Ok(db),
+            Err(sled::Error::Io(io)) if (io.kind() == std::io::ErrorKind::WouldBlock || io.to_string().contains("could not acquire lock")) && started.elapsed() < LOCK_WAIT => {
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
             Err(sled::Error::Io(io)) if io.kind() == std::io::ErrorKind::WouldBlock || io.to_string().contains("could not acquire lock") => {
-                return Err(ClientError::new(
-                    ErrorCode::Unavailable,
-                    format!("checkpoint store {} is open elsewhere (locked)", path.display()),
-                ))
+                return Err(ClientError::new(ErrorCode::Unavailable, format!("checkpoint store {} is open elsewhere (locked)", dir.display())))
             }
-            Err(e) => return Err(ClientError::storage(e)),
+            Err(e) => return Err(storage(e)),
         }
     }
 }

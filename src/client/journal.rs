@@ -1,6 +1,6 @@
 //! The durable ingress journal and the records the reconciler keeps (BRC-192 §10.2,
 //! §10.5). Everything lives in the checkpoint store's tree under the prefix `X`, so a
-//! reconciliation step and the store revision commit in one sled batch:
+//! reconciliation step and the store revision commit in one write:
 //!
 //! | key | value |
 //! |---|---|

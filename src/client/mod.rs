@@ -6,7 +6,7 @@
 //! - [`checks`]: pure invariant checks of a batch against the committed position.
 //! - [`membership`]: applying an accepted group to a source generation's rows.
 //! - [`codec`]: the compact binary encoding of the store's records.
-//! - [`db`]: [`ClientDb`], the client's whole database (one sled tree), and its commits ([`db::Tx`]).
+//! - [`db`]: [`ClientDb`], the client's whole database (one redb table), and its commits ([`db::Tx`]).
 //! - [`group`]: a received group's record and its membership rule.
 //! - [`store`]: checkpoints, batch commits and per-source membership on it.
 //!

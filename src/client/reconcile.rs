@@ -1,6 +1,6 @@
 //! The durable reconciler (BRC-192 §10) on the checkpoint store. Every accepted step
 //! (a receive, a context change, verification results, a placement, an anchor) is one
-//! sled batch, flushed before the call returns, holding the journal entry, the facts
+//! commit, durable before the call returns, holding the journal entry, the facts
 //! it adds and the recomputed result of every component it touches. A restart reopens
 //! the same records: nothing is derived from memory or from worker timing.
 //!
@@ -104,14 +104,14 @@ impl ClientDb {
     pub fn configure_reconciler(&self, cfg: &ReconcilerConfig) -> Result<(), ClientError> {
         super::parse::check_text("journalId", &cfg.journal_id)?;
         let _g = self.guard();
-        let mut tx = Tx::new(&self.tree);
+        let mut tx = Tx::new(&self.db);
         if let Some(m) = tx.get_json::<Meta>(META)? {
             if m.journal_id != cfg.journal_id || m.non_final != cfg.non_final || m.contexts[0].id != cfg.initial_context {
                 return Err(ClientError::conflict("the journal exists with another configuration"));
             }
             if tx.get(JOBS_INDEXED)?.is_none() {
                 index_jobs(&mut tx)?;
-                tx.finish(&self.db)?;
+                tx.finish()?;
             }
             return Ok(());
         }
@@ -128,14 +128,14 @@ impl ClientDb {
         tx.put_json(META.to_vec(), &meta);
         tx.put(JOBS_INDEXED.to_vec(), vec![]);
         tx.bump_revision()?;
-        tx.finish(&self.db)
+        tx.finish()
     }
 
     /// Adds block headers (each linked to a known header or a genesis header with a zero
     /// previous hash, proof of work checked). Returns how many were new.
     pub fn add_headers(&self, raws: &[Vec<u8>]) -> Result<usize, ClientError> {
         let _g = self.guard();
-        let mut tx = Tx::new(&self.tree);
+        let mut tx = Tx::new(&self.db);
         let mut todo: Vec<chain::Header> = raws.iter().map(|r| chain::parse_header(r)).collect::<Result<_, _>>()?;
         let mut added = 0;
         // Any order: repeat until no header can be linked.
@@ -167,7 +167,7 @@ impl ClientDb {
         if !todo.is_empty() {
             return Err(ClientError::invalid(format!("{} headers do not link to the known chain", todo.len())));
         }
-        tx.finish(&self.db)?;
+        tx.finish()?;
         Ok(added)
     }
 
@@ -175,7 +175,7 @@ impl ClientDb {
     pub fn define_view(&self, id: &str, tip: Hash32) -> Result<(), ClientError> {
         super::parse::check_text("view id", id)?;
         let _g = self.guard();
-        let mut tx = Tx::new(&self.tree);
+        let mut tx = Tx::new(&self.db);
         let rec: HeaderRecord = tx.get_json(&header_key(&tip))?.ok_or_else(|| ClientError::invalid("unknown tip header"))?;
         let mut times = vec![rec.header.time];
         let mut at = rec.header.prev;
@@ -186,16 +186,16 @@ impl ClientDb {
         }
         let finality = Finality { tip_height: rec.height, mtp: chain::median_time_past(&times) };
         define(&mut tx, ContextDef { id: id.to_string(), finality, tip: Some(tip) })?;
-        tx.finish(&self.db)
+        tx.finish()
     }
 
     /// Names a finality context without headers (configured height and MTP).
     pub fn define_context(&self, id: &str, finality: Finality) -> Result<(), ClientError> {
         super::parse::check_text("context id", id)?;
         let _g = self.guard();
-        let mut tx = Tx::new(&self.tree);
+        let mut tx = Tx::new(&self.db);
         define(&mut tx, ContextDef { id: id.to_string(), finality, tip: None })?;
-        tx.finish(&self.db)
+        tx.finish()
     }
 
     /// Records a confirmed transaction outside the journal (a verified chain anchor or a
@@ -203,7 +203,7 @@ impl ClientDb {
     pub fn add_anchor(&self, raw: &[u8], anchor: Anchor) -> Result<StepOutcome, ClientError> {
         let parsed = parse_tx(raw)?;
         let _g = self.guard();
-        let mut tx = Tx::new(&self.tree);
+        let mut tx = Tx::new(&self.db);
         let meta = Self::meta(&tx)?;
         let rec = AnchorRecord { txid: parsed.txid, outputs: parsed.outputs, anchor, at: None };
         if let Some(old) = tx.get_json::<AnchorRecord>(&anchor_key(&parsed.txid))? {
@@ -215,7 +215,7 @@ impl ClientDb {
         let comps = spender_components(&tx, &parsed.txid)?;
         let n = recompute_all(&mut tx, &meta, &comps)?;
         let revision = tx.bump_revision()?;
-        tx.finish(&self.db)?;
+        tx.finish()?;
         Ok(StepOutcome { revision, accepted: 1, components: n, ..Default::default() })
     }
 
@@ -244,12 +244,12 @@ impl ClientDb {
             journal.push(Item { raw: it.raw.clone(), variant, proof, supplies, group: None });
         }
         let _g = self.guard();
-        let mut tx = Tx::new(&self.tree);
+        let mut tx = Tx::new(&self.db);
         let (position, touched) = receive_in(&mut tx, source, &journal, &bundles)?;
         let components = recompute_components(&mut tx, &touched)?;
         let revision = tx.bump_revision()?;
         crate::store::crash::crash_point("client-receipt");
-        tx.finish(&self.db)?;
+        tx.finish()?;
         Ok(StepOutcome { revision, position: Some(position), components, ..Default::default() })
     }
 
@@ -258,7 +258,7 @@ impl ClientDb {
     /// changes); pending verification is now expected for this context.
     pub fn set_context(&self, id: &str) -> Result<StepOutcome, ClientError> {
         let _g = self.guard();
-        let mut tx = Tx::new(&self.tree);
+        let mut tx = Tx::new(&self.db);
         let mut meta = Self::meta(&tx)?;
         let def: ContextDef = tx.get_json(&context_key(id))?.ok_or_else(|| ClientError::invalid(format!("unknown context {id}")))?;
         let position = meta.position.checked_add(1).ok_or_else(|| ClientError::new(ErrorCode::Limited, "journal position overflow"))?;
@@ -269,7 +269,7 @@ impl ClientDb {
         let n = recompute_all(&mut tx, &meta, &sensitive)?;
         let revision = tx.bump_revision()?;
         crate::store::crash::crash_point("client-context");
-        tx.finish(&self.db)?;
+        tx.finish()?;
         Ok(StepOutcome { revision, position: Some(position), components: n, ..Default::default() })
     }
 
@@ -279,7 +279,7 @@ impl ClientDb {
     /// their groups wait again too. Returns how many verdicts were cleared.
     pub fn requeue_limited(&self, policy: &str) -> Result<usize, ClientError> {
         let _g = self.guard();
-        let mut tx = Tx::new(&self.tree);
+        let mut tx = Tx::new(&self.db);
         let meta = Self::meta(&tx)?;
         let mut cleared = 0;
         let mut comps = BTreeSet::new();
@@ -324,14 +324,14 @@ impl ClientDb {
         }
         recompute_all(&mut tx, &meta, &comps)?;
         tx.bump_revision()?;
-        tx.finish(&self.db)?;
+        tx.finish()?;
         Ok(cleared)
     }
 
     /// Records a verified Merkle placement of a journal transaction.
     pub fn add_placement(&self, txid: &Txid, placement: Placement) -> Result<StepOutcome, ClientError> {
         let _g = self.guard();
-        let mut tx = Tx::new(&self.tree);
+        let mut tx = Tx::new(&self.db);
         let meta = Self::meta(&tx)?;
         let mut rec: TxRecord = tx.get_json(&tx_key(txid))?.ok_or_else(|| ClientError::invalid(format!("unknown transaction {txid}")))?;
         if rec.placements.contains(&placement) {
@@ -343,7 +343,7 @@ impl ClientDb {
         tx.put_json(tx_key(txid), &rec);
         let n = recompute_all(&mut tx, &meta, &BTreeSet::from([comp]))?;
         let revision = tx.bump_revision()?;
-        tx.finish(&self.db)?;
+        tx.finish()?;
         Ok(StepOutcome { revision, accepted: 1, components: n, ..Default::default() })
     }
 
@@ -358,7 +358,7 @@ impl ClientDb {
     /// At most `limit` pending jobs, in job order, after `after` (exclusive): a verifier
     /// walks a large backlog in pages instead of holding all of it.
     pub fn pending_page(&self, after: Option<&Job>, limit: usize) -> Result<Vec<Job>, ClientError> {
-        let tx = Tx::new(&self.tree);
+        let tx = Tx::new(&self.db);
         if tx.get(JOBS_INDEXED)?.is_none() {
             // A store not yet configured since the markers existed: the full scan.
             let all = self.pending_of(None)?;
@@ -367,20 +367,13 @@ impl ClientDb {
         }
         let context_id = Self::meta(&tx)?.current().id.clone();
         // The markers alone, already in job order: no record is read (journal.rs).
-        let range = match after {
-            Some(a) => {
-                let mut from = job_key(a.first, &a.txid, &a.variant);
-                from.push(0); // the first key after `a`
-                self.tree.range(from..)
-            }
-            None => self.tree.range(JOB_PREFIX.to_vec()..),
-        };
+        let from = after.map(|a| {
+            let mut from = job_key(a.first, &a.txid, &a.variant);
+            from.push(0); // the first key after `a`
+            from
+        });
         let mut jobs = Vec::new();
-        for kv in range {
-            let (k, _) = kv.map_err(ClientError::storage)?;
-            if !k.starts_with(JOB_PREFIX) || jobs.len() >= limit {
-                break;
-            }
+        for k in tx.committed_keys(JOB_PREFIX, from.as_deref(), limit)? {
             let (first, txid, variant) = job_of_key(&k).ok_or_else(|| corrupt("job marker"))?;
             jobs.push(Job { txid, variant, context_id: context_id.clone(), first });
         }
@@ -389,7 +382,7 @@ impl ClientDb {
 
     /// The jobs read from the transaction records (one transaction, or a full scan).
     fn pending_of(&self, txid: Option<&Txid>) -> Result<Vec<Job>, ClientError> {
-        let tx = Tx::new(&self.tree);
+        let tx = Tx::new(&self.db);
         let meta = Self::meta(&tx)?;
         let recs: Vec<TxRecord> = match txid {
             Some(t) => tx.get_json(&tx_key(t))?.into_iter().collect(),
@@ -409,7 +402,7 @@ impl ClientDb {
     /// transaction itself when it was received without evidence. `None` for an unknown
     /// transaction or variant.
     pub fn verification_evidence(&self, txid: &Txid, variant: &Hash32) -> Result<Option<Vec<u8>>, ClientError> {
-        let tx = Tx::new(&self.tree);
+        let tx = Tx::new(&self.db);
         let Some(rec) = tx.get_json::<TxRecord>(&tx_key(txid))? else { return Ok(None) };
         if !rec.variants.iter().any(|v| v.id == *variant) {
             return Ok(None);
@@ -421,17 +414,17 @@ impl ClientDb {
     }
 
     pub fn transaction(&self, txid: &Txid) -> Result<Option<TxRecord>, ClientError> {
-        Tx::new(&self.tree).get_json(&tx_key(txid))
+        Tx::new(&self.db).get_json(&tx_key(txid))
     }
 
     /// Evidence of `txid` refused at receipt, with its verdicts.
     pub fn rejections(&self, txid: &Txid) -> Result<Vec<Rejection>, ClientError> {
-        let tx = Tx::new(&self.tree);
+        let tx = Tx::new(&self.db);
         tx.scan(&rejections_of(txid))?.iter().map(|(_, v)| super::db::decode(v)).collect()
     }
 
     pub fn reconciler_meta(&self) -> Result<Option<Meta>, ClientError> {
-        Tx::new(&self.tree).get_json(META)
+        Tx::new(&self.db).get_json(META)
     }
 }
 

@@ -1,6 +1,7 @@
-//! The durable checkpoint store (BRC-193 §4, §8, §9; BRC-192 §2, §10.5) on sled.
+//! The durable checkpoint store (BRC-193 §4, §8, §9; BRC-192 §2, §10.5).
 //!
-//! One `sled::Db` per path, one tree `client-v1`, key prefixes:
+//! One database per path (`db.rs`: a redb file in the store's directory), one table
+//! `client-v1`, key prefixes:
 //!
 //! | key | value |
 //! |---|---|
@@ -20,13 +21,14 @@
 //! `sid` is the source's key prefix (32 bytes): `A` id if present, else the id
 //! itself, where id is [`SourceKey::id`] of `{provider, service, queryDigest}`. `gen` and
 //! ordinals are u64 big-endian, `outpoint` is 32 txid bytes + u32 big-endian index.
-//! Values are JSON. The journal's group references (`GroupRef::source`) hold `sid`.
+//! Values are records in the `codec.rs` encoding (JSON from earlier versions is still
+//! read). The journal's group references (`GroupRef::source`) hold `sid`.
 //!
 //! Format. Format 1 (no `meta/format`) hashed `access` into the source id, so a changed
 //! access partition became a new source whose predecessor stayed listed, stale, for ever.
 //! Format 2 keeps access in the generation's scope: the same source begins a new
 //! generation (BRC-193 §5, §9). [`ClientDb::upgrade_format`] migrates a format-1 store
-//! when it is opened, in one flushed batch that also writes `meta/format`, so a crash
+//! when it is opened, in one durable commit that also writes `meta/format`, so a crash
 //! leaves format 1 or format 2 whole and opening again redoes the same migration: records
 //! stay under their old prefix and each source gets an `A` alias to it (work in the
 //! number of sources, no journal rewrite). Old sources that differ only in access become
@@ -34,13 +36,14 @@
 //! at every new generation, so it is the one the follow was using), else the one with
 //! the highest `highWater` (then the larger prefix); the others' generations are retired
 //! in place (rows and receipts go, records stay as fences) and their source record
-//! names the survivor (`merged_into`).
+//! names the survivor (`merged_into`). The engine changed too (sled to redb, `db.rs`);
+//! that copy happens first, below the key layout, and changes no key.
 //!
 //! Invariants:
-//! - every mutation is one sled batch (all-or-nothing) followed by a flush before the
+//! - every mutation is one write transaction (all-or-nothing), durable before the
 //!   call returns, so a cursor handed back to the caller is durable with its groups;
-//! - commits are serialized by one mutex, and sled's file lock keeps a second
-//!   process out, so two cursors are never advanced concurrently for one branch;
+//! - commits are serialized by one mutex, and the database's file lock keeps a second
+//!   handle out, so two cursors are never advanced concurrently for one branch;
 //! - a batch is committed only against the generation's committed cursor; a stale
 //!   cursor is `conflict` unless the batch is an exact replay (then a no-op);
 //! - only the newest generation of a source receives; older ones are no-ops;
@@ -260,7 +263,7 @@ enum Identity {
 impl ClientDb {
 
     pub fn revision(&self) -> Result<u64, ClientError> {
-        Ok(Tx::new(&self.tree).get(REVISION_KEY)?.map(|v| be_u64(&v)).unwrap_or(0))
+        Ok(Tx::new(&self.db).get(REVISION_KEY)?.map(|v| be_u64(&v)).unwrap_or(0))
     }
 
     /// Starts a new generation of `source` (first open, or after reset-required /
@@ -272,7 +275,7 @@ impl ClientDb {
             parse::check_text("label", l)?;
         }
         let _g = self.guard();
-        let mut tx = Tx::new(&self.tree);
+        let mut tx = Tx::new(&self.db);
         let sid = sid_of(&tx, source)?;
         let mut src: SourceRecord = tx.get_json(&key(b'S', &sid, None, &[]))?.unwrap_or(SourceRecord {
             key: source.clone(),
@@ -293,7 +296,7 @@ impl ClientDb {
             tx.put_json(label_key(l), source);
         }
         tx.bump_revision()?;
-        tx.finish(&self.db)?;
+        tx.finish()?;
         Ok(generation)
     }
 
@@ -304,24 +307,24 @@ impl ClientDb {
         parse::check_text("label", label)?;
         parse::check_text("requestId", request_id)?;
         let _g = self.guard();
-        let mut tx = Tx::new(&self.tree);
+        let mut tx = Tx::new(&self.db);
         tx.put(pending_open_key(label), request_id.as_bytes().to_vec());
-        tx.finish(&self.db)
+        tx.finish()
     }
 
     pub fn pending_open(&self, label: &str) -> Result<Option<String>, ClientError> {
-        let v = Tx::new(&self.tree).get(&pending_open_key(label))?;
+        let v = Tx::new(&self.db).get(&pending_open_key(label))?;
         v.map(|b| String::from_utf8(b).map_err(|_| ClientError::storage("corrupt pending open")))
             .transpose()
     }
 
     pub fn source_for_label(&self, label: &str) -> Result<Option<SourceKey>, ClientError> {
-        Tx::new(&self.tree).get_json(&label_key(label))
+        Tx::new(&self.db).get_json(&label_key(label))
     }
 
     /// The newest generation's committed position, or `None` for an unknown source.
     pub fn checkpoint(&self, source: &SourceKey) -> Result<Option<SourceCheckpoint>, ClientError> {
-        let tx = Tx::new(&self.tree);
+        let tx = Tx::new(&self.db);
         let sid = sid_of(&tx, source)?;
         let Some(src) = tx.get_json::<SourceRecord>(&key(b'S', &sid, None, &[]))? else { return Ok(None) };
         let Some(newest) = src.newest() else { return Ok(None) };
@@ -357,7 +360,7 @@ impl ClientDb {
         checks::check_size(body.len(), &limits)?;
         let batch = parse::parse_batch(body)?;
         let _g = self.guard();
-        let mut tx = Tx::new(&self.tree);
+        let mut tx = Tx::new(&self.db);
         let sid = sid_of(&tx, source)?;
         let mut src: SourceRecord = tx
             .get_json(&key(b'S', &sid, None, &[]))?
@@ -377,7 +380,7 @@ impl ClientDb {
         }) {
             quarantine(&mut tx, &sid, &mut gen, body, &why)?;
             tx.bump_revision()?;
-            tx.finish(&self.db)?;
+            tx.finish()?;
             return Err(ClientError::new(ErrorCode::Equivocation, why));
         }
         let duplicates = identities.iter().filter(|i| matches!(i, Identity::Duplicate)).count() as u64;
@@ -412,14 +415,14 @@ impl ClientDb {
         tx.put_json(key(b'G', &sid, Some(generation), &[]), &gen);
         tx.put_json(key(b'S', &sid, None, &[]), &src);
         let revision = tx.bump_revision()?;
-        tx.finish(&self.db)?;
+        tx.finish()?;
         Ok(CommitOutcome { revision, applied, duplicates, accepted, ignored: false, swapped })
     }
 
     /// Marks a received group verified and accepts whatever that unblocks, in order.
     pub fn mark_verified(&self, source: &SourceKey, generation: u64, group_id: &str) -> Result<CommitOutcome, ClientError> {
         let _g = self.guard();
-        let mut tx = Tx::new(&self.tree);
+        let mut tx = Tx::new(&self.db);
         let sid = sid_of(&tx, source)?;
         let mut src: SourceRecord =
             tx.get_json(&key(b'S', &sid, None, &[]))?.ok_or_else(|| ClientError::invalid("unknown source"))?;
@@ -441,13 +444,13 @@ impl ClientDb {
         tx.put_json(key(b'G', &sid, Some(generation), &[]), &gen);
         tx.put_json(key(b'S', &sid, None, &[]), &src);
         let revision = tx.bump_revision()?;
-        tx.finish(&self.db)?;
+        tx.finish()?;
         Ok(CommitOutcome { revision, accepted, swapped, ..no_outcome() })
     }
 
     /// The published membership: the current generation's rows, present and absent.
     pub fn members(&self, source: &SourceKey) -> Result<Vec<MemberView>, ClientError> {
-        let tx = Tx::new(&self.tree);
+        let tx = Tx::new(&self.db);
         let sid = sid_of(&tx, source)?;
         let Some(src) = tx.get_json::<SourceRecord>(&key(b'S', &sid, None, &[]))? else { return Ok(vec![]) };
         let Some(cur) = src.current else { return Ok(vec![]) };
@@ -458,7 +461,7 @@ impl ClientDb {
 
     /// The replacement in progress, shown explicitly as partial (BRC-193 §9).
     pub fn partial_members(&self, source: &SourceKey) -> Result<Vec<MemberView>, ClientError> {
-        let tx = Tx::new(&self.tree);
+        let tx = Tx::new(&self.db);
         let sid = sid_of(&tx, source)?;
         let Some(src) = tx.get_json::<SourceRecord>(&key(b'S', &sid, None, &[]))? else { return Ok(vec![]) };
         match src.pending {
@@ -469,8 +472,7 @@ impl ClientDb {
 
     fn rows(&self, sid: &[u8; 32], generation: u64, stale: bool, partial: bool) -> Result<Vec<MemberView>, ClientError> {
         let mut out = Vec::new();
-        for kv in self.tree.scan_prefix(key(b'M', sid, Some(generation), &[])) {
-            let (_, v) = kv.map_err(ClientError::storage)?;
+        for (_, v) in Tx::new(&self.db).scan(&key(b'M', sid, Some(generation), &[]))? {
             out.push(MemberView {
                 row: decode(&v)?,
                 generation,
@@ -482,7 +484,7 @@ impl ClientDb {
     }
 
     pub fn state(&self, source: &SourceKey) -> Result<SourceState, ClientError> {
-        let tx = Tx::new(&self.tree);
+        let tx = Tx::new(&self.db);
         let sid = sid_of(&tx, source)?;
         let revision = self.revision()?;
         let Some(src) = tx.get_json::<SourceRecord>(&key(b'S', &sid, None, &[]))? else {
@@ -789,7 +791,7 @@ impl ClientDb {
     /// generations they unblock accept what follows.
     pub fn accept_verifications(&self, results: &[super::reconcile::VerificationResult]) -> Result<super::reconcile::StepOutcome, ClientError> {
         let _g = self.guard();
-        let mut tx = Tx::new(&self.tree);
+        let mut tx = Tx::new(&self.db);
         let mut out = super::reconcile::StepOutcome::default();
         let Some(settled) = super::reconcile::apply_verifications(&mut tx, results, &mut out)? else {
             out.revision = self.revision()?;
@@ -798,7 +800,7 @@ impl ClientDb {
         after_settle(&mut tx, &settled)?;
         out.revision = tx.bump_revision()?;
         crate::store::crash::crash_point("client-accept");
-        tx.finish(&self.db)?;
+        tx.finish()?;
         Ok(out)
     }
 }
@@ -857,7 +859,7 @@ impl ClientDb {
     /// Published memberships of every source (current generations), as §10.5
     /// `SourceMembership` rows sorted by scope, generation and outpoint.
     pub fn memberships_json(&self, chain: &parse::Chain) -> Result<Vec<serde_json::Value>, ClientError> {
-        let tx = Tx::new(&self.tree);
+        let tx = Tx::new(&self.db);
         let mut rows = Vec::new();
         for (k, v) in tx.scan(b"S")? {
             let src: SourceRecord = decode(&v)?;
@@ -934,11 +936,11 @@ impl LegacySourceKey {
 
 impl ClientDb {
     /// Brings the store to [`FORMAT`] (called by `open`): a new store is marked, a
-    /// format-1 store is migrated (module docs, "Format"), all in one flushed batch.
+    /// format-1 store is migrated (module docs, "Format"), all in one durable commit.
     /// A store written by a newer version is refused (`unsupported`).
     pub(crate) fn upgrade_format(&self) -> Result<(), ClientError> {
         let _g = self.guard();
-        let mut tx = Tx::new(&self.tree);
+        let mut tx = Tx::new(&self.db);
         match tx.get(FORMAT_KEY)? {
             Some(v) if v.len() == 8 && be_u64(&v) == FORMAT => return Ok(()),
             Some(v) if v.len() == 8 && be_u64(&v) > FORMAT => {
@@ -956,7 +958,7 @@ impl ClientDb {
         tx.put(FORMAT_KEY.to_vec(), FORMAT.to_be_bytes().to_vec());
         // Fail point for the crash tests: the migration built, nothing written.
         crate::store::crash::crash_point("client-migrate");
-        tx.finish(&self.db)
+        tx.finish()
     }
 }
 

@@ -180,14 +180,14 @@ fn u64s(v: u64) -> Value {
 
 #[napi(object)]
 pub struct JsStoreOptions {
-    /// Bound of sled's page cache in bytes (default 256 MiB).
+    /// Bound of the store's page cache in bytes (default 64 MiB).
     pub cache_bytes: Option<f64>,
 }
 
 #[napi]
 impl JsCheckpointStore {
     /// Opens (or creates) the store directory. One open store per path. `cacheBytes`
-    /// bounds sled's page cache (default 256 MiB).
+    /// bounds its page cache (default 64 MiB).
     #[napi(factory)]
     pub fn open(path: String, options: Option<JsStoreOptions>) -> napi::Result<Self> {
         let cache = match options.and_then(|o| o.cache_bytes) {
