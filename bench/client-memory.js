@@ -2,7 +2,7 @@
 'use strict'
 // Client memory at N tracked outputs (issue 33): a LiveLookupClient (public mode, loopback
 // HTTP) drains an N-output snapshot from a notes node in another process
-// (bench/lib/notes-child.js) into a sled store whose page cache is bounded to --cache-mb,
+// (bench/lib/notes-child.js) into a CheckpointStore whose page cache is bounded to --cache-mb,
 // with the reconciler configured (every output is a journaled transaction with its evidence;
 // no verifier runs, so all N stay tracked as pending). The callback reads only `state`.
 // Reports the client process's peak and final RSS and V8 heap, with the cache bound beside
@@ -61,7 +61,7 @@ async function main () {
     const st = store.state(key)
     const f = b => (b / MiB).toFixed(0) + ' MiB'
     console.log(`${st.received} groups received in ${receiptS.toFixed(1)} s`)
-    console.log(`client RSS: baseline ${f(baseline)}, peak ${f(peak)}, final ${f(m.rss)} (heap used ${f(m.heapUsed)}, external ${f(m.external)}); sled cache bound ${CACHE_MB} MiB`)
+    console.log(`client RSS: baseline ${f(baseline)}, peak ${f(peak)}, final ${f(m.rss)} (heap used ${f(m.heapUsed)}, external ${f(m.external)}); page cache bound ${CACHE_MB} MiB`)
     // The tracked transactions, counted a page at a time (as the verifier walks them).
     let tracked = 0
     for (let page = [], after = null; ; after = page[page.length - 1]) {

@@ -2,7 +2,8 @@
 //! (issue 47's question: is a target out of sled's reach, and what would reach it). Run:
 //!   cargo bench --profile ci --bench client_layout
 //! Optional: OLL_BENCH_OUTPUTS=<outputs, default 100352>, OLL_BENCH_QUICK=1 (2,048),
-//! OLL_BENCH_DIR=<dir>.
+//! OLL_BENCH_DIR=<dir>, OLL_BENCH_LAYOUTS=<comma-separated, default all>,
+//! OLL_BENCH_ENGINES=<sled,redb>, OLL_BENCH_DERIVE=<pages per derived commit, default 16>.
 //!
 //! Each row receives N outputs in pages of 1,024, one durable commit per page (sled:
 //! `apply_batch` then `flush`; redb: one write transaction, committed with its default
@@ -20,7 +21,12 @@
 //!   singleton component (Xk) and its context marker (Xs);
 //! - `page`: one record per received page holding its observations and evidence, appended,
 //!   plus one small key per member outpoint and one per transaction pointing into it;
-//! - `rows`: the same, the page record split into one appended record per observation.
+//! - `rows`: the same, the page record split into one appended record per observation;
+//! - `today-evlog`, `today-seqev`, `today-noio`: today's with one change each (the evidence
+//!   bytes in an appended file synced before the commit, with a 20-byte locator in the
+//!   engine; the evidence keyed in receipt order; no identity keys);
+//! - `derive`: one appended record per page, and today's index keys (all but the evidence)
+//!   of every `OLL_BENCH_DERIVE` pages written in one commit, as a background indexer would.
 //!
 //! Reported per row: wall time, the first and the last tenth of the pages (does a commit
 //! get slower as the store grows), bytes on disk per output (and, for redb, after

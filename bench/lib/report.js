@@ -302,11 +302,12 @@ ${table(['row', 'receipt, s', 'obs/s', 'all current, s', 'disk per output', 'pea
 ${pausedNote(v)}Catalogue: built in ${num(c.buildS)} s ${c.cached ? '(by an earlier run; this one reused the cache)' : 'by this run'}, cached under the bench tmp dir
 (\`oll-bench-cache-${v.outputs}-${c.version}\`); the provider loaded it in ${num(v.providerLoadS)} s. Neither is in any row's time.
 
-Where the client's time and disk go, and what would close the gap to SQLite (a compact record layout;
-redb for memory): \`bench/client-layout-results.md\`. The same bench on the build before the record
-codec and the 256 MiB default cache (commit 4ed020c, 5 December 2026): verifying 32.3 s received,
-48.0 s all current, 14.9 KiB per output, 1,098 MiB peak; without the reconciler 9.81 s, 3,369 B,
-415 MiB. \`cacheBytes\` against these figures: docs/client.md "Memory, disk and speed at catalogue scale".
+Where the client's time and disk go, and what would close the gap to SQLite (indexes derived from
+appended page records): \`bench/client-layout-results.md\`. The same bench on earlier builds: the store on
+sled with the record codec and a 256 MiB cache (commit 57711ea, 5 December 2026): verifying 32.6 s
+received, 50.7 s all current, 12.5 KiB per output, 833 MiB peak; without the reconciler 10.7 s, 3,303 B,
+402 MiB. Before the record codec (commit 4ed020c): verifying 32.3 s, 48.0 s, 14.9 KiB, 1,098 MiB.
+\`cacheBytes\` against these figures: docs/client.md "Memory, disk and speed at catalogue scale".
 `
 }
 

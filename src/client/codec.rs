@@ -19,7 +19,9 @@
 //! - `F64`: 8 bytes little-endian;
 //! - `STR` / `BYTES`: a varint length, then the bytes (UTF-8 for `STR`);
 //! - `SEQ`: a varint count, then the items;
-//! - `MAP`: a varint count, then key and value, alternating.
+//! - `MAP`: a varint count, then key and value, alternating;
+//! - `NAME`: a varint index into [`NAMES`], a string the store's records repeat (field and
+//!   variant names, the verifier's reasons): written once in the code, not in every record.
 //!
 //! Enums are written as JSON writes them: a unit variant is its name, any other variant
 //! a one-entry map from its name to its content. Decoding is bounded by the input: a
@@ -43,6 +45,30 @@ const STR: u8 = 6;
 const BYTES: u8 = 7;
 const SEQ: u8 = 8;
 const MAP: u8 = 9;
+const NAME: u8 = 10;
+
+/// Strings a record writes as `NAME` and an index: the field and variant names of the
+/// store's records and the fixed reasons they carry, most repeated first (counted over the
+/// records of a verified catalogue). Append only: an index once written is read by every
+/// later version, so entries are never removed or reordered. Any other string is `STR`.
+pub const NAMES: &[&str] = &[
+    "txid", "id", "verified", "sequence", "outputs", "outputIndex", "at", "position", "snapshot",
+    "phase", "accepted", "status", "source", "root", "reason", "proof", "present", "outpoint",
+    "index", "height", "effect", "contextId", "context", "pending", "generation", "verdict",
+    "variants", "supplies", "state", "selected-final", "selected", "replaces", "replacements",
+    "receipts", "readyContextId", "readyAt", "raw", "published", "proven", "prev", "placements",
+    "ordinal", "order", "observations", "observationId", "merkle paths and scripts verify",
+    "members", "locktime", "kind", "inputs", "group", "gate", "firstRaw", "exact",
+    "evidence_reason", "evidence", "eligible", "digest", "depth", "conflictsWith", "component",
+    "candidates", "anchor", "invalid", "limited", "open", "refused", "unresolved", "unsupported",
+    "conflicting", "dependent-conflict", "selected-non-final", "included", "preverified",
+    "placed", "placement", "withdrawn", "live", "claims", "manual", "spilled", "pending_leaf",
+];
+
+fn name_index(s: &str) -> Option<u64> {
+    static INDEX: std::sync::OnceLock<std::collections::HashMap<&'static str, u64>> = std::sync::OnceLock::new();
+    INDEX.get_or_init(|| NAMES.iter().enumerate().map(|(i, n)| (*n, i as u64)).collect()).get(s).copied()
+}
 
 /// Nesting bound of decoding (records nest a few levels; a corrupt value cannot recurse
 /// without bound).
@@ -109,6 +135,9 @@ impl Encoder<'_> {
         put_varint(self.out, n);
     }
     fn str(&mut self, s: &str) {
+        if let Some(i) = name_index(s) {
+            return self.head(NAME, i);
+        }
         self.head(STR, s.len() as u64);
         self.out.extend_from_slice(s.as_bytes());
     }
@@ -420,6 +449,10 @@ impl<'de> Decoder<'de> {
         let n = self.varint()?;
         std::str::from_utf8(self.take(n)?).map_err(|_| Error("string is not UTF-8".into()))
     }
+    fn name(&mut self) -> Result<&'static str, Error> {
+        let i = self.varint()?;
+        NAMES.get(i as usize).copied().ok_or_else(|| Error(format!("unknown name {i}")))
+    }
     fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T, Error>) -> Result<T, Error> {
         if self.depth >= MAX_DEPTH {
             return Err(Error("record nests too deeply".into()));
@@ -456,6 +489,7 @@ impl<'de> de::Deserializer<'de> for &mut Decoder<'de> {
                 v.visit_f64(f64::from_le_bytes(b.try_into().expect("8 bytes")))
             }
             STR => v.visit_borrowed_str(self.str()?),
+            NAME => v.visit_borrowed_str(self.name()?),
             BYTES => {
                 let n = self.varint()?;
                 v.visit_borrowed_bytes(self.take(n)?)
@@ -496,6 +530,7 @@ impl<'de> de::Deserializer<'de> for &mut Decoder<'de> {
     ) -> Result<V::Value, Error> {
         match self.byte()? {
             STR => v.visit_enum(self.str()?.into_deserializer()),
+            NAME => v.visit_enum(self.name()?.into_deserializer()),
             MAP => {
                 if self.varint()? != 1 {
                     return Err(Error("an enum variant is a map of one entry".into()));
@@ -644,6 +679,39 @@ mod tests {
         assert!(bytes.len() < serde_json::to_vec(&r).unwrap().len());
         // A txid is written as its 32 bytes (tag and length first), not 64 hex digits.
         assert_eq!(encode(&Hash32([9; 32])).unwrap().len(), 1 + 2 + 32);
+    }
+
+    #[test]
+    fn repeated_names_are_written_as_their_index() {
+        #[derive(Debug, PartialEq, Serialize, Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Published {
+            status: Tagged2,
+            context_id: String,
+            other: String,
+        }
+        #[derive(Debug, PartialEq, Serialize, Deserialize)]
+        #[serde(rename_all = "kebab-case")]
+        enum Tagged2 {
+            SelectedFinal,
+            Conflicting,
+        }
+        let p = Published { status: Tagged2::SelectedFinal, context_id: "verified".into(), other: "not a name".into() };
+        let bytes = encode(&p).unwrap();
+        assert_eq!(decode::<Published>(&bytes).unwrap(), p);
+        // `status`, `selected-final`, `contextId` and the value `verified` are two bytes each
+        // (tag, index); `other` and its value are written out.
+        assert_eq!(bytes.len(), 1 + 2 + 4 * 2 + (2 + 5) + (2 + 10));
+        assert_eq!(decode::<serde_json::Value>(&bytes).unwrap(), json!({"status": "selected-final", "contextId": "verified", "other": "not a name"}));
+        // The table's entries are unique (an index names one string) and an index past it
+        // is an error.
+        let unique: std::collections::BTreeSet<_> = NAMES.iter().collect();
+        assert_eq!(unique.len(), NAMES.len());
+        let mut past = vec![MAGIC, NAME];
+        put_varint(&mut past, NAMES.len() as u64);
+        assert!(decode::<String>(&past).is_err());
+        // Index 0 is `txid` for good: records written with the table read back the same.
+        assert_eq!(decode::<String>(&[MAGIC, NAME, 0]).unwrap(), "txid");
     }
 
     #[test]

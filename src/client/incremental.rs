@@ -71,7 +71,7 @@ pub(crate) fn leaf_step(tx: &mut Tx, meta: &Meta, comp: &mut Component, changes:
         // The whole replay would wait: the other members keep their results (stale).
         comp.pending = Some("verification-pending".into());
         comp.pending_leaf = Some(leaf.txid);
-        reconcile::write_component(tx, &before, comp, sensitive);
+        reconcile::write_component(tx, &before, comp, sensitive)?;
         return Ok(true);
     }
     let (Some(ready), false, false) = (r.ready, r.invalid, r.limited) else { return Ok(false) };
@@ -112,7 +112,7 @@ pub(crate) fn leaf_step(tx: &mut Tx, meta: &Meta, comp: &mut Component, changes:
     reconcile::publish(tx, &mut leaf, published);
     comp.pending = None;
     comp.pending_leaf = None;
-    reconcile::write_component(tx, &before, comp, sensitive);
+    reconcile::write_component(tx, &before, comp, sensitive)?;
     Ok(true)
 }
 

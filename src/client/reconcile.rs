@@ -773,8 +773,7 @@ fn recompute(tx: &mut Tx, meta: &Meta, id: u64, changes: &mut Option<super::incr
         }
     }
     comp.pending_leaf = None;
-    write_component(tx, &before, &comp, sensitive);
-    Ok(())
+    write_component(tx, &before, &comp, sensitive)
 }
 
 /// A member a later step cannot move by adding a frontier to the replay: a candidate
@@ -800,22 +799,23 @@ pub(crate) fn publish(tx: &mut Tx, rec: &mut TxRecord, p: Published) {
     tx.put_json(tx_key(&rec.txid), rec);
 }
 
-/// Writes the component record (if it changed) and its pending and context markers.
-pub(crate) fn write_component(tx: &mut Tx, before: &Component, comp: &Component, sensitive: bool) {
-    match comp.pending {
-        Some(_) => tx.put(pending_key(comp.id), vec![]),
-        None => {
-            tx.writes.insert(pending_key(comp.id), None);
-        }
-    }
+/// Writes the component record and its pending and context markers, each only if it
+/// changed (a verification that settles a component otherwise rewrote both markers of
+/// every component it touched).
+pub(crate) fn write_component(tx: &mut Tx, before: &Component, comp: &Component, sensitive: bool) -> Result<(), ClientError> {
+    set_marker(tx, pending_key(comp.id), comp.pending.is_some())?;
     if comp != before {
         tx.put_json(component_key(comp.id), comp);
     }
-    if sensitive {
-        tx.put(sensitive_key(comp.id), vec![]);
-    } else {
-        tx.writes.insert(sensitive_key(comp.id), None);
+    set_marker(tx, sensitive_key(comp.id), sensitive)
+}
+
+/// Makes the empty marker `k` present or absent, writing only when that changes it.
+fn set_marker(tx: &mut Tx, k: Vec<u8>, present: bool) -> Result<(), ClientError> {
+    if tx.get(&k)?.is_some() != present {
+        tx.writes.insert(k, present.then(Vec::new));
     }
+    Ok(())
 }
 
 /// For modules reading the records.
