@@ -38,6 +38,12 @@ export declare class CheckpointStore {
   setPendingOpen(label: string, requestId: string): void
   pendingOpen(label: string): string | null
   sourceForLabel(label: string): SourceKey | null
+  /**
+   * How long the newest generation has been followed live: `{generation, liveGroups,
+   * liveSince}` (liveSince: ms since the Unix epoch, or null for a generation completed by
+   * an earlier version), or null before its snapshot completed.
+   */
+  renewal(sourceKey: SourceKey): { generation: number; liveGroups: number; liveSince: number | null } | null
   /** The newest generation's committed position, or null. */
   checkpoint(sourceKey: SourceKey): any /* see js/client/client.d.ts: Checkpoint | null */
   /**

@@ -150,6 +150,59 @@ test('renewal: after afterGroups live groups a fresh generation replaces the old
   store.close()
 })
 
+test('renewal counts survive a restart: the store keeps the live groups and the time since the snapshot completed', async () => {
+  for (const n of [1, 2, 3]) await live.commit([admit(n)])
+  const key = keyFor()
+  const opts = { baseURL: origin, fetch, chain: CHAIN, allowInsecureHttp: true, limits: { maxObservations: 2, waitMs: 5000 } }
+  // First run: the snapshot, then two live groups (admit 4, admit 5); the schedule wants three.
+  let store = CheckpointStore.open(path.join(dir, 'client'))
+  const ac1 = new AbortController()
+  let next = 4
+  const states1 = []
+  await new LiveLookupClient({ ...opts, store }).follow(SERVICE, QUERY, {
+    membership: 'claims',
+    signal: ac1.signal,
+    renew: { afterGroups: 3 },
+    onState (st) { states1.push(st) },
+    onRevision (e) {
+      if (e.state.currentGeneration === 0 && e.members.length >= 3 && next <= 5) {
+        const n = next++
+        setImmediate(() => live.commit([admit(n)]))
+      }
+      if (present(e.members).join() === txids([1, 2, 3, 4, 5]).join()) ac1.abort()
+    }
+  })
+  expect(states1.some(s => s.progress === 'started-over')).toBe(false)
+  const before = Date.now()
+  store.close()
+  store = CheckpointStore.open(path.join(dir, 'client'))
+  const r = store.renewal(key)
+  expect(r).toMatchObject({ generation: 0, liveGroups: 2 })
+  expect(r.liveSince).toBeLessThanOrEqual(before)
+  // Second run, after the restart: one more live group is the third, so the generation is
+  // renewed at once (a count kept in memory would have started again at zero).
+  await live.commit([remove(1)])
+  const ac2 = new AbortController()
+  const states2 = []
+  let timer = null
+  await new LiveLookupClient({ ...opts, store }).follow(SERVICE, QUERY, {
+    membership: 'claims',
+    signal: ac2.signal,
+    renew: { afterGroups: 3 },
+    onState (st) {
+      states2.push(st)
+      if (st.progress === 'started-over') ac2.abort()
+    },
+    onRevision (e) {
+      // Seen the third live group: the renewal must follow that commit, not three more.
+      if (e.state.currentGeneration === 0 && !present(e.members).includes(txid(1)) && timer === null) timer = setTimeout(() => ac2.abort(), 3000)
+    }
+  })
+  clearTimeout(timer)
+  expect(states2).toContainEqual(expect.objectContaining({ progress: 'started-over', reason: 'renewal', generation: 1 }))
+  store.close()
+})
+
 const CHILD = `
 const { LiveLookupClient, CheckpointStore } = require(${JSON.stringify(path.join(__dirname, '../js/client/client.js'))})
 const store = CheckpointStore.open(process.env.STORE)

@@ -19,7 +19,8 @@
 //!   to `selected-final`.
 //!
 //!
-//! Then churn (OLL_BENCH_CHURN=<chains>x<length>, default 10x1000; 0 skips it): each chain
+//! Then churn (OLL_BENCH_CHURN=<chains>x<length>, default 10x1000; 0 skips it;
+//! OLL_BENCH_CACHE_MB sets the store's page cache for it): each chain
 //! is a sequence of 1-input spends, every spend of the previous one's output (an output
 //! updated again and again, or a wallet's change chain); each step receives one new spend
 //! per chain and accepts their verification, as a live follow does. Every chain is one
@@ -204,10 +205,17 @@ fn run(n: usize, per_receive: usize) {
     store.close().unwrap();
 }
 
+/// Bytes of the files under `dir`.
+fn file_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir).map(|es| es.flatten().filter_map(|e| e.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum()).unwrap_or(0)
+}
+
 /// The churn workload (see the crate doc): `chains` chains of `length` spends each.
 fn churn(chains: usize, length: usize) {
     let dir = tempdir();
-    let store = CheckpointStore::open(dir.path().join("store")).unwrap();
+    // `OLL_BENCH_CACHE_MB`: the store's page cache (default: the store's own default).
+    let cache = std::env::var("OLL_BENCH_CACHE_MB").ok().and_then(|v| v.parse::<u64>().ok()).map_or(overlay_lookup_live::client::db::DEFAULT_CACHE_BYTES, |m| m << 20);
+    let store = CheckpointStore::open_with(dir.path().join("store"), cache).unwrap();
     store.define_context("start", Finality { tip_height: 1, mtp: 1_000_000 }).unwrap();
     store.configure_reconciler(&ReconcilerConfig { journal_id: "churn".into(), non_final: true, initial_context: "start".into() }).unwrap();
     let mut heads: Vec<Txid> = (0..chains)
@@ -234,7 +242,7 @@ fn churn(chains: usize, length: usize) {
         store.receive_transactions("churn-source", &items).unwrap();
         store.accept_verifications(&results).unwrap();
         if (step + 1) % tenth == 0 {
-            windows.push(t.elapsed().as_secs_f64());
+            windows.push((t.elapsed().as_secs_f64(), file_bytes(&dir.path().join("store"))));
             t = Instant::now();
         }
     }
@@ -244,12 +252,21 @@ fn churn(chains: usize, length: usize) {
     let (leaf, whole) = overlay_lookup_live::client::incremental::counts();
     println!("  component steps: {leaf} from their leaf, {whole} whole (process total)");
     println!("churn: {chains} chains of {length} spends ({} transactions), one spend per chain per step", chains * length);
-    for (i, w) in windows.iter().enumerate() {
-        println!("  steps {:>6}-{:<6} {:.1} ms per step ({} spends per chain behind it)", i * tenth + 1, (i + 1) * tenth, per_step(*w), (i + 1) * tenth);
+    for (i, (w, disk)) in windows.iter().enumerate() {
+        println!(
+            "  steps {:>6}-{:<6} {:.1} ms per step ({} spends per chain behind it), store {:.1} MiB on disk",
+            i * tenth + 1,
+            (i + 1) * tenth,
+            per_step(*w),
+            (i + 1) * tenth,
+            *disk as f64 / 1048576.0
+        );
     }
     if let (Some(first), Some(last)) = (windows.first(), windows.last()) {
-        println!("  last tenth / first tenth: {:.1}x", last / first);
+        println!("  last tenth / first tenth: {:.1}x", last.0 / first.0);
     }
+    let stored: u64 = store.space_usage().unwrap().values().map(|(_, b)| b).sum();
+    println!("  records: {:.0} bytes per spend ({} spends)", stored as f64 / (chains * length) as f64, chains * length);
     store.close().unwrap();
 }
 

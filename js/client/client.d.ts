@@ -136,6 +136,8 @@ export declare class CheckpointStore {
   setPendingOpen (label: string, requestId: string): void
   pendingOpen (label: string): string | null
   checkpoint (sourceKey: SourceKey): Checkpoint | null
+  /** How long the newest generation has been followed live (null before its snapshot completed): what `renew` counts. */
+  renewal (sourceKey: SourceKey): { generation: number; liveGroups: number; liveSince: number | null } | null
   commitBatch (sourceKey: SourceKey, generation: number, expectedCursor: string | null, batch: Buffer, options?: CommitBatchOptions): CommitOutcome
   /** commitBatch on the libuv pool: the same outcome or error, once durable; the JS thread stays free meanwhile. */
   commitBatchAsync (sourceKey: SourceKey, generation: number, expectedCursor: string | null, batch: Buffer, options?: CommitBatchOptions): Promise<CommitOutcome>
@@ -430,7 +432,7 @@ export interface FollowOptions {
   readAhead?: boolean
   /**
    * Renewal: once the followed generation received `afterGroups` live groups, or was followed
-   * live for `afterMs`, a fresh snapshot replaces it (`started-over`, reason `renewal`) and the
+   * live for `afterMs` (counted in the store, across restarts: `CheckpointStore.renewal`), a fresh snapshot replaces it (`started-over`, reason `renewal`) and the
    * old generation's rows, receipt keys and group records are retired. Off by default.
    */
   renew?: { afterGroups?: number; afterMs?: number }

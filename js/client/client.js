@@ -136,6 +136,7 @@ class CheckpointStore {
   pendingOpen (label) { return nativeCall(() => this._inner.pendingOpen(label)) ?? null }
   // A finite source's generations are local: no session, no cursor (js/client/finite.js).
   checkpoint (sourceKey) { return finite.localCheckpoint(nativeCall(() => this._inner.checkpoint(sourceKeyArg(sourceKey)))) }
+  renewal (sourceKey) { return nativeCall(() => this._inner.renewal(sourceKeyArg(sourceKey))) }
   commitBatch (sourceKey, generation, expectedCursor, batch, options) {
     knownKeys('commitBatch', options, COMMIT_KEYS)
     return nativeCall(() => this._inner.commitBatch(sourceKeyArg(sourceKey), generation, expectedCursor ?? null, batch, options ?? null))
@@ -898,9 +899,10 @@ class LiveLookupClient {
         throw new CallbackFailure(e)
       }
     }
-    // Renewal (`renew`): live groups this generation received while this follow ran, and
-    // since when it has been followed live. A restart starts both again.
-    let liveGroups = 0
+    // Renewal (`renew`) counts from the store (`renewal`): the live groups the generation
+    // received and when its snapshot completed, so a restart does not start them again.
+    // A generation completed by a version that kept no time is timed from when this
+    // follow first saw it live.
     let liveSince = stored && stored.snapshotComplete ? Date.now() : null
     // After a commit: if it completed the generation's snapshot, say so.
     const snapshotDone = async (generation, before) => {
@@ -908,7 +910,6 @@ class LiveLookupClient {
       const now = this.store.checkpoint(key)
       if (now && now.generation === generation && now.snapshotComplete) {
         if (!now.invalidated) invalidRun = 0
-        liveGroups = 0
         liveSince = Date.now()
         await setState('connected', { progress: 'snapshot-complete', generation })
       }
@@ -916,11 +917,13 @@ class LiveLookupClient {
     // A generation followed live long enough is replaced by a fresh snapshot, so what the
     // store keeps for it (receipt keys, group records, absent rows) is retired with it
     // (BRC-193 §9): the same path as a reset, chosen by the application's schedule.
-    const renewalDue = (applied) => {
-      if (!o.renew || liveSince === null) return false
-      liveGroups += applied
-      return (o.renew.afterGroups !== undefined && liveGroups >= o.renew.afterGroups) ||
-        (o.renew.afterMs !== undefined && Date.now() - liveSince >= o.renew.afterMs)
+    const renewalDue = (generation) => {
+      if (!o.renew) return false
+      const r = this.store.renewal(key)
+      if (!r || r.generation !== generation) return false
+      const since = r.liveSince ?? liveSince ?? Date.now()
+      return (o.renew.afterGroups !== undefined && r.liveGroups >= o.renew.afterGroups) ||
+        (o.renew.afterMs !== undefined && Date.now() - since >= o.renew.afterMs)
     }
     // One step: an open, or a read and its commit. Returns true when the step made
     // contact with the provider (so the connection is up).
@@ -994,7 +997,7 @@ class LiveLookupClient {
       }
       await this._emit(onRevision, key, outcome, bytes)
       await snapshotDone(cp.generation, cp.snapshotComplete)
-      if (cp.snapshotComplete && renewalDue(outcome.applied)) {
+      if (cp.snapshotComplete && renewalDue(cp.generation)) {
         // The old session is of no further use: closed at the provider (best effort; it
         // expires anyway), and the next step opens the new generation.
         await this.close(key, signal).catch(() => {})

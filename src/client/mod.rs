@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 pub use parse::{parse_batch, Phase, Scope};
 pub use db::ClientDb;
 pub use group::Membership;
-pub use store::{CommitOptions, CommitOutcome, MemberView, SourceCheckpoint, SourceState};
+pub use store::{CommitOptions, CommitOutcome, MemberView, Renewal, SourceCheckpoint, SourceState};
 
 /// Error codes are the package's one set (BRC-192 §6 plus `not-found`, [`crate::wire::ErrorCode`]).
 pub use crate::wire::ErrorCode;

@@ -108,6 +108,10 @@ struct GenRecord {
     accepted: u64,
     /// Received-group count when the snapshot-complete batch was committed.
     snapshot_groups: Option<u64>,
+    /// When that batch was committed (ms since the Unix epoch): the generation is followed
+    /// live from then on. Absent in records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    snapshot_completed_at: Option<u64>,
     /// The whole snapshot is accepted.
     complete: bool,
     invalidated: Option<String>,
@@ -193,6 +197,19 @@ pub struct SourceCheckpoint {
     /// The generation's `scope.access` (null before its first commit).
     pub access: Option<String>,
     pub invalidated: Option<String>,
+}
+
+/// [`ClientDb::renewal`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Renewal {
+    pub generation: u64,
+    /// Groups received after the snapshot-complete batch.
+    #[serde(rename = "liveGroups")]
+    pub live_groups: u64,
+    /// When the snapshot-complete batch was committed (ms since the Unix epoch); `None`
+    /// for a generation completed by a version that did not record it.
+    #[serde(rename = "liveSince")]
+    pub live_since: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -322,13 +339,18 @@ impl ClientDb {
         Tx::new(&self.db).get_json(&label_key(label))
     }
 
-    /// The newest generation's committed position, or `None` for an unknown source.
-    pub fn checkpoint(&self, source: &SourceKey) -> Result<Option<SourceCheckpoint>, ClientError> {
+    /// The record of the source's newest generation (`None`: unknown source, or none begun).
+    fn newest_gen(&self, source: &SourceKey) -> Result<Option<GenRecord>, ClientError> {
         let tx = Tx::new(&self.db);
         let sid = sid_of(&tx, source)?;
         let Some(src) = tx.get_json::<SourceRecord>(&key(b'S', &sid, None, &[]))? else { return Ok(None) };
         let Some(newest) = src.newest() else { return Ok(None) };
-        let g: GenRecord = load_gen(&tx, &sid, newest)?;
+        load_gen(&tx, &sid, newest).map(Some)
+    }
+
+    /// The newest generation's committed position, or `None` for an unknown source.
+    pub fn checkpoint(&self, source: &SourceKey) -> Result<Option<SourceCheckpoint>, ClientError> {
+        let Some(g) = self.newest_gen(source)? else { return Ok(None) };
         Ok(Some(SourceCheckpoint {
             generation: g.generation,
             session: g.session,
@@ -343,6 +365,15 @@ impl ClientDb {
             access: g.scope.map(|s| s.access),
             invalidated: g.invalidated,
         }))
+    }
+
+    /// How long the newest generation has been followed live, for a renewal schedule
+    /// (`follow(..., { renew })`): the live groups it received since its snapshot
+    /// completed, and when that was. `None` for an unknown source or before the snapshot
+    /// completed. Kept in the store, so a restarted follow keeps counting.
+    pub fn renewal(&self, source: &SourceKey) -> Result<Option<Renewal>, ClientError> {
+        let Some(g) = self.newest_gen(source)? else { return Ok(None) };
+        Ok(g.snapshot_groups.map(|s| Renewal { generation: g.generation, live_groups: g.received.saturating_sub(s), live_since: g.snapshot_completed_at }))
     }
 
     /// Commits one received batch (exact response bytes) for `generation`, after every
@@ -714,6 +745,10 @@ fn receive_evidence(
     Ok(())
 }
 
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
 fn advance_position(gen: &mut GenRecord, b: &ParsedBatch) {
     gen.session = Some(b.session.clone());
     gen.scope = Some(b.scope.clone());
@@ -726,6 +761,7 @@ fn advance_position(gen: &mut GenRecord, b: &ParsedBatch) {
     gen.replay_until = b.replay_until;
     if b.phase == Phase::Snapshot && b.snapshot_complete {
         gen.snapshot_groups = Some(gen.received);
+        gen.snapshot_completed_at = Some(now_ms());
     }
 }
 

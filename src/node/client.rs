@@ -262,6 +262,18 @@ impl JsCheckpointStore {
         Ok(k.map(|k| serde_json::to_value(k).expect("key serializes")).unwrap_or(Value::Null))
     }
 
+    /// How long the newest generation has been followed live: `{generation, liveGroups,
+    /// liveSince}` (liveSince: ms since the Unix epoch, or null for a generation completed by
+    /// an earlier version), or null before its snapshot completed.
+    #[napi(ts_return_type = "{ generation: number; liveGroups: number; liveSince: number | null } | null")]
+    pub fn renewal(&self, source_key: JsSourceKey) -> napi::Result<Value> {
+        let k = key(source_key)?;
+        Ok(match self.with(|s| s.renewal(&k))? {
+            None => Value::Null,
+            Some(r) => json!({ "generation": r.generation, "liveGroups": r.live_groups, "liveSince": r.live_since }),
+        })
+    }
+
     /// The newest generation's committed position, or null.
     #[napi(ts_return_type = "any /* see js/client/client.d.ts: Checkpoint | null */")]
     pub fn checkpoint(&self, source_key: JsSourceKey) -> napi::Result<Value> {
