@@ -106,6 +106,15 @@ function developmentBuild () {
   if (r.status !== 0) fail('`npm run build` failed (see above).')
 }
 
+/** Whether two paths name the same file (cargo reports paths with symlinks resolved). */
+function sameFile (a, b) {
+  try {
+    return fs.realpathSync(a) === fs.realpathSync(b)
+  } catch {
+    return false
+  }
+}
+
 /** cargo build of the cdylib; returns the path of the built library. */
 function cargoBuild (profile) {
   const args = ['build', '--lib', '--locked', '--profile', profile, '--message-format=json-render-diagnostics']
@@ -120,7 +129,9 @@ function cargoBuild (profile) {
   for (const line of r.stdout.split('\n')) {
     if (!line.startsWith('{')) continue
     const msg = JSON.parse(line)
-    if (msg.reason === 'compiler-artifact' && msg.target.kind.includes('cdylib')) {
+    // This package's own cdylib: a dependency can be a cdylib too (redb is), and cargo
+    // reports it first.
+    if (msg.reason === 'compiler-artifact' && msg.target.kind.includes('cdylib') && sameFile(msg.manifest_path, path.join(ROOT, 'Cargo.toml'))) {
       const lib = msg.filenames.find(f => /\.(so|dylib|dll)$/.test(f))
       if (lib) return lib
     }

@@ -279,6 +279,23 @@ fn a_sled_store_is_copied_into_redb_unchanged() {
     assert_eq!(dump(&sled_path), format2);
 }
 
+/// A sled store larger than one chunk of the copy (src/client/db.rs copies 65,536 keys per
+/// write transaction) arrives whole: every key, in order, with its value.
+#[test]
+fn a_large_sled_store_is_copied_in_chunks_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("large");
+    let mut rows: Rows = (0u32..150_000).map(|i| ([b"Xt".as_slice(), &i.to_be_bytes()].concat(), i.to_le_bytes().repeat(3))).collect();
+    rows.push((b"meta/format".to_vec(), 2u64.to_be_bytes().to_vec()));
+    rows.sort();
+    sled_store(&path, &rows);
+    let store = ClientDb::open(&path).unwrap();
+    let copied = store.raw_rows().unwrap();
+    store.close().unwrap();
+    assert_eq!(copied.len(), rows.len());
+    assert!(copied == rows, "every key and value, in order");
+}
+
 /// A migrated store is not migrated again; a new store is written in format 2 from the
 /// start, its sources under their own id.
 #[test]

@@ -35,6 +35,8 @@ const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("client-v1");
 pub const FILE: &str = "client.redb";
 /// Where a sled-era store is copied before it is renamed to [`FILE`].
 const MIGRATING: &str = "client.redb.migrating";
+/// Keys per write transaction of the copy from sled.
+const MIGRATE_CHUNK: usize = 65_536;
 /// The files and directories a sled-era store kept in the store's directory.
 const SLED_FILES: [&str; 3] = ["conf", "db", "blobs"];
 
@@ -254,7 +256,7 @@ fn open_db(dir: &Path, cache_bytes: u64) -> Result<redb::Database, ClientError> 
     std::fs::create_dir_all(dir).map_err(|e| ClientError::storage(format!("cannot create {}: {e}", dir.display())))?;
     let file = dir.join(FILE);
     if !file.exists() && dir.join("conf").exists() {
-        migrate_engine(dir)?;
+        migrate_engine(dir, cache_bytes)?;
     }
     let db = with_lock_wait(dir, || redb::Database::builder().set_cache_size(cache_bytes as usize).create(&file))?;
     // A migration that crashed after its rename leaves the sled files: they are copied.
@@ -289,22 +291,35 @@ fn with_lock_wait<T>(dir: &Path, open: impl Fn() -> Result<T, redb::DatabaseErro
 /// sled store whole (the next open copies it again from the start); after it, the copy is
 /// complete and the next open finishes the removal. The key layout is migrated after this,
 /// by `upgrade_format`, as for any store.
-fn migrate_engine(dir: &Path) -> Result<(), ClientError> {
+fn migrate_engine(dir: &Path, cache_bytes: u64) -> Result<(), ClientError> {
     let old = open_sled(dir)?;
     let tree = old.open_tree("client-v1").map_err(storage)?;
     let tmp = dir.join(MIGRATING);
     let _ = std::fs::remove_file(&tmp);
     {
-        let db = redb::Database::create(&tmp).map_err(storage)?;
-        let w = db.begin_write().map_err(storage)?;
-        {
-            let mut t = w.open_table(TABLE).map_err(storage)?;
-            for kv in tree.iter() {
-                let (k, v) = kv.map_err(storage)?;
-                t.insert(k.as_ref(), v.as_ref()).map_err(storage)?;
+        // Copied in chunks, so memory stays bounded for a store of any size; the chunks
+        // need no sync of their own (nobody reads the file before the rename), the last
+        // commit makes them all durable.
+        let db = redb::Database::builder().set_cache_size(cache_bytes as usize).create(&tmp).map_err(storage)?;
+        let mut rows = tree.iter().peekable();
+        loop {
+            let mut w = db.begin_write().map_err(storage)?;
+            let last = {
+                let mut t = w.open_table(TABLE).map_err(storage)?;
+                for kv in rows.by_ref().take(MIGRATE_CHUNK) {
+                    let (k, v) = kv.map_err(storage)?;
+                    t.insert(k.as_ref(), v.as_ref()).map_err(storage)?;
+                }
+                rows.peek().is_none()
+            };
+            if !last {
+                w.set_durability(redb::Durability::None);
+            }
+            w.commit().map_err(storage)?;
+            if last {
+                break;
             }
         }
-        w.commit().map_err(storage)?;
     }
     drop(tree);
     drop(old);
