@@ -1,4 +1,4 @@
-//! The durable ClientDb on a real sled directory (BRC-193 §4, §8, §9;
+//! The durable ClientDb on a real redb file on disk (BRC-193 §4, §8, §9;
 //! BRC-192 §2): commit with cursor, replay no-op, equivocation quarantine, stale
 //! cursor refusal, restart, generations (an access change among them) and two sources.
 
@@ -406,4 +406,36 @@ fn an_access_change_is_a_new_generation_of_the_same_source() {
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0]["scope"]["access"], "partition-narrow");
     assert_eq!(rows[0]["generation"], g1.to_string());
+}
+
+#[test]
+fn opening_an_existing_store_writes_nothing() {
+    // Only a new file gets a commit at open (its table); an existing store opens with reads,
+    // so an open costs no sync and leaves the file as it was.
+    let mut fx = Fx::new();
+    let s = sc("02aa", "e1");
+    let key = fixture::source_key(&s);
+    let g = fx.s().begin_generation(&key, None).unwrap();
+    fx.s().commit_batch(&key, g, None, &open_body(&s), &opts()).unwrap();
+    let file = fx.dir.path().join("s").join(overlay_lookup_live::client::db::FILE);
+    fx.restart();
+    let before = std::fs::read(&file).unwrap();
+    fx.restart();
+    fx.restart();
+    assert!(before == std::fs::read(&file).unwrap(), "reopening changed {}", file.display());
+    assert_eq!(fx.s().checkpoint(&key).unwrap().unwrap().cursor.as_deref(), Some("c1"));
+}
+
+#[test]
+fn space_usage_counts_every_row_once() {
+    let fx = Fx::new();
+    let s = sc("02aa", "e1");
+    let key = fixture::source_key(&s);
+    let g = fx.s().begin_generation(&key, None).unwrap();
+    fx.s().commit_batch(&key, g, None, &open_body(&s), &opts()).unwrap();
+    let rows = fx.s().raw_rows().unwrap();
+    let usage = fx.s().space_usage().unwrap();
+    assert_eq!(usage.values().map(|(n, _)| n).sum::<u64>(), rows.len() as u64);
+    assert_eq!(usage.values().map(|(_, b)| b).sum::<u64>(), rows.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum::<u64>());
+    assert_eq!(usage.get("R").map(|(n, _)| *n), Some(1), "one group record: {usage:?}");
 }

@@ -86,31 +86,21 @@ impl<'a> Tx<'a> {
     pub(crate) fn put_json<T: Serialize>(&mut self, k: Vec<u8>, v: &T) {
         self.put(k, super::codec::encode(v).expect("records serialize"));
     }
+    /// The committed rows under `prefix`, in key order, from `from` on (all when `None`);
+    /// this commit's own writes are not included. The one range walk every scan uses.
+    fn committed_range<'s>(&'s self, prefix: &'s [u8], from: Option<&[u8]>) -> Result<impl Iterator<Item = Result<(redb::AccessGuard<'s, &'static [u8]>, redb::AccessGuard<'s, &'static [u8]>), ClientError>> + 's, ClientError> {
+        let start = from.unwrap_or(prefix);
+        let rows = self.snapshot()?.range::<&[u8]>(start..).map_err(storage)?;
+        Ok(rows.map(|kv| kv.map_err(storage)).take_while(move |kv| kv.as_ref().map_or(true, |(k, _)| k.value().starts_with(prefix))))
+    }
     /// Committed keys under `prefix`, in key order, from `from` on (all when `None`), at
     /// most `limit` (this commit's own writes are not included).
     pub(crate) fn committed_keys(&self, prefix: &[u8], from: Option<&[u8]>, limit: usize) -> Result<Vec<Vec<u8>>, ClientError> {
-        let start = from.unwrap_or(prefix);
-        let mut out = Vec::new();
-        for kv in self.snapshot()?.range::<&[u8]>(start..).map_err(storage)? {
-            let (k, _) = kv.map_err(storage)?;
-            if !k.value().starts_with(prefix) || out.len() >= limit {
-                break;
-            }
-            out.push(k.value().to_vec());
-        }
-        Ok(out)
+        self.committed_range(prefix, from)?.take(limit).map(|kv| kv.map(|(k, _)| k.value().to_vec())).collect()
     }
     /// Committed keys and values under `prefix`, in key order.
     fn committed_scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, ClientError> {
-        let mut out = Vec::new();
-        for kv in self.snapshot()?.range::<&[u8]>(prefix..).map_err(storage)? {
-            let (k, v) = kv.map_err(storage)?;
-            if !k.value().starts_with(prefix) {
-                break;
-            }
-            out.push((k.value().to_vec(), v.value().to_vec()));
-        }
-        Ok(out)
+        self.committed_range(prefix, None)?.map(|kv| kv.map(|(k, v)| (k.value().to_vec(), v.value().to_vec()))).collect()
     }
     pub(crate) fn delete_prefix(&mut self, prefix: &[u8]) -> Result<(), ClientError> {
         for (k, _) in self.committed_scan(prefix)? {
@@ -226,11 +216,14 @@ impl ClientDb {
     /// byte, two for the journal (`X?`), the text before `/` for `meta/...`. Scans the
     /// whole table.
     pub fn space_usage(&self) -> Result<BTreeMap<String, (u64, u64)>, ClientError> {
+        // Sizes are added up row by row: nothing of the table is held in memory.
+        let tx = Tx::new(&self.db);
         let mut out: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-        for (k, v) in Tx::new(&self.db).committed_scan(b"")? {
-            let e = out.entry(space_of(&k)).or_default();
+        for kv in tx.committed_range(b"", None)? {
+            let (k, v) = kv?;
+            let e = out.entry(space_of(k.value())).or_default();
             e.0 += 1;
-            e.1 += (k.len() + v.len()) as u64;
+            e.1 += (k.value().len() + v.value().len()) as u64;
         }
         Ok(out)
     }
@@ -258,26 +251,34 @@ fn open_db(dir: &Path, cache_bytes: u64) -> Result<redb::Database, ClientError> 
     if !file.exists() && dir.join("conf").exists() {
         migrate_engine(dir, cache_bytes)?;
     }
-    let db = with_lock_wait(dir, || redb::Database::builder().set_cache_size(cache_bytes as usize).create(&file))?;
+    let db = with_lock_wait(dir, || redb::Database::builder().set_cache_size(cache_bytes as usize).create(&file), |e| matches!(e, redb::DatabaseError::DatabaseAlreadyOpen))?;
     // A migration that crashed after its rename leaves the sled files: they are copied.
     remove_sled_files(dir)?;
-    // The table exists from the first open on, so read snapshots can always open it.
-    let w = db.begin_write().map_err(storage)?;
-    w.open_table(TABLE).map_err(storage)?;
-    w.commit().map_err(storage)?;
+    // The table exists from the first open on, so read snapshots can always open it; it is
+    // created (one durable commit) only in a new file, an existing store opens with reads.
+    let exists = match db.begin_read().map_err(storage)?.open_table(TABLE) {
+        Ok(_) => true,
+        Err(redb::TableError::TableDoesNotExist(_)) => false,
+        Err(e) => return Err(storage(e)),
+    };
+    if !exists {
+        let w = db.begin_write().map_err(storage)?;
+        w.open_table(TABLE).map_err(storage)?;
+        w.commit().map_err(storage)?;
+    }
     Ok(db)
 }
 
-/// Retries `open` while the file is locked by a handle being closed, then `unavailable`.
-fn with_lock_wait<T>(dir: &Path, open: impl Fn() -> Result<T, redb::DatabaseError>) -> Result<T, ClientError> {
+/// Retries `open` while the store is locked by a handle being closed (`locked` tells
+/// that error apart), then gives up with `unavailable`. Serves redb and, for the copy of a
+/// sled-era store, sled.
+fn with_lock_wait<T, E: std::fmt::Display>(dir: &Path, open: impl Fn() -> Result<T, E>, locked: impl Fn(&E) -> bool) -> Result<T, ClientError> {
     let started = std::time::Instant::now();
     loop {
         match open() {
             Ok(db) => return Ok(db),
-            Err(redb::DatabaseError::DatabaseAlreadyOpen) if started.elapsed() < LOCK_WAIT => {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+            Err(e) if locked(&e) && started.elapsed() < LOCK_WAIT => std::thread::sleep(std::time::Duration::from_millis(10)),
+            Err(e) if locked(&e) => {
                 return Err(ClientError::new(ErrorCode::Unavailable, format!("checkpoint store {} is open elsewhere (locked)", dir.display())))
             }
             Err(e) => return Err(storage(e)),
@@ -348,17 +349,7 @@ fn remove_sled_files(dir: &Path) -> Result<(), ClientError> {
 /// A sled-era store, opened to be copied (sled's lock can outlive a handle dropped a
 /// moment ago while its threads finish).
 fn open_sled(dir: &Path) -> Result<sled::Db, ClientError> {
-    let started = std::time::Instant::now();
-    loop {
-        match sled::Config::new().path(dir).open() {
-            Ok(db) => return Ok(db),
-            Err(sled::Error::Io(io)) if (io.kind() == std::io::ErrorKind::WouldBlock || io.to_string().contains("could not acquire lock")) && started.elapsed() < LOCK_WAIT => {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            Err(sled::Error::Io(io)) if io.kind() == std::io::ErrorKind::WouldBlock || io.to_string().contains("could not acquire lock") => {
-                return Err(ClientError::new(ErrorCode::Unavailable, format!("checkpoint store {} is open elsewhere (locked)", dir.display())))
-            }
-            Err(e) => return Err(storage(e)),
-        }
-    }
+    with_lock_wait(dir, || sled::Config::new().path(dir).open(), |e| {
+        matches!(e, sled::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock || io.to_string().contains("could not acquire lock"))
+    })
 }
