@@ -1,4 +1,4 @@
-//! Evidence assembly at receipt (src/client/evidence.rs) on a real sled store, with real
+//! Evidence assembly at receipt (src/client/evidence.rs) on a real redb store, with real
 //! bundles written by @bsv/sdk (tests/fixtures/beef/bundles.json): which claims enter the
 //! journal as verification jobs, and which are refused with a recorded verdict and reason.
 
@@ -111,4 +111,36 @@ fn claims_the_bytes_refute_are_refused_with_their_reason() {
     // The refusals are durable.
     let reopened = ClientDb::open(dir.path().join("s")).unwrap();
     assert!(!reopened.rejections(&target).unwrap().is_empty());
+}
+
+#[test]
+fn evidence_is_kept_under_its_first_receipt_and_stores_keyed_by_variant_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = bundle("toBinaryAtomic");
+    let (target, _) = subject(&bytes);
+    let (store, _) = receive(dir.path(), vec![output("o", &target, 0, &bytes)]);
+    let job = store.pending_verifications(None).unwrap().into_iter().find(|j| j.txid == target).unwrap();
+    let first = store.transaction(&target).unwrap().unwrap().variants[0].first().position;
+    assert_eq!(store.verification_evidence(&target, &job.variant).unwrap().as_deref(), Some(bytes.as_slice()));
+    // Kept once, under the receive's position: `Xd` position variant.
+    let held: Vec<Vec<u8>> = store.raw_rows().unwrap().into_iter().filter(|(_, v)| *v == bytes).map(|(k, _)| k).collect();
+    store.close().unwrap();
+    let file = dir.path().join("s").join(overlay_lookup_live::client::db::FILE);
+    assert_eq!(held, vec![[b"Xd".as_slice(), &first.to_be_bytes(), &job.variant.0].concat()]);
+    // A store written before keeps the bytes under `Xb` variant: moved there, they are still
+    // the job's evidence.
+    {
+        const TABLE: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("client-v1");
+        let db = redb::Database::open(&file).unwrap();
+        let w = db.begin_write().unwrap();
+        {
+            let mut t = w.open_table(TABLE).unwrap();
+            t.remove(held[0].as_slice()).unwrap();
+            t.insert([b"Xb".as_slice(), &job.variant.0].concat().as_slice(), bytes.as_slice()).unwrap();
+        }
+        w.commit().unwrap();
+    }
+    let store = ClientDb::open(dir.path().join("s")).unwrap();
+    assert_eq!(store.verification_evidence(&target, &job.variant).unwrap().as_deref(), Some(bytes.as_slice()));
+    store.close().unwrap();
 }

@@ -199,7 +199,7 @@ async function verifyingRow ({ origin, outputs, dataDir, catalogue }) {
   store.defineContext('tip', { tipHeight: String(tracker.height + 1000000), medianTimePast: '4000000000' })
   store.configureReconciler({ journalId: 'bench', nonFinal: true, initialContext: 'tip' })
   const client = new LiveLookupClient({
-    baseURL: origin, chain: CHAIN, allowInsecureHttp: true, fetch, store, limits: { waitMs: 0 }, chainTracker: tracker, verification: { engine: 'native' }
+    baseURL: origin, chain: CHAIN, allowInsecureHttp: true, fetch, store, limits: { waitMs: 0 }, chainTracker: tracker, verification: { engine: 'native', ...(process.env.OLL_BENCH_ACCEPT_EVERY ? { acceptEvery: Number(process.env.OLL_BENCH_ACCEPT_EVERY) } : {}) }
   })
   const { receiptMs, key, t0, paused } = await receive(client, null) // default membership: 'verified'
   // Verification runs on after receipt; all outputs are current once it is idle with nothing pending.

@@ -76,7 +76,7 @@ const COMMIT_KEYS = ['maxBytes', 'maxObservations', 'membership', 'openLabel']
 const CLIENT_KEYS = ['baseURL', 'chain', 'allowInsecureHttp', 'providerIdentity', 'maxHeaderBytes', 'retry', 'authFetch', 'fetch', 'store', 'limits', 'requestTimeoutMs', 'chainTracker', 'verification']
 const LIMIT_KEYS = ['maxBytes', 'maxObservations', 'waitMs']
 const RETRY_KEYS = ['initialMs', 'maxMs']
-const VERIFICATION_KEYS = ['engine', 'batch', 'concurrency', 'page', 'acceptEvery', 'heightPollMs', 'maxBytes', 'maxTransactions', 'maxDepth', 'maxScriptBytes', 'memoryLimit', 'budget']
+const VERIFICATION_KEYS = ['engine', 'batch', 'concurrency', 'page', 'acceptEvery', 'acceptMs', 'heightPollMs', 'maxBytes', 'maxTransactions', 'maxDepth', 'maxScriptBytes', 'memoryLimit', 'budget']
 const FOLLOW_KEYS = ['onRevision', 'onState', 'signal', 'sources', 'pendingBudget', 'waitMs', 'pollIntervalMs', 'membership', 'requiredRulesDigest', 'readAhead', 'finite', 'resolver', 'resolveIntervalMs', 'renew']
 const RENEW_KEYS = ['afterGroups', 'afterMs']
 

@@ -24,8 +24,10 @@ export interface VerificationSettings extends NativeVerifyOptions {
   concurrency?: number
   /** Jobs a run lists at a time from the store (its memory is one page, not the backlog). Default 4096. */
   page?: number
-  /** Results accepted per store commit. Default 32. */
+  /** Results accepted per store commit at most (a backlog commits this many at a time). Default 4096. */
   acceptEvery?: number
+  /** A result waits at most about this long for its commit (ms; 0: each batch commits at once). Default 250. */
+  acceptMs?: number
   /** While proofs wait for the chain tracker to reach their block, how often to look again. Default 10000. */
   heightPollMs?: number
 }
@@ -82,4 +84,4 @@ export declare function cachedTracker (chainTracker: ChainTrackerLike): ChainTra
 /** Applies a tracker's answers to a native verification (`verifyBeef`'s result). */
 export declare function settle (v: import('../index').NativeVerification, chainTracker: ChainTrackerLike): Promise<EvidenceCheck>
 
-export declare const VERIFIER_DEFAULTS: Required<Pick<VerificationSettings, 'engine' | 'maxBytes' | 'maxTransactions' | 'maxDepth' | 'maxScriptBytes' | 'concurrency' | 'acceptEvery' | 'heightPollMs' | 'batch' | 'page'>>
+export declare const VERIFIER_DEFAULTS: Required<Pick<VerificationSettings, 'engine' | 'maxBytes' | 'maxTransactions' | 'maxDepth' | 'maxScriptBytes' | 'concurrency' | 'acceptEvery' | 'acceptMs' | 'heightPollMs' | 'batch' | 'page'>>

@@ -17,7 +17,7 @@
 const { Beef } = require('@bsv/sdk')
 const native = require('../common/native')
 
-const DEFAULTS = { engine: 'native', maxBytes: 1 << 20, maxTransactions: 256, maxDepth: 64, maxScriptBytes: 1 << 20, concurrency: 4, acceptEvery: 32, heightPollMs: 10000, batch: 16, page: 4096 }
+const DEFAULTS = { engine: 'native', maxBytes: 1 << 20, maxTransactions: 256, maxDepth: 64, maxScriptBytes: 1 << 20, concurrency: 4, acceptEvery: 4096, acceptMs: 250, heightPollMs: 10000, batch: 16, page: 4096 }
 const ENGINES = ['native', 'sdk']
 // Blocks a coinbase output must be below the block that spends it (the node's rule).
 const COINBASE_MATURITY = 100
@@ -229,7 +229,7 @@ class EvidenceVerifier {
    * @param {import('./client').CheckpointStore} o.store a store with configureReconciler done
    * @param {{isValidRootForHeight: Function, currentHeight: Function}} o.chainTracker
    */
-  constructor ({ store, chainTracker, engine, maxBytes, maxTransactions, maxDepth, maxScriptBytes, memoryLimit, budget, concurrency, acceptEvery, heightPollMs, batch, page } = {}) {
+  constructor ({ store, chainTracker, engine, maxBytes, maxTransactions, maxDepth, maxScriptBytes, memoryLimit, budget, concurrency, acceptEvery, acceptMs, heightPollMs, batch, page } = {}) {
     if (!store) throw new TypeError('a CheckpointStore is required')
     if (!chainTracker || typeof chainTracker.isValidRootForHeight !== 'function') throw new TypeError('a ChainTracker is required')
     engine = engine ?? DEFAULTS.engine
@@ -250,6 +250,7 @@ class EvidenceVerifier {
     // Jobs per native pool task (the 'sdk' engine takes one at a time).
     this.batch = engine === 'sdk' ? 1 : Math.max(1, batch ?? DEFAULTS.batch)
     this.acceptEvery = Math.max(1, acceptEvery ?? DEFAULTS.acceptEvery)
+    this.acceptMs = Math.max(0, acceptMs ?? DEFAULTS.acceptMs)
     // Jobs listed per page of a run: a run holds one page of jobs, not the whole backlog.
     this.page = Math.max(1, page ?? DEFAULTS.page)
     this.heightPollMs = Math.max(1, heightPollMs ?? DEFAULTS.heightPollMs)
@@ -324,9 +325,11 @@ class EvidenceVerifier {
     const tracker = cachedTracker(this.chainTracker)
     const results = []
     let deferred = false
+    let flushedAt = Date.now()
     const flush = async () => {
       if (!results.length) return
       await this._storeIdle()
+      flushedAt = Date.now()
       if (results.length) this.store.acceptVerifications(results.splice(0))
     }
     const record = (job, r) => {
@@ -339,8 +342,11 @@ class EvidenceVerifier {
       }
       results.push({ txid: job.txid, variantId: job.variantId, contextId: job.contextId, status: r.status, raw: r.raw, reason: r.reason, policy: r.status === 'limited' ? this.policy : undefined })
     }
-    // Results go back in groups: one durable commit per group, not per job.
-    const flushFull = () => results.length >= this.acceptEvery ? flush() : undefined
+    // Results go back in groups: one durable commit per group, not per job. A commit costs
+    // about the same for 32 results as for thousands (its keys are spread over the store's
+    // pages), so a backlog commits `acceptEvery` at a time, and `acceptMs` bounds how long a
+    // result waits to be published (bench/RESULTS.md section 16; docs/client.md).
+    const flushFull = () => results.length >= this.acceptEvery || (results.length && Date.now() - flushedAt >= this.acceptMs) ? flush() : undefined
     this._unresolved = skipped
     // The backlog is walked a page at a time (memory stays bounded by the page, not by the
     // backlog); a job answered meanwhile is simply no longer listed.

@@ -16,7 +16,8 @@
 //! | `Xs` component | marker: the component's result can depend on the chain context |
 //! | `Xp` component | marker: the component is pending |
 //! | `Xc` txid | marker: the transaction's published status is a lost conflict |
-//! | `Xb` variant id | the exact evidence bytes of a variant (kept for the verifier) |
+//! | `Xd` position, variant id | the exact evidence bytes of a variant, under the position of its first receipt (kept for the verifier) |
+//! | `Xb` variant id | the same, as stores written before 7 December 2026 keep it (read, no longer written) |
 //! | `Xr` txid variant | [`Rejection`]: evidence refused at receipt, with its verdict |
 //! | `Xl` txid | marker: a variant of the transaction has a `limited` verdict |
 //! | `Xq` first position, index, txid, variant | marker: the variant has no verdict (a pending verification job) |
@@ -45,7 +46,14 @@ use crate::bitcoin::tx::{Hash32, Input, Outpoint, RawTx, Txid};
 
 pub const META: &[u8] = b"Xm";
 
-pub fn evidence_key(variant: &Hash32) -> Vec<u8> {
+/// Where a variant's evidence bytes are kept: under the journal position of its first
+/// receipt, so each receive appends its bundles in one run of keys (a bundle is the largest
+/// value of an output; keyed by its hash, every one landed on a page of its own).
+pub fn evidence_key(first_position: u64, variant: &Hash32) -> Vec<u8> {
+    [b"Xd".as_slice(), &first_position.to_be_bytes(), &variant.0].concat()
+}
+/// The evidence key of stores written before `Xd` (variant id alone), still read.
+pub fn evidence_key_by_variant(variant: &Hash32) -> Vec<u8> {
     [b"Xb".as_slice(), &variant.0].concat()
 }
 pub fn tx_key(txid: &Txid) -> Vec<u8> {

@@ -404,10 +404,11 @@ impl ClientDb {
     pub fn verification_evidence(&self, txid: &Txid, variant: &Hash32) -> Result<Option<Vec<u8>>, ClientError> {
         let tx = Tx::new(&self.db);
         let Some(rec) = tx.get_json::<TxRecord>(&tx_key(txid))? else { return Ok(None) };
-        if !rec.variants.iter().any(|v| v.id == *variant) {
-            return Ok(None);
+        let Some(v) = rec.variants.iter().find(|v| v.id == *variant) else { return Ok(None) };
+        if let Some(bytes) = tx.get(&evidence_key(v.first().position, variant))? {
+            return Ok(Some(bytes));
         }
-        if let Some(bytes) = tx.get(&evidence_key(variant))? {
+        if let Some(bytes) = tx.get(&evidence_key_by_variant(variant))? {
             return Ok(Some(bytes));
         }
         Ok((variant_id(&rec.raw) == *variant).then_some(rec.raw))
@@ -445,13 +446,6 @@ fn settle_judged(tx: &mut Tx, judged: &BTreeMap<Txid, BTreeSet<Hash32>>) -> Resu
 /// and the components to recompute (the caller recomputes them once, with whatever
 /// else its commit changes).
 pub(crate) fn receive_in(tx: &mut Tx, source: &str, items: &[Item], bundles: &BTreeMap<Hash32, Vec<u8>>) -> Result<(u64, BTreeSet<u64>), ClientError> {
-    // The verifier reads the evidence after this commit (and after a restart), so the
-    // bytes are kept in the same commit as the jobs they create, once per variant.
-    for (id, bytes) in bundles {
-        if tx.get(&evidence_key(id))?.is_none() {
-            tx.put(evidence_key(id), bytes.clone());
-        }
-    }
     let mut by_tx: BTreeMap<Txid, (crate::bitcoin::tx::RawTx, Vec<&Item>)> = BTreeMap::new();
     for it in items {
         let p = parse_tx(&it.raw)?;
@@ -508,6 +502,14 @@ pub(crate) fn receive_in(tx: &mut Tx, source: &str, items: &[Item], bundles: &BT
             }
         };
         touched.insert(rec.component);
+        // The verifier reads the evidence after this commit (and after a restart), so the
+        // bytes are kept in the same commit as the jobs they create: once per variant that
+        // first arrives in this receive, under this position (`evidence_key`).
+        for v in rec.variants.iter().filter(|v| v.first().position == position) {
+            if let Some(bytes) = bundles.get(&v.id) {
+                tx.put(evidence_key(position, &v.id), bytes.clone());
+            }
+        }
         rec.variants.sort_by_key(|v| v.first());
         for v in rec.variants.iter().filter(|v| v.verdict.is_none()) {
             tx.put(job_key(v.first(), txid, &v.id), vec![]);
