@@ -198,8 +198,10 @@ async function verifyingRow ({ origin, outputs, dataDir, catalogue }) {
   // The reconciler's chain context: a tip far above the catalogue's blocks.
   store.defineContext('tip', { tipHeight: String(tracker.height + 1000000), medianTimePast: '4000000000' })
   store.configureReconciler({ journalId: 'bench', nonFinal: true, initialContext: 'tip' })
+  // `OLL_BENCH_ACCEPT_EVERY` / `OLL_BENCH_ACCEPT_MS`: the verifier's `acceptEvery` / `acceptMs`
+  // instead of their defaults (how results are grouped into commits; docs/client.md).
   const client = new LiveLookupClient({
-    baseURL: origin, chain: CHAIN, allowInsecureHttp: true, fetch, store, limits: { waitMs: 0 }, chainTracker: tracker, verification: { engine: 'native', ...(process.env.OLL_BENCH_ACCEPT_EVERY ? { acceptEvery: Number(process.env.OLL_BENCH_ACCEPT_EVERY) } : {}) }
+    baseURL: origin, chain: CHAIN, allowInsecureHttp: true, fetch, store, limits: { waitMs: 0 }, chainTracker: tracker, verification: { engine: 'native', ...(process.env.OLL_BENCH_ACCEPT_EVERY ? { acceptEvery: Number(process.env.OLL_BENCH_ACCEPT_EVERY) } : {}), ...(process.env.OLL_BENCH_ACCEPT_MS ? { acceptMs: Number(process.env.OLL_BENCH_ACCEPT_MS) } : {}) }
   })
   const { receiptMs, key, t0, paused } = await receive(client, null) // default membership: 'verified'
   // Verification runs on after receipt; all outputs are current once it is idle with nothing pending.

@@ -303,7 +303,14 @@ ${pausedNote(v)}Catalogue: built in ${num(c.buildS)} s ${c.cached ? '(by an earl
 (\`oll-bench-cache-${v.outputs}-${c.version}\`); the provider loaded it in ${num(v.providerLoadS)} s. Neither is in any row's time.
 
 Where the client's time and disk go, and what would close the gap to SQLite (indexes derived from
-appended page records): \`bench/client-layout-results.md\`. The same bench on earlier builds: the store on
+appended page records): \`bench/client-layout-results.md\`. Evidence appended under its receipt's journal
+position and verification results committed in groups (commit 15cd6c1), against the build before them
+(4a8279d), alternated on the same machine, \`--rows verifying\`, three runs each on 6 December 2026:
+received 29.1, 30.6, 28.5 s against 32.4, 32.7, 29.9 s; all current 44.0, 46.0, 40.2 s against 50.2,
+51.3, 47.4 s (that machine ran the no-reconciler row at 10.1 to 12.6 s, where 5 December's ran it at
+9.5 s). The same bench on earlier builds: the store on redb before those two changes (commit 4a8279d,
+5 December 2026): verifying 27.4 s received, 42.5 s all current, 5,395 B per output, 389 MiB peak; without
+the reconciler 9.48 s, 2,700 B, 223 MiB. The store on
 sled with the record codec and a 256 MiB cache (commit 57711ea, 5 December 2026): verifying 32.6 s
 received, 50.7 s all current, 12.5 KiB per output, 833 MiB peak; without the reconciler 10.7 s, 3,303 B,
 402 MiB. Before the record codec (commit 4ed020c): verifying 32.3 s, 48.0 s, 14.9 KiB, 1,098 MiB.
