@@ -103,10 +103,11 @@ impl<'a> Tx<'a> {
         self.committed_range(prefix, None)?.map(|kv| kv.map(|(k, v)| (k.value().to_vec(), v.value().to_vec()))).collect()
     }
     pub(crate) fn delete_prefix(&mut self, prefix: &[u8]) -> Result<(), ClientError> {
-        for (k, _) in self.committed_scan(prefix)? {
+        // Keys only: the values being deleted are never copied out of the store.
+        for k in self.committed_keys(prefix, None, usize::MAX)? {
             self.writes.insert(k, None);
         }
-        let pending: Vec<Vec<u8>> = self.writes.keys().filter(|k| k.starts_with(prefix)).cloned().collect();
+        let pending: Vec<Vec<u8>> = self.written(prefix).cloned().collect();
         for k in pending {
             self.writes.insert(k, None);
         }

@@ -268,10 +268,7 @@ impl JsCheckpointStore {
     #[napi(ts_return_type = "{ generation: number; liveGroups: number; liveSince: number | null } | null")]
     pub fn renewal(&self, source_key: JsSourceKey) -> napi::Result<Value> {
         let k = key(source_key)?;
-        Ok(match self.with(|s| s.renewal(&k))? {
-            None => Value::Null,
-            Some(r) => json!({ "generation": r.generation, "liveGroups": r.live_groups, "liveSince": r.live_since }),
-        })
+        Ok(serde_json::to_value(self.with(|s| s.renewal(&k))?).expect("renewal serializes"))
     }
 
     /// The newest generation's committed position, or null.
