@@ -1,4 +1,6 @@
-//! Wire throughput: Open parse+validate per second, and digest(T,B) of a ~1 KiB body.
+//! Wire throughput: Open parse+validate per second, digest(T,B) of a ~1 KiB body, and the
+//! client's parse of a received snapshot page (1,024 outputs, each with a ~940-byte BEEF, as
+//! bench/RESULTS.md section 16 serves them).
 //!
 //! Run: `cargo bench --profile ci --bench wire` (single thread; 5 runs each,
 //! min / median / max reported). Timings live here, never in test assertions.
@@ -59,6 +61,44 @@ fn kib_body() -> Value {
     v
 }
 
+/// A snapshot page as the section-16 catalogue provider serves it: 1,024 groups of one
+/// output each, every observation repeating the batch scope, evidence of 937 bytes (seeded
+/// bytes: parsing does not look inside a BEEF).
+fn page_body() -> Vec<u8> {
+    use base64::Engine;
+    let scope = json!({
+        "chain": {"network": "test", "genesisHash": "00".repeat(32)},
+        "provider": "http://127.0.0.1:39275", "service": "ls_notes",
+        "queryDigest": "d4".repeat(32), "rulesDigest": "ed".repeat(32), "access": "d2".repeat(32),
+        "epoch": "9df6910750e90b8ee5e0b8edd97a57d6"
+    });
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let groups: Vec<Value> = (0..1024)
+        .map(|i| {
+            let beef: Vec<u8> = (0..937).map(|_| next() as u8).collect();
+            let txid: String = (0..4).map(|_| format!("{:016x}", next())).collect();
+            json!({"id": format!("s-{:040x}", i), "sequence": "100", "observations": [{
+                "id": format!("s-{:040x}.0", i), "scope": scope, "kind": "output",
+                "payload": {"evidence": {"txid": txid, "outputIndex": 0,
+                    "beef": base64::engine::general_purpose::STANDARD.encode(beef)}}
+            }]})
+        })
+        .collect();
+    serde_json::to_vec(&json!({
+        "version": 1, "session": "8eaf8c09522ed9623ed2ead4dcb94143", "scope": scope, "phase": "snapshot",
+        "groups": groups, "cursor": "AY6vjAlSLtliPtLq1Ny5QUOd9pEHUOkLjuXguO3ZelfWAQ", "snapshotComplete": false,
+        "through": "100", "highWater": "100", "expiresAt": "1796552314", "replayUntil": "1796555914",
+        "limits": {"maxBytes": 4194304, "maxObservations": 1024, "waitMs": 0}
+    }))
+    .unwrap()
+}
+
 fn main() {
     let body = open_body();
     println!("Open body: {} bytes", body.len());
@@ -78,5 +118,11 @@ fn main() {
     });
     measure("canonicalize only, 1 KiB", 100_000, Some(n), || {
         black_box(wire::canonicalize(black_box(&v)).unwrap());
+    });
+
+    let page = page_body();
+    println!("snapshot page: {} bytes, 1,024 outputs", page.len());
+    measure("client parse of a snapshot page", 100, Some(page.len()), || {
+        black_box(overlay_lookup_live::client::parse::parse_batch(black_box(&page)).unwrap());
     });
 }

@@ -168,29 +168,24 @@ fn utf16_cmp(a: &str, b: &str) -> std::cmp::Ordering {
 /// (lowercase hex), everything else verbatim.
 pub(crate) fn write_json_string(out: &mut String, s: &str) {
     out.push('"');
+    let bytes = s.as_bytes();
     let mut run_start = 0;
-    for (i, b) in s.bytes().enumerate() {
-        let escape: Option<&str> = match b {
-            b'"' => Some("\\\""),
-            b'\\' => Some("\\\\"),
-            0x08 => Some("\\b"),
-            0x0c => Some("\\f"),
-            b'\n' => Some("\\n"),
-            b'\r' => Some("\\r"),
-            b'\t' => Some("\\t"),
-            0x00..=0x1f => Some(""),
-            _ => None,
-        };
-        if let Some(esc) = escape {
-            // Escaped bytes are ASCII, so slicing here is on a char boundary.
-            out.push_str(&s[run_start..i]);
-            if esc.is_empty() {
-                out.push_str(&format!("\\u{:04x}", b));
-            } else {
-                out.push_str(esc);
-            }
-            run_start = i + 1;
+    // One scan to the next byte that needs an escape; the run before it is copied whole.
+    while let Some(n) = bytes[run_start..].iter().position(|&b| b < 0x20 || b == b'"' || b == b'\\') {
+        let i = run_start + n;
+        // Escaped bytes are ASCII, so slicing here is on a char boundary.
+        out.push_str(&s[run_start..i]);
+        match bytes[i] {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            0x08 => out.push_str("\\b"),
+            0x0c => out.push_str("\\f"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            b => out.push_str(&format!("\\u{:04x}", b)),
         }
+        run_start = i + 1;
     }
     out.push_str(&s[run_start..]);
     out.push('"');

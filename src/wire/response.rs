@@ -74,18 +74,23 @@ fn batch(v: &Value) -> Result<Batch, WireError> {
         "live" => Phase::Live,
         _ => return Err(WireError::invalid("phase: expected \"snapshot\" or \"live\"")),
     };
+    // Every observation repeats the batch scope (BRC-193 §8): parsed once here, and an
+    // observation whose scope is the same JSON value takes it as parsed.
+    let scope_value = o.req("scope")?;
+    let batch_scope = scope(scope_value, "scope")?;
+    let known = (scope_value, &batch_scope);
     let groups = match o.req("groups")? {
         Value::Array(items) => items
             .iter()
             .enumerate()
-            .map(|(i, g)| group(g, &format!("groups[{i}]")))
+            .map(|(i, g)| group(g, &format!("groups[{i}]"), known))
             .collect::<Result<Vec<_>, _>>()?,
         _ => return Err(WireError::invalid("groups: expected an array")),
     };
     Ok(Batch {
         version: V1,
         session: o.text("session")?,
-        scope: scope(o.req("scope")?, "scope")?,
+        scope: batch_scope,
         phase,
         groups,
         cursor: o.text("cursor")?,
@@ -208,20 +213,23 @@ fn outpoint(v: &Value, path: &str) -> Result<Outpoint, WireError> {
     })
 }
 
-fn group(v: &Value, path: &str) -> Result<Group, WireError> {
+/// The batch's scope: its JSON value and that value parsed.
+type KnownScope<'a> = (&'a Value, &'a Scope);
+
+fn group(v: &Value, path: &str, known: KnownScope<'_>) -> Result<Group, WireError> {
     let o = Obj::closed(v, path, &["id", "sequence", "observations"])?;
     let observations = match o.req("observations")? {
         Value::Array(items) => items
             .iter()
             .enumerate()
-            .map(|(i, ob)| observation(ob, &format!("{path}.observations[{i}]")))
+            .map(|(i, ob)| observation(ob, &format!("{path}.observations[{i}]"), known))
             .collect::<Result<Vec<_>, _>>()?,
         _ => return Err(WireError::invalid(format!("{path}.observations: expected an array"))),
     };
     Ok(Group { id: o.text("id")?, sequence: u64(o.req("sequence")?, &o.name("sequence"))?, observations })
 }
 
-fn observation(v: &Value, path: &str) -> Result<Observation, WireError> {
+fn observation(v: &Value, path: &str, known: KnownScope<'_>) -> Result<Observation, WireError> {
     let o = Obj::closed(v, path, &["id", "scope", "kind", "payload", "extensions", "critical"])?;
     no_critical(&o)?;
     let pp = o.name("payload");
@@ -267,5 +275,10 @@ fn observation(v: &Value, path: &str) -> Result<Observation, WireError> {
         }
         _ => return Err(WireError::invalid(format!("{path}.kind: unknown kind"))),
     };
-    Ok(Observation { id: o.text("id")?, scope: scope(o.req("scope")?, &o.name("scope"))?, payload })
+    let sv = o.req("scope")?;
+    let scope = match sv == known.0 {
+        true => known.1.clone(),
+        false => scope(sv, &o.name("scope"))?,
+    };
+    Ok(Observation { id: o.text("id")?, scope, payload })
 }
