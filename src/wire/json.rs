@@ -199,8 +199,8 @@ impl<'a> Parser<'a> {
                     self.escape(&mut out)?;
                     run = self.pos;
                 }
-                0x00..=0x1f => return Err(self.err("raw control character in string")),
-                _ => self.pos += 1,
+                // The scan stops only at a quote, a backslash or a control byte.
+                _ => return Err(self.err("raw control character in string")),
             }
         }
     }
