@@ -145,7 +145,8 @@ test('renewal: after afterGroups live groups a fresh generation replaces the old
   const after = store.spaceUsage()
   expect(after.M.keys).toBe(5)
   expect(after.R.keys).toBe(5)
-  expect(after.I.keys).toBe(5)
+  // One identity per group and one per observation (each of these groups holds one).
+  expect(after.J.keys).toBe(10)
   expect(m.some(r => r.outpoint.txid === txid(1))).toBe(false)
   store.close()
 })

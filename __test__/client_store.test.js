@@ -288,12 +288,13 @@ test('spaceUsage counts the keys each commit writes, per key space', () => {
   expect(before.R).toMatchObject({ keys: 1 })
   store.commitBatch(key, gen, 'c1', batch(s, 'live', [group('l12', 12, [output('o12', s, 1), output('o13', s, 2), withdraw('w0', s, 0)])], 'c2', true, 12, 15))
   const after = store.spaceUsage()
-  // One member row per outpoint the group names (row 0 is rewritten absent, not added),
-  // one group record and one group identity, one identity per observation.
+  // One member row per outpoint the group names (row 0 is rewritten absent, not added)
+  // with its index key, one group record, and one identity for the group and one per
+  // observation.
   expect(after.M.keys - before.M.keys).toBe(2)
+  expect(after.K.keys - before.K.keys).toBe(2)
   expect(after.R.keys - before.R.keys).toBe(1)
-  expect(after.I.keys - before.I.keys).toBe(1)
-  expect(after.O.keys - before.O.keys).toBe(3)
+  expect(after.J.keys - before.J.keys).toBe(4)
   for (const v of Object.values(after)) expect(v.bytes).toBeGreaterThan(0)
   store.close()
   expect(() => store.spaceUsage()).toThrow(/closed/)

@@ -28,6 +28,8 @@
 //! - `today-local`: `today-seqev` with the keys placed by a hash clustered by transaction,
 //!   by spent parent and by group (three scattered places per output instead of six);
 //!   `today-local-m` the same with the member row left where it is (four places);
+//! - `today-seqtx`: `today-seqev` with the transaction record appended under its first
+//!   receipt's position and a 12-byte txid index placed by the hash (format 3 of the store);
 //! - `derive`: one appended record per page, and today's index keys (all but the evidence)
 //!   of every `OLL_BENCH_DERIVE` pages written in one commit, as a background indexer would.
 //!
@@ -141,6 +143,18 @@ fn page(layout: &str, p: u64, rng: &mut Rng) -> Vec<(Vec<u8>, Vec<u8>)> {
             let rows: Vec<_> = page("today-seqev", p, &mut rng.clone()).into_iter().filter(|(key, _)| key.starts_with(b"M")).collect();
             w.extend(page("today-local", p, rng).into_iter().filter(|(key, _)| !(key.starts_with(b"T") && key[33] == b'm')));
             w.extend(rows);
+        }
+        // `today-seqev` with the transaction record appended under its first receipt's
+        // position and a small txid index key (12-byte value) placed by the hash instead.
+        "today-seqtx" => {
+            for (i, (key, v)) in page("today-seqev", p, rng).into_iter().enumerate() {
+                if key.starts_with(b"Xt") {
+                    w.push((k(b"Xi", &[&key[2..]]), vec![8; 12]));
+                    w.push((k(b"Xu", &[&(p * PAGE * 10 + i as u64).to_be_bytes()]), v));
+                } else {
+                    w.push((key, v));
+                }
+            }
         }
         "today-noio" => {
             w.extend(page("today", p, rng).into_iter().filter(|(key, _)| !key.starts_with(b"I") && !key.starts_with(b"O")));

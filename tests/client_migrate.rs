@@ -17,6 +17,7 @@ use client_common::fixture;
 use overlay_lookup_live::bitcoin::beef;
 use overlay_lookup_live::bitcoin::tx::Hash32;
 use overlay_lookup_live::client::reconcile::{VerificationResult, VerificationStatus};
+use overlay_lookup_live::client::journal::TxRecord;
 use overlay_lookup_live::client::{ClientDb, CommitOptions, ErrorCode, SourceKey};
 use serde_json::{json, Value};
 
@@ -167,7 +168,7 @@ fn a_format_1_store_opens_with_each_source_under_its_new_key() {
     assert!(store.members(&b).unwrap().iter().all(|m| m.generation == 1 && !m.stale));
     store.close().unwrap();
     let rows = dump(&path);
-    assert_eq!(rows.iter().find(|(k, _)| k == b"meta/format").map(|(_, v)| v.clone()), Some(2u64.to_be_bytes().to_vec()));
+    assert_eq!(rows.iter().find(|(k, _)| k == b"meta/format").map(|(_, v)| v.clone()), Some(3u64.to_be_bytes().to_vec()));
     assert_eq!(
         rows.iter().find(|(k, _)| k[0] == b'A' && k[1..] == b.id()).map(|(_, v)| v.clone()),
         Some(old_sid(&scope_of("b")).to_vec()),
@@ -240,7 +241,7 @@ fn old_sources_that_differ_only_in_access_collapse_into_one() {
     let rows = dump(&path);
     for name in ["a-wide", "c-1"] {
         let sid = old_sid(&scope_of(name));
-        for tag in [b'M', b'R', b'I', b'O'] {
+        for tag in [b'M', b'K', b'R', b'J', b'I', b'O'] {
             assert!(with_prefix(&rows, tag, &sid).is_empty(), "{name}: no {} rows", tag as char);
         }
         let gens = with_prefix(&rows, b'G', &sid);
@@ -285,8 +286,9 @@ fn a_sled_store_is_copied_into_redb_unchanged() {
 fn a_large_sled_store_is_copied_in_chunks_whole() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("large");
-    let mut rows: Rows = (0u32..150_000).map(|i| ([b"Xt".as_slice(), &i.to_be_bytes()].concat(), i.to_le_bytes().repeat(3))).collect();
-    rows.push((b"meta/format".to_vec(), 2u64.to_be_bytes().to_vec()));
+    // Opaque values under a key space no format step rewrites (evidence bytes).
+    let mut rows: Rows = (0u32..150_000).map(|i| ([b"Xd".as_slice(), &i.to_be_bytes()].concat(), i.to_le_bytes().repeat(3))).collect();
+    rows.push((b"meta/format".to_vec(), overlay_lookup_live::client::store::FORMAT.to_be_bytes().to_vec()));
     rows.sort();
     sled_store(&path, &rows);
     let store = ClientDb::open(&path).unwrap();
@@ -296,10 +298,10 @@ fn a_large_sled_store_is_copied_in_chunks_whole() {
     assert!(copied == rows, "every key and value, in order");
 }
 
-/// A migrated store is not migrated again; a new store is written in format 2 from the
-/// start, its sources under their own id.
+/// A migrated store is not migrated again; a new store is written in the current format
+/// from the start, its sources under their own id.
 #[test]
-fn migration_runs_once_and_a_new_store_starts_in_format_2() {
+fn migration_runs_once_and_a_new_store_starts_in_the_current_format() {
     let dir = tempfile::tempdir().unwrap();
     let path = old_store(dir.path());
     ClientDb::open(&path).unwrap().close().unwrap();
@@ -315,7 +317,7 @@ fn migration_runs_once_and_a_new_store_starts_in_format_2() {
     store.begin_generation(&key, None).unwrap();
     store.close().unwrap();
     let rows = dump(&fresh);
-    assert_eq!(rows.iter().find(|(k, _)| k == b"meta/format").map(|(_, v)| v.clone()), Some(2u64.to_be_bytes().to_vec()));
+    assert_eq!(rows.iter().find(|(k, _)| k == b"meta/format").map(|(_, v)| v.clone()), Some(3u64.to_be_bytes().to_vec()));
     assert_eq!(with_prefix(&rows, b'S', &key.id()).len(), 1);
     assert!(!rows.iter().any(|(k, _)| k[0] == b'A'));
 }
@@ -326,12 +328,75 @@ fn a_store_of_a_newer_format_is_refused() {
     let path = dir.path().join("s");
     {
         let db = raw_open(&path);
-        db.open_tree("client-v1").unwrap().insert(b"meta/format", 3u64.to_be_bytes().to_vec()).unwrap();
+        db.open_tree("client-v1").unwrap().insert(b"meta/format", 4u64.to_be_bytes().to_vec()).unwrap();
         db.flush().unwrap();
     }
     let e = ClientDb::open(&path).err().expect("refused");
     assert_eq!(e.code, ErrorCode::Unsupported);
     assert_eq!(dump(&path).len(), 1, "nothing was written");
+}
+
+/// Whether `rows`, read after a crash during the migration of `before` (which ends as
+/// `after`), is a store the migration can go on from: `before` or `after`, or `before`
+/// with some of its transaction records and member rows moved (format 3's first steps
+/// commit in chunks): every other key as `before` has it, each transaction record exactly
+/// once, either under its old `Xt` key with its old bytes or unchanged under its place in
+/// receipt order (`Xu`) with its `Xi` index naming that place, and each member row exactly
+/// once, under its old key or, with the same bytes, under place 0 with its `K` index; and
+/// each group or observation identity under its old `I` or `O` key or its `J` key.
+fn whole(rows: &Rows, before: &Rows, after: &Rows) -> bool {
+    if rows == before || rows == after {
+        return true;
+    }
+    let moving = |k: &[u8]| k.starts_with(b"Xt") || k.starts_with(b"Xi") || k.starts_with(b"Xu") || [b'M', b'K', b'I', b'O', b'J'].contains(&k[0]);
+    let others = |r: &Rows| r.iter().filter(|(k, _)| !moving(k)).cloned().collect::<Rows>();
+    if others(rows) != others(before) {
+        return false;
+    }
+    let has = |k: &[u8], v: &[u8]| rows.iter().any(|(rk, rv)| rk == k && rv == v);
+    let mut expected = 0;
+    for (k, v) in before.iter().filter(|(k, _)| moving(k)) {
+        let (at_old, at_new, keys_if_new) = if k.starts_with(b"Xt") {
+            let rec: TxRecord = overlay_lookup_live::client::codec::decode(v).unwrap();
+            let at = [rec.first_raw.position.to_be_bytes().as_slice(), &rec.first_raw.index.to_be_bytes()].concat();
+            let place = [b"Xu".as_slice(), &at, &rec.txid.0].concat();
+            let index = [b"Xi".as_slice(), &rec.txid.0].concat();
+            let moved = has(&index, &at) && rows.iter().any(|(rk, rv)| *rk == place && overlay_lookup_live::client::codec::decode::<TxRecord>(rv).unwrap() == rec);
+            (has(k, v), moved, 2)
+        } else if k[0] == b'M' {
+            let (prefix, op) = k.split_at(41);
+            let index = [b"K".as_slice(), &prefix[1..], op].concat();
+            let place = [prefix, &[0u8; 8], op].concat();
+            (has(k, v), has(&index, &0u64.to_be_bytes()) && has(&place, v), 2)
+        } else if k[0] == b'I' || k[0] == b'O' {
+            let kind = if k[0] == b'I' { b'g' } else { b'o' };
+            (has(k, v), has(&[b"J".as_slice(), &k[1..], &[0, kind]].concat(), v), 1)
+        } else {
+            return false; // format 2 has no `Xi`, `Xu` or `K` keys
+        };
+        if at_old == at_new {
+            return false;
+        }
+        expected += if at_new { keys_if_new } else { 1 };
+    }
+    rows.iter().filter(|(k, _)| moving(k)).count() == expected
+}
+
+/// Opens the store at `path` in a child process that is killed (SIGKILL) at the fail point
+/// `point` (`name:n`), before the open returns.
+fn open_killed_at(path: &Path, point: &str) {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "migrate_crash_child", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, path)
+        .env("OLL_CRASH_POINT", point)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let opened = BufReader::new(child.stdout.take().unwrap()).lines().any(|l| l.unwrap() == "opened");
+    let status = child.wait().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert!(!opened && status.signal() == Some(9), "{point}: the child was killed at the fail point ({status:?})");
 }
 
 /// The child: opens the store (migrating it) and reports; runs only when spawned below.
@@ -343,8 +408,10 @@ fn migrate_crash_child() {
 }
 
 /// A crash at any point of the migration (the sled store copied into redb and not yet
-/// renamed; the key-layout batch built and not written, or written and not committed) leaves a store that is format 1 whole or format 2 whole, and opening it
-/// again ends with exactly the store an uninterrupted migration makes.
+/// renamed; a chunk of transaction records, member rows or identities moved and not written; the key-layout batch
+/// built and not written, or written and not committed) leaves a store the migration can
+/// go on from (`whole`), and opening it again ends with exactly the store an uninterrupted
+/// migration makes.
 #[test]
 fn a_crash_during_migration_leaves_a_store_that_migrates_to_the_same_result() {
     let reference = {
@@ -355,24 +422,179 @@ fn a_crash_during_migration_leaves_a_store_that_migrates_to_the_same_result() {
     };
     let before = v1_rows();
     assert_ne!(reference, before);
-    for point in ["client-engine:1", "client-migrate:1", "client-applied:1"] {
+    for point in ["client-engine:1", "client-move-tx:1", "client-move-members:1", "client-move-identities:1", "client-move-identities:2", "client-migrate:1", "client-applied:1"] {
         let dir = tempfile::tempdir().unwrap();
         let path = old_store(dir.path());
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "migrate_crash_child", "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, &path)
-            .env("OLL_CRASH_POINT", point)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let opened = BufReader::new(child.stdout.take().unwrap()).lines().any(|l| l.unwrap() == "opened");
-        let status = child.wait().unwrap();
-        use std::os::unix::process::ExitStatusExt;
-        assert!(!opened && status.signal() == Some(9), "{point}: the child was killed at the fail point ({status:?})");
+        open_killed_at(&path, point);
         let after_crash = dump(&path);
-        assert!(after_crash == before || after_crash == reference, "{point}: the migration is torn");
+        assert!(whole(&after_crash, &before, &reference), "{point}: the migration is torn");
         ClientDb::open(&path).unwrap().close().unwrap();
         assert_eq!(dump(&path), reference, "{point}: opening again migrates to the same store");
+    }
+}
+
+// --- format 2 to 3: the journal's transaction records in order of first receipt ---------
+
+fn v2() -> Value {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/client-store-v2.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn v2_rows() -> Rows {
+    v2()["table"].as_array().unwrap().iter().map(|r| (hex::decode(r[0].as_str().unwrap()).unwrap(), hex::decode(r[1].as_str().unwrap()).unwrap())).collect()
+}
+
+/// A redb store (the engine since 6 December 2026) holding exactly `rows`.
+fn redb_store(path: &Path, rows: &Rows) {
+    const TABLE: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("client-v1");
+    std::fs::create_dir_all(path).unwrap();
+    let db = redb::Database::create(path.join(overlay_lookup_live::client::db::FILE)).unwrap();
+    let w = db.begin_write().unwrap();
+    {
+        let mut t = w.open_table(TABLE).unwrap();
+        for (k, v) in rows {
+            t.insert(k.as_slice(), v.as_slice()).unwrap();
+        }
+    }
+    w.commit().unwrap();
+}
+
+fn tx_records(rows: &Rows, prefix: &[u8]) -> Vec<TxRecord> {
+    let mut recs: Vec<TxRecord> = rows.iter().filter(|(k, _)| k.starts_with(prefix)).map(|(_, v)| overlay_lookup_live::client::codec::decode(v).unwrap()).collect();
+    recs.sort_by_key(|r| r.txid);
+    recs
+}
+
+/// The fixture is what the previous build wrote: format 2, each transaction record under
+/// `Xt` and its txid, none in the new spaces.
+fn check_fixture_is_format_2(rows: &Rows) {
+    assert_eq!(rows.iter().find(|(k, _)| k == b"meta/format").map(|(_, v)| v.clone()), Some(2u64.to_be_bytes().to_vec()));
+    assert!(rows.iter().filter(|(k, _)| k.starts_with(b"Xt")).count() >= 4);
+    assert!(!rows.iter().any(|(k, _)| k.starts_with(b"Xi") || k.starts_with(b"Xu")));
+}
+
+/// A format-2 store opens with every transaction record moved to its place in receipt
+/// order, every member row to its place (0 for the rows it had) and every identity into
+/// the one identity space, unchanged, and reports what the build that wrote it reported: checkpoints,
+/// members, pending jobs, memberships and the revision (the move changes nothing visible).
+#[test]
+fn a_format_2_store_opens_with_its_records_and_rows_moved_and_reads_the_same() {
+    let rows = v2_rows();
+    check_fixture_is_format_2(&rows);
+    let expect = &v2()["expect"];
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    redb_store(&path, &rows);
+    let store = ClientDb::open(&path).unwrap();
+    for name in ["a-narrow", "b", "c-1", "c-2"] {
+        let key = fixture::source_key(&expect[name]["scope"]);
+        let got = json!({
+            "checkpoint": store.checkpoint(&key).unwrap(),
+            "members": store.members(&key).unwrap(),
+            "partialMembers": store.partial_members(&key).unwrap(),
+            "state": store.state(&key).unwrap(),
+        });
+        let want = json!({ "checkpoint": expect[name]["checkpoint"], "members": expect[name]["members"], "partialMembers": expect[name]["partialMembers"], "state": expect[name]["state"] });
+        assert_eq!(got, want, "{name}");
+    }
+    assert_eq!(Value::Array(jobs(&store)), expect["jobs"]);
+    assert_eq!(json!(store.revision().unwrap()), expect["revision"]);
+    let chain = serde_json::from_value(expect["b"]["scope"]["chain"].clone()).unwrap();
+    assert_eq!(Value::Array(store.memberships_json(&chain).unwrap()), expect["memberships"]);
+    store.close().unwrap();
+
+    let after = dump(&path);
+    assert_eq!(after.iter().find(|(k, _)| k == b"meta/format").map(|(_, v)| v.clone()), Some(3u64.to_be_bytes().to_vec()));
+    assert!(!after.iter().any(|(k, _)| k.starts_with(b"Xt")), "no record is left under its txid");
+    assert_eq!(tx_records(&after, b"Xu"), tx_records(&rows, b"Xt"), "every record moved, unchanged");
+    for r in tx_records(&after, b"Xu") {
+        let at = [r.first_raw.position.to_be_bytes().as_slice(), &r.first_raw.index.to_be_bytes()].concat();
+        assert!(after.contains(&([b"Xi".as_slice(), &r.txid.0].concat(), at)), "{}: indexed by its first receipt", r.txid.to_hex());
+    }
+    let legacy_rows: Rows = rows.iter().filter(|(k, _)| k[0] == b'M').cloned().collect();
+    assert!(legacy_rows.len() >= 4 && legacy_rows.iter().all(|(k, _)| k.len() == 1 + 32 + 8 + 36));
+    assert_eq!(after.iter().filter(|(k, _)| k[0] == b'M').count(), legacy_rows.len());
+    for (k, v) in &legacy_rows {
+        let (prefix, op) = k.split_at(41);
+        assert!(after.contains(&([prefix, &[0u8; 8], op].concat(), v.clone())), "a member row moved to place 0, unchanged");
+        assert!(after.contains(&([b"K".as_slice(), &prefix[1..], op].concat(), 0u64.to_be_bytes().to_vec())), "and indexed");
+    }
+    for (k, v) in rows.iter().filter(|(k, _)| k[0] == b'I' || k[0] == b'O') {
+        let kind = if k[0] == b'I' { b'g' } else { b'o' };
+        assert!(after.contains(&([b"J".as_slice(), &k[1..], &[0, kind]].concat(), v.clone())), "an identity moved, unchanged");
+    }
+    assert_eq!(after.iter().filter(|(k, _)| k[0] == b'J').count(), rows.iter().filter(|(k, _)| k[0] == b'I' || k[0] == b'O').count());
+    assert!(!after.iter().any(|(k, _)| k[0] == b'I' || k[0] == b'O'));
+    let others = |r: &Rows| r.iter().filter(|(k, _)| !(k.starts_with(b"Xt") || k.starts_with(b"Xi") || k.starts_with(b"Xu") || [b'M', b'K', b'I', b'O', b'J'].contains(&k[0]) || k == b"meta/format")).cloned().collect::<Rows>();
+    assert_eq!(others(&after), others(&rows), "no other key changed");
+}
+
+/// A format-2 store whose journal holds `n` more transaction records than the fixture
+/// (copies of one of its records under other txids and receipts).
+fn large_format_2(path: &Path, n: u32) -> Rows {
+    use overlay_lookup_live::client::codec;
+    use overlay_lookup_live::client::membership::MemberRow;
+    use sha2::Digest;
+    let mut rows = v2_rows();
+    let model = tx_records(&rows, b"Xt").remove(0);
+    let (row_key, row) = rows.iter().find(|(k, _)| k[0] == b'M').cloned().unwrap();
+    let row: MemberRow = codec::decode(&row).unwrap();
+    let generation = &row_key[..41];
+    for i in 0..n {
+        let mut r = model.clone();
+        r.txid = Hash32(sha2::Sha256::digest(i.to_be_bytes()).into());
+        r.first_raw.position = 1_000 + u64::from(i / 7);
+        r.first_raw.index = i % 7;
+        rows.push(([b"Xt".as_slice(), &r.txid.0].concat(), codec::encode(&r).unwrap()));
+        // A member row of that output, and a group and an observation identity, in the
+        // generation of the fixture's first row.
+        let mut m = row.clone();
+        m.outpoint.txid = r.txid.to_hex();
+        m.outpoint.output_index = i % 3;
+        rows.push(([generation, &m.outpoint.key()].concat(), codec::encode(&m).unwrap()));
+        let ord = (10_000 + u64::from(i)).to_be_bytes().to_vec();
+        rows.push(([b"I".as_slice(), &generation[1..], format!("s-{i:08}").as_bytes()].concat(), ord.clone()));
+        rows.push(([b"O".as_slice(), &generation[1..], format!("s-{i:08}.0").as_bytes()].concat(), ord));
+    }
+    rows.sort();
+    redb_store(path, &rows);
+    rows
+}
+
+/// A journal and a membership larger than one chunk of the move (store.rs moves
+/// `MOVE_CHUNK` keys per durable commit, so its memory is bounded) arrive whole, and a
+/// crash after a chunk committed (the next built, not written) leaves every record, row
+/// and identity whole under one of its keys; opening again finishes the move, to exactly
+/// the store an uninterrupted one makes.
+#[test]
+fn a_large_journal_moves_in_chunks_and_a_crash_between_them_loses_no_record() {
+    use overlay_lookup_live::client::store::MOVE_CHUNK;
+    let n = (MOVE_CHUNK * 2 + 100) as u32;
+    let reference = {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let before = large_format_2(&path, n);
+        ClientDb::open(&path).unwrap().close().unwrap();
+        let after = dump(&path);
+        assert_eq!(tx_records(&after, b"Xu"), tx_records(&before, b"Xt"));
+        let count = |r: &Rows, t: &[u8]| r.iter().filter(|(k, _)| k.starts_with(t)).count();
+        assert_eq!(count(&after, b"Xi"), count(&before, b"Xt"));
+        assert_eq!((count(&after, b"K"), count(&after, b"M")), (count(&before, b"M"), count(&before, b"M")));
+        assert_eq!(count(&after, b"J"), count(&before, b"I") + count(&before, b"O"));
+        assert!(count(&before, b"M") > 2 * MOVE_CHUNK && count(&before, b"O") > 2 * MOVE_CHUNK);
+        after
+    };
+    // The second chunk of each step (for identities: of the observations, after the groups'
+    // three chunks).
+    for point in ["client-move-tx:2", "client-move-members:2", "client-move-identities:5"] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let before = large_format_2(&path, n);
+        open_killed_at(&path, point);
+        let after_crash = dump(&path);
+        assert!(after_crash != before && after_crash != reference, "{point}: the crash fell between two commits of the move");
+        assert!(whole(&after_crash, &before, &reference), "{point}: a record, row or identity is torn or lost");
+        ClientDb::open(&path).unwrap().close().unwrap();
+        assert_eq!(dump(&path), reference, "{point}");
     }
 }

@@ -15,7 +15,7 @@ const crypto = require('node:crypto')
 const { LiveLookupClient, CheckpointStore } = require('../../js/client/client')
 const { PROFILE, PROFILE_LIMITS, digest } = require('../../js/common/wire')
 const { CHAIN } = require('../../__test__/helpers/live')
-const { dirBytes, peakRssBytes } = require('./common')
+const { dirBytes, peakRssBytes, writtenBytes } = require('./common')
 const { trackerOf } = require('./p2pkh-catalogue')
 
 const SERVICE = 'ls_notes'
@@ -249,6 +249,7 @@ async function runRow (cfg) {
     diskBytes: r.diskBytes,
     diskBytesPerOutput: r.diskBytes === null ? null : r.diskBytes / cfg.outputs,
     peakRssBytes: r.peakRssBytes ?? peakRssBytes(),
+    writtenBytes: writtenBytes(),
     pages: r.pages ?? null,
     paused: r.paused ?? null,
     wireBytesPerObservation: r.wireBytesPerObservation ?? null

@@ -50,6 +50,16 @@ function peakRssBytes () {
   return null
 }
 
+/** Bytes this process has caused to be written to storage (`write_bytes` of /proc/self/io):
+ * a count of the store's page writes that the machine's load does not change. */
+function writtenBytes () {
+  try {
+    const m = /^write_bytes:\s+(\d+)$/m.exec(fs.readFileSync('/proc/self/io', 'utf8'))
+    if (m) return Number(m[1])
+  } catch {}
+  return null
+}
+
 /** Runs a full GC when the process was started with --expose-gc (twice: weak callbacks). */
 function gc () {
   if (typeof global.gc === 'function') {
@@ -133,4 +143,4 @@ function deliverySummary ({ p50, p99, max, p50Ack, p99Ack, p50Pub, p99Pub, commi
   }
 }
 
-module.exports = { deliverySummary, publishedAt, now, percentile, summary, rssBytes, peakRssBytes, gc, memory, dirBytes, sleep, until, progress }
+module.exports = { deliverySummary, publishedAt, now, percentile, summary, rssBytes, peakRssBytes, writtenBytes, gc, memory, dirBytes, sleep, until, progress }

@@ -254,6 +254,7 @@ function clientScaleSection (v, command) {
     r.allCurrentS ? `${one(r.allCurrentS)} (${num(r.allCurrentOverReceipt.median)}x receipt)` : '—',
     one(r.diskBytesPerOutput, bytes),
     one(r.peakRssMiB),
+    one(r.writtenMiB),
     one(r.receiptOverSqlite),
     one(r.receiptOverRaw),
     one(r.diskOverSqlite),
@@ -293,17 +294,24 @@ members present, the verifying row also current outputs) and fails otherwise.
 
 Receipt runs from the row's first request (the capabilities fetch) until its snapshot is committed
 (\`snapshot-complete\` for the client rows). Disk is the size of the row's data directory after it closed,
-over the outputs; peak RSS is the row process's VmHWM at its end.
+over the outputs; peak RSS is the row process's VmHWM at its end; written is what the row process caused
+to be written to storage (\`write_bytes\` of /proc/self/io): a count of the store's page writes that, unlike
+the times, the machine's load does not change.
 ${runs}. The figures of one run are compared to each other: the ratios pair rows of the same run, and
 the machine is shared, so figures of different runs are best compared through their ratios.
 
-${table(['row', 'receipt, s', 'obs/s', 'all current, s', 'disk per output', 'peak RSS, MiB', 'receipt / SQLite', 'receipt / raw', 'disk / SQLite', 'peak RSS / SQLite'], rows)}
+${table(['row', 'receipt, s', 'obs/s', 'all current, s', 'disk per output', 'peak RSS, MiB', 'written, MiB', 'receipt / SQLite', 'receipt / raw', 'disk / SQLite', 'peak RSS / SQLite'], rows)}
 
 ${pausedNote(v)}Catalogue: built in ${num(c.buildS)} s ${c.cached ? '(by an earlier run; this one reused the cache)' : 'by this run'}, cached under the bench tmp dir
 (\`oll-bench-cache-${v.outputs}-${c.version}\`); the provider loaded it in ${num(v.providerLoadS)} s. Neither is in any row's time.
 
 Where the client's time and disk go, and what would close the gap to SQLite (indexes derived from
-appended page records): \`bench/client-layout-results.md\`. Evidence appended under its receipt's journal
+appended page records): \`bench/client-layout-results.md\`. Format 3 (transaction records and member rows
+keyed in the order they are written, one identity key space) against the build before it (89541f0),
+alternated, \`--rows sqlite,client,verifying\`, two rounds on 6 December 2026: the verifying row wrote
+1,994 and 2,002 MiB against 2,782 and 2,848, received in 22.1 and 26.5 s against 25.9 and 24.4 s, all
+current 34.4 and 39.3 s against 37.4 and 39.4 s; the no-reconciler row wrote 784 MiB against 1,060 and
+received in 9.2 and 10.1 s against 9.9 s (bench/client-layout-results.md, "Format 3"). Evidence appended under its receipt's journal
 position and verification results committed in groups (commit 15cd6c1), against the build before them
 (4a8279d), alternated on the same machine, \`--rows verifying\`, three runs each on 6 December 2026:
 received 29.1, 30.6, 28.5 s against 32.4, 32.7, 29.9 s; all current 44.0, 46.0, 40.2 s against 50.2,

@@ -57,6 +57,7 @@ async function oneRun (rows, base) {
     progress(`clientscale ${row}: ${r.outputs} outputs received in ${(r.receiptMs / 1000).toFixed(2)} s` +
       (r.allCurrentMs !== null ? `, all current ${(r.allCurrentMs / 1000).toFixed(2)} s` : '') +
       `, peak RSS ${(r.peakRssBytes / MiB).toFixed(0)} MiB` +
+      (r.writtenBytes !== null ? `, ${(r.writtenBytes / MiB).toFixed(0)} MiB written` : '') +
       (r.diskBytesPerOutput !== null ? `, ${r.diskBytesPerOutput.toFixed(0)} B/output on disk` : ''))
   }
   return out
@@ -81,6 +82,7 @@ function rowSummary (runs, row) {
     paused: has('paused') ? summary(values('paused'), 'polls') : null,
     diskBytesPerOutput: has('diskBytesPerOutput') ? summary(values('diskBytesPerOutput'), 'B') : null,
     peakRssMiB: summary(values('peakRssBytes').map(b => b / MiB), 'MiB'),
+    writtenMiB: has('writtenBytes') ? summary(values('writtenBytes').map(b => b / MiB), 'MiB') : null,
     receiptOverSqlite: ratio(runs, row, 'sqlite', 'receiptMs'),
     receiptOverRaw: ratio(runs, row, 'raw', 'receiptMs'),
     diskOverSqlite: has('diskBytesPerOutput') ? ratio(runs, row, 'sqlite', 'diskBytesPerOutput') : null,

@@ -80,8 +80,7 @@ fn load<'a>(tx: &'a Tx<'a>) -> Result<Option<Loaded<'a>>, ClientError> {
 impl<'a> Loaded<'a> {
     /// Loads every transaction, component and anchor (for the store-wide views).
     fn load_all(&self) -> Result<(), ClientError> {
-        for (_, v) in self.tx.scan(TX_PREFIX)? {
-            let r: TxRecord = decode(&v)?;
+        for r in all_txs(self.tx)? {
             self.txs.borrow_mut().insert(r.txid, Some(r));
         }
         for (_, v) in self.tx.scan(COMPONENT_PREFIX)? {
@@ -98,7 +97,7 @@ impl<'a> Loaded<'a> {
         if let Some(r) = self.txs.borrow().get(t) {
             return Ok(r.clone());
         }
-        let r: Option<TxRecord> = self.tx.get_json(&tx_key(t))?;
+        let r: Option<TxRecord> = load_tx(self.tx, t)?;
         self.txs.borrow_mut().insert(*t, r.clone());
         Ok(r)
     }

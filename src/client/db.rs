@@ -12,7 +12,7 @@
 //! (JSON written by earlier versions is still read: [`decode`]); key layouts are in
 //! `store.rs` and `journal.rs`.
 //!
-//! Engine. Stores written before format 3 are sled directories; `open` copies such a store
+//! Engine. Stores written before 6 December 2026 are sled directories; `open` copies such a store
 //! into a new redb file once ([`migrate_engine`]), so everything above this module sees one
 //! ordered key-value table either way. Why redb: sled's page cache bound does not bound its
 //! resident memory, which grows with the store (docs/design.md, "Storage";

@@ -184,7 +184,7 @@ fn journal_items(bytes: &[u8], target: &Txid, claim: &Claim) -> Result<Vec<Journ
 
 /// The verdict of one candidate's variant.
 fn candidate_verdict(tx: &Tx, c: &Candidate) -> Result<Option<Verdict>, ClientError> {
-    let rec = tx.get_json::<TxRecord>(&tx_key(&c.0))?.ok_or_else(|| ClientError::storage("candidate transaction missing"))?;
+    let rec = load_tx(tx, &c.0)?.ok_or_else(|| ClientError::storage("candidate transaction missing"))?;
     Ok(rec.variants.iter().find(|v| v.id == c.1).and_then(|v| v.verdict.clone()))
 }
 
@@ -275,7 +275,7 @@ pub(crate) fn refuse(tx: &mut Tx, gref: &GroupRef, refusals: &[Refusal], out: &m
 /// they become `Accepted`, proven parents the variants supply become anchors.
 pub(crate) fn set_receipts(tx: &mut Tx, gref: &GroupRef, candidates: &[Candidate], state: ReceiptState, comps: &mut BTreeSet<u64>) -> Result<(), ClientError> {
     for (txid, variant) in candidates {
-        let Some(mut rec) = tx.get_json::<TxRecord>(&tx_key(txid))? else { continue };
+        let Some(mut rec) = load_tx(tx, txid)? else { continue };
         let Some(v) = rec.variants.iter_mut().find(|v| v.id == *variant) else { continue };
         let mut changed = false;
         let mut first = None;
@@ -296,7 +296,7 @@ pub(crate) fn set_receipts(tx: &mut Tx, gref: &GroupRef, candidates: &[Candidate
             }
         }
         comps.insert(rec.component);
-        tx.put_json(tx_key(txid), &rec);
+        save_tx(tx, &rec)?;
     }
     Ok(())
 }
@@ -311,7 +311,7 @@ fn add_proven_anchor(tx: &mut Tx, s: &Supplied, at: u64, comps: &mut BTreeSet<u6
     let rec = AnchorRecord { txid: s.txid, outputs: s.outputs, anchor: Anchor::Proven { proof: s.proof }, at: Some(at) };
     tx.put_json(anchor_key(&s.txid), &rec);
     comps.extend(spender_components(tx, &s.txid)?);
-    if let Some(member) = tx.get_json::<TxRecord>(&tx_key(&s.txid))? {
+    if let Some(member) = load_tx(tx, &s.txid)? {
         comps.insert(member.component);
     }
     Ok(())

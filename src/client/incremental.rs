@@ -47,7 +47,7 @@ pub(crate) fn leaf_step(tx: &mut Tx, meta: &Meta, comp: &mut Component, changes:
         if known.contains_key(&p) {
             continue;
         }
-        let Some(rec) = tx.get_json::<TxRecord>(&tx_key(&p))? else { continue };
+        let Some(rec) = load_tx(tx, &p)? else { continue };
         let Some(published) = &rec.published else { return Ok(false) };
         let Some(order) = &published.order else { return Ok(false) };
         if !matches!(published.status, Status::SelectedFinal | Status::Included) {
@@ -109,7 +109,7 @@ pub(crate) fn leaf_step(tx: &mut Tx, meta: &Meta, comp: &mut Component, changes:
         replaces: None,
         conflicts_with: vec![],
     };
-    reconcile::publish(tx, &mut leaf, published);
+    reconcile::publish(tx, &mut leaf, published)?;
     comp.pending = None;
     comp.pending_leaf = None;
     reconcile::write_component(tx, &before, comp, sensitive)?;
@@ -137,7 +137,7 @@ impl Changes {
         let mut by_component: BTreeMap<u64, Vec<TxRecord>> = BTreeMap::new();
         let mut anchors = Vec::new();
         if !blocked {
-            for k in tx.written(TX_PREFIX) {
+            for k in tx.written(TX_RECORDS) {
                 let Some(v) = tx.get(k)? else { continue };
                 let rec: TxRecord = super::db::decode(&v)?;
                 by_component.entry(rec.component).or_default().push(rec);

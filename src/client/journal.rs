@@ -6,7 +6,9 @@
 //! |---|---|
 //! | `Xm` | [`Meta`]: journal id, last position, `{nonFinal}`, context changes |
 
-//! | `Xt` txid | [`TxRecord`]: raw facts, evidence variants and verdicts, placements, published result |
+//! | `Xi` txid | where the transaction's record is: its first raw receipt (position, index; 12 bytes) |
+//! | `Xu` position, index, txid | [`TxRecord`]: raw facts, evidence variants and verdicts, placements, published result, in order of first receipt |
+//! | `Xt` txid | the same record as format 2 kept it (moved by `open`, no longer written) |
 //! | `Xe` parent txid, vout, spender txid | spend edge from an actual input (value empty) |
 //! | `Xa` txid | [`AnchorRecord`]: a confirmed transaction outside the journal |
 //! | `Xh` hash | [`HeaderRecord`] |
@@ -23,11 +25,12 @@
 //! | `Xq` first position, index, txid, variant | marker: the variant has no verdict (a pending verification job) |
 //!
 //! A position is taken by each receive and each context change; what a receive brought is
-//! in the receipts of its transactions' records (`Xt`, each with its position), so no
+//! in the receipts of its transactions' records (`Xu`, each with its position), so no
 //! per-position entry is kept (stores written before keep their `Xj` entries, unread).
 //!
-//! Positions, component ids and heights are u64 big-endian; txids are 32 bytes in
-//! display order (so `Xt` scans are in txid order).
+//! Positions, component ids and heights are u64 big-endian, indexes u32 big-endian;
+//! txids are 32 bytes in display order. Records are read and written through
+//! [`load_tx`], [`has_tx`], [`save_tx`] and [`all_txs`] alone.
 //!
 //! Invariant: an `Xq` marker exists exactly while its variant's verdict is `None`. A
 //! variant's first receipt never changes, so its marker key is fixed; the three places
@@ -56,10 +59,59 @@ pub fn evidence_key(first_position: u64, variant: &Hash32) -> Vec<u8> {
 pub fn evidence_key_by_variant(variant: &Hash32) -> Vec<u8> {
     [b"Xb".as_slice(), &variant.0].concat()
 }
-pub fn tx_key(txid: &Txid) -> Vec<u8> {
-    [b"Xt".as_slice(), &txid.0].concat()
+/// Transaction records, in the order of their first raw receipt (`Xu` position, index,
+/// txid). A receive's new records are one run of adjacent keys, and a verifier that works
+/// in job order rewrites neighbours: keyed by txid, every record landed on a page of its
+/// own in both commits (bench/client-layout-results.md, "Format 3").
+pub const TX_RECORDS: &[u8] = b"Xu";
+/// Format 2 kept each record under `Xt` txid; format 3's open moves them (store.rs).
+pub const LEGACY_TX_PREFIX: &[u8] = b"Xt";
+/// The small key placed by the txid: where the transaction's record is.
+fn tx_index_key(txid: &Txid) -> Vec<u8> {
+    [b"Xi".as_slice(), &txid.0].concat()
 }
-pub const TX_PREFIX: &[u8] = b"Xt";
+fn tx_record_key(first_raw: IngressPosition, txid: &Txid) -> Vec<u8> {
+    [TX_RECORDS, &first_raw.position.to_be_bytes(), &first_raw.index.to_be_bytes(), &txid.0].concat()
+}
+/// The record key an index value names.
+fn indexed_record_key(txid: &Txid, at: &[u8]) -> Result<Vec<u8>, ClientError> {
+    if at.len() != 12 {
+        return Err(ClientError::storage("corrupt journal: transaction index"));
+    }
+    Ok([TX_RECORDS, at, &txid.0].concat())
+}
+
+/// The transaction's record, if the journal has it.
+pub(crate) fn load_tx(tx: &Tx, txid: &Txid) -> Result<Option<TxRecord>, ClientError> {
+    let Some(at) = tx.get(&tx_index_key(txid))? else { return Ok(None) };
+    let rec = tx.get_json(&indexed_record_key(txid, &at)?)?;
+    rec.map(Some).ok_or_else(|| ClientError::storage("corrupt journal: indexed transaction record missing"))
+}
+
+/// Whether the journal has a record of the transaction (one small key read).
+pub(crate) fn has_tx(tx: &Tx, txid: &Txid) -> Result<bool, ClientError> {
+    Ok(tx.get(&tx_index_key(txid))?.is_some())
+}
+
+/// Writes the transaction's record: the one place records are written. The index key is
+/// written once, with the first record: a record's first raw receipt never changes
+/// (`reconcile::receive_in` sets it), so a later write rewrites only the record.
+pub(crate) fn save_tx(tx: &mut Tx, rec: &TxRecord) -> Result<(), ClientError> {
+    let at = [rec.first_raw.position.to_be_bytes().as_slice(), &rec.first_raw.index.to_be_bytes()].concat();
+    let index = tx_index_key(&rec.txid);
+    match tx.get(&index)? {
+        Some(old) if old != at => return Err(ClientError::storage("corrupt journal: a transaction's first receipt changed")),
+        Some(_) => {}
+        None => tx.put(index, at),
+    }
+    tx.put_json(tx_record_key(rec.first_raw, &rec.txid), rec);
+    Ok(())
+}
+
+/// Every transaction record (in order of first receipt), this commit's writes included.
+pub(crate) fn all_txs(tx: &Tx) -> Result<Vec<TxRecord>, ClientError> {
+    tx.scan(TX_RECORDS)?.iter().map(|(_, v)| super::db::decode(v)).collect()
+}
 pub fn edge_key(prev: &Outpoint, spender: &Txid) -> Vec<u8> {
     [b"Xe".as_slice(), &prev.key(), &spender.0].concat()
 }
@@ -563,7 +615,7 @@ pub(crate) fn spender_components(tx: &Tx, txid: &Txid) -> Result<BTreeSet<u64>, 
     let mut out = BTreeSet::new();
     for (k, _) in tx.scan(&edges_of_tx(txid))? {
         let (_, spender) = edge_of_key(&k);
-        let rec: TxRecord = tx.get_json(&tx_key(&spender))?.ok_or_else(|| ClientError::storage("corrupt journal: edge spender"))?;
+        let rec: TxRecord = load_tx(tx, &spender)?.ok_or_else(|| ClientError::storage("corrupt journal: edge spender"))?;
         out.insert(rec.component);
     }
     Ok(out)

@@ -285,7 +285,7 @@ impl ClientDb {
         let mut comps = BTreeSet::new();
         for (k, _) in tx.scan(LIMITED_PREFIX)? {
             let txid = Hash32::from_key_bytes(&k[2..34]);
-            let mut rec: TxRecord = tx.get_json(&tx_key(&txid))?.ok_or_else(|| corrupt("limited transaction"))?;
+            let mut rec: TxRecord = load_tx(&tx, &txid)?.ok_or_else(|| corrupt("limited transaction"))?;
             let mut changed = BTreeSet::new();
             for var in rec.variants.iter_mut() {
                 if matches!(&var.verdict, Some(d) if d.status == VerdictStatus::Limited && d.policy.as_deref() != Some(policy)) {
@@ -308,7 +308,7 @@ impl ClientDb {
                 .filter(|v| changed.contains(&v.id))
                 .flat_map(|v| v.receipts.iter().filter_map(|r| r.group))
                 .collect();
-            tx.put_json(tx_key(&rec.txid), &rec);
+            save_tx(&mut tx, &rec)?;
             for gref in groups {
                 let Some(mut g) = GroupRecord::load(&tx, &gref)? else { continue };
                 if g.evidence == Some(GroupEvidence::Limited) {
@@ -333,14 +333,14 @@ impl ClientDb {
         let _g = self.guard();
         let mut tx = Tx::new(&self.db);
         let meta = Self::meta(&tx)?;
-        let mut rec: TxRecord = tx.get_json(&tx_key(txid))?.ok_or_else(|| ClientError::invalid(format!("unknown transaction {txid}")))?;
+        let mut rec: TxRecord = load_tx(&tx, txid)?.ok_or_else(|| ClientError::invalid(format!("unknown transaction {txid}")))?;
         if rec.placements.contains(&placement) {
             return Ok(StepOutcome { revision: self.revision()?, ignored: 1, ..Default::default() });
         }
         rec.placements.push(placement);
         rec.placements.sort();
         let comp = rec.component;
-        tx.put_json(tx_key(txid), &rec);
+        save_tx(&mut tx, &rec)?;
         let n = recompute_all(&mut tx, &meta, &BTreeSet::from([comp]))?;
         let revision = tx.bump_revision()?;
         tx.finish()?;
@@ -385,8 +385,8 @@ impl ClientDb {
         let tx = Tx::new(&self.db);
         let meta = Self::meta(&tx)?;
         let recs: Vec<TxRecord> = match txid {
-            Some(t) => tx.get_json(&tx_key(t))?.into_iter().collect(),
-            None => tx.scan(TX_PREFIX)?.iter().map(|(_, v)| super::db::decode(v)).collect::<Result<_, _>>()?,
+            Some(t) => load_tx(&tx, t)?.into_iter().collect(),
+            None => all_txs(&tx)?,
         };
         let mut jobs = Vec::new();
         for r in recs {
@@ -403,7 +403,7 @@ impl ClientDb {
     /// transaction or variant.
     pub fn verification_evidence(&self, txid: &Txid, variant: &Hash32) -> Result<Option<Vec<u8>>, ClientError> {
         let tx = Tx::new(&self.db);
-        let Some(rec) = tx.get_json::<TxRecord>(&tx_key(txid))? else { return Ok(None) };
+        let Some(rec) = load_tx(&tx, txid)? else { return Ok(None) };
         let Some(v) = rec.variants.iter().find(|v| v.id == *variant) else { return Ok(None) };
         if let Some(bytes) = tx.get(&evidence_key(v.first().position, variant))? {
             return Ok(Some(bytes));
@@ -415,7 +415,7 @@ impl ClientDb {
     }
 
     pub fn transaction(&self, txid: &Txid) -> Result<Option<TxRecord>, ClientError> {
-        Tx::new(&self.db).get_json(&tx_key(txid))
+        load_tx(&Tx::new(&self.db), txid)
     }
 
     /// Evidence of `txid` refused at receipt, with its verdicts.
@@ -434,7 +434,7 @@ impl ClientDb {
 fn settle_judged(tx: &mut Tx, judged: &BTreeMap<Txid, BTreeSet<Hash32>>) -> Result<evidence::Settled, ClientError> {
     let mut groups = BTreeSet::new();
     for (txid, variants) in judged {
-        let rec: TxRecord = tx.get_json(&tx_key(txid))?.ok_or_else(|| corrupt("judged transaction"))?;
+        let rec: TxRecord = load_tx(tx, txid)?.ok_or_else(|| corrupt("judged transaction"))?;
         groups.extend(evidence::open_groups(&rec, variants));
     }
     evidence::settle(tx, &groups)
@@ -457,7 +457,7 @@ pub(crate) fn receive_in(tx: &mut Tx, source: &str, items: &[Item], bundles: &BT
     let mut touched: BTreeSet<u64> = BTreeSet::new();
     let mut known = Vec::new();
     for t in by_tx.keys() {
-        if tx.get(&tx_key(t))?.is_some() {
+        if has_tx(tx, t)? {
             known.push(*t);
         }
     }
@@ -466,7 +466,7 @@ pub(crate) fn receive_in(tx: &mut Tx, source: &str, items: &[Item], bundles: &BT
     let mut new_index = 0u32;
     let mut old_index = (by_tx.len() - known.len()) as u32;
     for (txid, (p, its)) in &by_tx {
-        let mut rec = match tx.get_json::<TxRecord>(&tx_key(txid))? {
+        let mut rec = match load_tx(tx, txid)? {
             Some(rec) => {
                 let at = IngressPosition { position, index: old_index };
                 old_index += 1;
@@ -514,7 +514,7 @@ pub(crate) fn receive_in(tx: &mut Tx, source: &str, items: &[Item], bundles: &BT
         for v in rec.variants.iter().filter(|v| v.verdict.is_none()) {
             tx.put(job_key(v.first(), txid, &v.id), vec![]);
         }
-        tx.put_json(tx_key(txid), &rec);
+        save_tx(tx, &rec)?;
     }
     tx.put_json(META.to_vec(), &meta);
     // Components may have merged while linking: the survivors.
@@ -525,8 +525,7 @@ pub(crate) fn receive_in(tx: &mut Tx, source: &str, items: &[Item], bundles: &BT
 /// Writes the `Xq` marker of every variant without a verdict (a store written before
 /// the markers existed), once.
 fn index_jobs(tx: &mut Tx) -> Result<(), ClientError> {
-    for (_, v) in tx.scan(TX_PREFIX)? {
-        let rec: TxRecord = super::db::decode(&v)?;
+    for rec in all_txs(tx)? {
         for var in rec.variants.iter().filter(|v| v.verdict.is_none()) {
             tx.put(job_key(var.first(), &rec.txid, &var.id), vec![]);
         }
@@ -571,12 +570,12 @@ fn add_receipt(rec: &mut TxRecord, it: &Item, at: IngressPosition, source: &str)
 fn link(tx: &mut Tx, meta: &mut Meta, txid: &Txid, inputs: &[crate::bitcoin::tx::Input]) -> Result<u64, ClientError> {
     let mut comps = spender_components(tx, txid)?;
     for i in inputs {
-        if let Some(p) = tx.get_json::<TxRecord>(&tx_key(&i.prev.txid))? {
+        if let Some(p) = load_tx(tx, &i.prev.txid)? {
             comps.insert(p.component);
         }
         for (k, _) in tx.scan(&edges_of_outpoint(&i.prev))? {
             let (_, other) = edge_of_key(&k);
-            let rec: TxRecord = tx.get_json(&tx_key(&other))?.ok_or_else(|| corrupt("edge spender"))?;
+            let rec: TxRecord = load_tx(tx, &other)?.ok_or_else(|| corrupt("edge spender"))?;
             comps.insert(rec.component);
         }
     }
@@ -591,9 +590,9 @@ fn link(tx: &mut Tx, meta: &mut Meta, txid: &Txid, inputs: &[crate::bitcoin::tx:
         let other: Component = tx.get_json(&component_key(*c))?.ok_or_else(|| corrupt("component"))?;
         let moved = other.members_of(tx)?;
         for m in &moved {
-            let mut rec: TxRecord = tx.get_json(&tx_key(m))?.ok_or_else(|| corrupt("member"))?;
+            let mut rec: TxRecord = load_tx(tx, m)?.ok_or_else(|| corrupt("member"))?;
             rec.component = target;
-            tx.put_json(tx_key(m), &rec);
+            save_tx(tx, &rec)?;
         }
         other.drop_members(tx)?;
         survivor.add(tx, &moved);
@@ -730,7 +729,7 @@ pub(crate) struct Computed {
 pub(crate) fn compute(tx: &Tx, meta: &Meta, comp: &Component) -> Result<Computed, ClientError> {
     let mut members = BTreeMap::new();
     for m in &comp.members_of(tx)? {
-        let rec: TxRecord = tx.get_json(&tx_key(m))?.ok_or_else(|| corrupt("member"))?;
+        let rec: TxRecord = load_tx(tx, m)?.ok_or_else(|| corrupt("member"))?;
         members.insert(*m, rec);
     }
     let tip = meta.current().tip;
@@ -763,7 +762,7 @@ fn recompute(tx: &mut Tx, meta: &Meta, id: u64, changes: &mut Option<super::incr
             comp.exact = published.values().all(settled_for_leaves);
             for (t, p) in published {
                 let rec = members.get_mut(&t).expect("member");
-                publish(tx, rec, p);
+                publish(tx, rec, p)?;
             }
             comp.pending = None;
             comp.replacements = outcome.replacements;
@@ -785,9 +784,9 @@ fn settled_for_leaves(p: &Published) -> bool {
 }
 
 /// Writes `p` as `rec`'s published result if it moved, with its conflict marker.
-pub(crate) fn publish(tx: &mut Tx, rec: &mut TxRecord, p: Published) {
+pub(crate) fn publish(tx: &mut Tx, rec: &mut TxRecord, p: Published) -> Result<(), ClientError> {
     if rec.published.as_ref() == Some(&p) {
-        return;
+        return Ok(());
     }
     let conflict = |p: Option<&Published>| p.is_some_and(|p| matches!(p.status, Status::Conflicting | Status::DependentConflict));
     match (conflict(rec.published.as_ref()), conflict(Some(&p))) {
@@ -798,7 +797,7 @@ pub(crate) fn publish(tx: &mut Tx, rec: &mut TxRecord, p: Published) {
         _ => {}
     }
     rec.published = Some(p);
-    tx.put_json(tx_key(&rec.txid), rec);
+    save_tx(tx, rec)
 }
 
 /// Writes the component record and its pending and context markers, each only if it
@@ -849,7 +848,7 @@ pub(crate) fn apply_verifications(tx: &mut Tx, results: &[VerificationResult], o
                 continue;
             }
         };
-        let mut rec: TxRecord = tx.get_json(&tx_key(&r.txid))?.ok_or_else(|| ClientError::invalid(format!("unknown transaction {}", r.txid)))?;
+        let mut rec: TxRecord = load_tx(tx, &r.txid)?.ok_or_else(|| ClientError::invalid(format!("unknown transaction {}", r.txid)))?;
         if status == VerdictStatus::Verified {
             // The fact must be the exact bytes of this txid (§8 integrity).
             let raw = r.raw.as_deref().ok_or_else(|| ClientError::invalid("a verified result carries the transaction bytes"))?;
@@ -880,7 +879,7 @@ pub(crate) fn apply_verifications(tx: &mut Tx, results: &[VerificationResult], o
         if status == VerdictStatus::Limited {
             tx.put(limited_key(&r.txid), vec![]);
         }
-        tx.put_json(tx_key(&r.txid), &rec);
+        save_tx(tx, &rec)?;
         out.accepted += 1;
     }
     if out.accepted == 0 {

@@ -11,9 +11,10 @@
 //! | `S` sid | [`SourceRecord`]: current/pending generation, next generation |
 //! | `G` sid gen | [`GenRecord`]: session, scope, cursor, watermarks, receipt/acceptance counters |
 //! | `R` sid gen ordinal | [`GroupRecord`]: a received group, its effects, verified/accepted |
-//! | `I` sid gen groupId | ordinal of that group (group identity) |
-//! | `O` sid gen observationId | ordinal of its group (observation identity) |
-//! | `M` sid gen outpoint | [`MemberRow`] of that generation |
+//! | `J` sid gen groupId 0 `g` | ordinal of that group (group identity) |
+//! | `J` sid gen observationId 0 `o` | ordinal of its group (observation identity) |
+//! | `K` sid gen outpoint | the place of that outpoint's member row (u64: the ordinal of the group that first touched it) |
+//! | `M` sid gen place outpoint | [`MemberRow`] of that generation (format 2: `M` sid gen outpoint, moved by `open`) |
 //! | `Q` sid gen n | quarantined conflicting batch (equivocation) |
 //! | `L` label | [`SourceKey`] JSON (so a client can find its source before opening) |
 //! | `P` label | request id of an open sent but not yet committed |
@@ -36,8 +37,17 @@
 //! at every new generation, so it is the one the follow was using), else the one with
 //! the highest `highWater` (then the larger prefix); the others' generations are retired
 //! in place (rows and receipts go, records stay as fences) and their source record
-//! names the survivor (`merged_into`). The engine changed too (sled to redb, `db.rs`);
-//! that copy happens first, below the key layout, and changes no key.
+//! names the survivor (`merged_into`). Format 3 keeps the journal's transaction records in
+//! order of first receipt instead of under their txid (`journal.rs`, `Xi` and `Xu`), and
+//! member rows in order of the group that first touched them (`K`, `M`), so the records one
+//! commit writes are neighbours: keyed by a hash, each dirtied a page of its own; and group
+//! and observation identities in one key space (`J`, format 2's `I` and `O`), where an
+//! observation's key lands beside its group's when its id extends the group's. Opening a
+//! format-2 (or format-1) store first moves all three, [`MOVE_CHUNK`] keys per durable
+//! commit (`move_tx_records`, `move_member_rows`, `move_identities`: bounded memory at any
+//! size; a crash between commits leaves each record or row whole under one key, and opening
+//! again moves the rest), then writes `meta/format`. The engine changed too (sled to redb,
+//! `db.rs`); that copy happens before either, below the key layout, and changes no key.
 //!
 //! Invariants:
 //! - every mutation is one write transaction (all-or-nothing), durable before the
@@ -62,7 +72,7 @@ use super::evidence;
 use super::journal::Candidate;
 use super::group::{GroupRecord, Membership};
 use super::journal::GroupEvidence;
-use super::journal::{GroupRef, ReceiptState};
+use super::journal::{save_tx, GroupRef, ReceiptState, TxRecord, LEGACY_TX_PREFIX};
 use super::membership::{self, MemberRow, RetainedObservation};
 use super::parse::{self, ParsedBatch, Phase, Scope};
 use super::{ClientError, ErrorCode, SourceKey};
@@ -462,7 +472,7 @@ impl ClientDb {
             return Ok(CommitOutcome { revision: self.revision()?, ignored: true, ..no_outcome() });
         }
         let ord = tx
-            .get(&key(b'I', &sid, Some(generation), group_id.as_bytes()))?
+            .get(&identity_key(&sid, generation, GROUP_ID, group_id))?
             .ok_or_else(|| ClientError::invalid(format!("group {group_id} was not received in this generation")))?;
         let rkey = key(b'R', &sid, Some(generation), &ord[..8]);
         let mut rec: GroupRecord = tx.get_json(&rkey)?.ok_or_else(|| ClientError::storage("group record missing"))?;
@@ -501,17 +511,14 @@ impl ClientDb {
         }
     }
 
+    /// A generation's member rows, in outpoint order.
     fn rows(&self, sid: &[u8; 32], generation: u64, stale: bool, partial: bool) -> Result<Vec<MemberView>, ClientError> {
-        let mut out = Vec::new();
-        for (_, v) in Tx::new(&self.db).scan(&key(b'M', sid, Some(generation), &[]))? {
-            out.push(MemberView {
-                row: decode(&v)?,
-                generation,
-                stale,
-                partial,
-            });
+        let mut rows: Vec<(Vec<u8>, MemberRow)> = Vec::new();
+        for (k, v) in Tx::new(&self.db).scan(&key(b'M', sid, Some(generation), &[]))? {
+            rows.push((k[MEMBER_PLACE_END..].to_vec(), decode(&v)?));
         }
-        Ok(out)
+        rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Ok(rows.into_iter().map(|(_, row)| MemberView { row, generation, stale, partial }).collect())
     }
 
     pub fn state(&self, source: &SourceKey) -> Result<SourceState, ClientError> {
@@ -593,13 +600,26 @@ fn load_gen(tx: &Tx, sid: &[u8; 32], generation: u64) -> Result<GenRecord, Clien
         .ok_or_else(|| ClientError::invalid(format!("unknown generation {generation}")))
 }
 
+/// The kinds of [`identity_key`].
+const GROUP_ID: u8 = b'g';
+const OBSERVATION_ID: u8 = b'o';
+
+/// The identity key of a group (`GROUP_ID`) or an observation (`OBSERVATION_ID`) in
+/// generation `g`: one key space for both, the id first and then its kind (after a zero
+/// byte, so the key names one (id, kind) pair whatever bytes the id holds). An observation
+/// whose id extends its group's, as this package's provider names them, lands beside the
+/// group's key, so a received group dirties one page of the index instead of two.
+fn identity_key(sid: &[u8; 32], g: u64, kind: u8, id: &str) -> Vec<u8> {
+    key(b'J', sid, Some(g), &[id.as_bytes(), &[0, kind]].concat())
+}
+
 /// Group and observation identity against what this generation already holds
 /// (dedupe key: source scope + generation + id, BRC-192 §2).
 fn classify(tx: &Tx, sid: &[u8; 32], generation: u64, b: &ParsedBatch) -> Result<Vec<Identity>, ClientError> {
     let mut out = Vec::with_capacity(b.groups.len());
     for g in &b.groups {
         let digest = hex::encode(g.digest);
-        if let Some(ord) = tx.get(&key(b'I', sid, Some(generation), g.id.as_bytes()))? {
+        if let Some(ord) = tx.get(&identity_key(sid, generation, GROUP_ID, &g.id))? {
             let rec: GroupRecord = tx
                 .get_json(&key(b'R', sid, Some(generation), &ord[..8]))?
                 .ok_or_else(|| ClientError::storage("group record missing"))?;
@@ -612,7 +632,7 @@ fn classify(tx: &Tx, sid: &[u8; 32], generation: u64, b: &ParsedBatch) -> Result
         }
         let mut id = Identity::New;
         for o in &g.observations {
-            if tx.get(&key(b'O', sid, Some(generation), o.id.as_bytes()))?.is_some() {
+            if tx.get(&identity_key(sid, generation, OBSERVATION_ID, &o.id))?.is_some() {
                 id = Identity::Equivocation(format!("observation {} reappeared in another group", o.id));
                 break;
             }
@@ -675,9 +695,9 @@ fn receive(
             evidence_reason: None,
         };
         tx.put_json(key(b'R', sid, Some(g), &ord.to_be_bytes()), &rec);
-        tx.put(key(b'I', sid, Some(g), group.id.as_bytes()), ord.to_be_bytes().to_vec());
+        tx.put(identity_key(sid, g, GROUP_ID, &group.id), ord.to_be_bytes().to_vec());
         for o in &group.observations {
-            tx.put(key(b'O', sid, Some(g), o.id.as_bytes()), ord.to_be_bytes().to_vec());
+            tx.put(identity_key(sid, g, OBSERVATION_ID, &o.id), ord.to_be_bytes().to_vec());
         }
         gen.received += 1;
     }
@@ -765,6 +785,36 @@ fn advance_position(gen: &mut GenRecord, b: &ParsedBatch) {
     }
 }
 
+// --- member rows ---------------------------------------------------------------------
+
+/// Where a member row's key ends its place and begins its outpoint (`M` sid gen place).
+const MEMBER_PLACE_END: usize = 1 + 32 + 8 + 8;
+
+/// The row of outpoint `op` (its key bytes) in generation `g`, with its place: the ordinal
+/// of the group that first touched it (module docs, `K` and `M`).
+fn load_member(tx: &Tx, sid: &[u8; 32], g: u64, op: &[u8]) -> Result<Option<(u64, MemberRow)>, ClientError> {
+    let Some(place) = tx.get(&key(b'K', sid, Some(g), op))? else { return Ok(None) };
+    let place = <[u8; 8]>::try_from(place.as_slice()).map(u64::from_be_bytes).map_err(|_| ClientError::storage("corrupt member index"))?;
+    let row = tx.get_json(&member_key(sid, g, place, op))?.ok_or_else(|| ClientError::storage("indexed member row missing"))?;
+    Ok(Some((place, row)))
+}
+
+/// Writes a member row: the one place rows are written. A new row takes the place of the
+/// group being accepted (`ordinal`), and its index key is written once; a row keeps its
+/// place for as long as its generation lives, so the rows a commit accepts are neighbours
+/// (keyed by outpoint, each landed on a page of its own; bench/client-layout-results.md).
+fn save_member(tx: &mut Tx, sid: &[u8; 32], g: u64, place: Option<u64>, ordinal: u64, op: &[u8], row: &MemberRow) {
+    let place = place.unwrap_or_else(|| {
+        tx.put(key(b'K', sid, Some(g), op), ordinal.to_be_bytes().to_vec());
+        ordinal
+    });
+    tx.put_json(member_key(sid, g, place, op), row);
+}
+
+fn member_key(sid: &[u8; 32], g: u64, place: u64, op: &[u8]) -> Vec<u8> {
+    key(b'M', sid, Some(g), &[place.to_be_bytes().as_slice(), op].concat())
+}
+
 /// Accepts verified groups in receipt order (snapshot order, then ascending live
 /// sequence), stopping at the first unverified one; then, if the whole snapshot is
 /// accepted, publishes the generation, swapping out the one it replaces.
@@ -789,15 +839,17 @@ fn accept(tx: &mut Tx, sid: &[u8; 32], src: &mut SourceRecord, gen: &mut GenReco
             continue;
         }
         let mut rows = BTreeMap::new();
+        let mut places = BTreeMap::new();
         for op in membership::touched(&rec.observations) {
             let k = op.key();
-            if let Some(r) = tx.get_json::<MemberRow>(&key(b'M', sid, Some(g), &k))? {
-                rows.insert(k, r);
+            if let Some((place, r)) = load_member(tx, sid, g, &k)? {
+                rows.insert(k.clone(), r);
+                places.insert(k, place);
             }
         }
         membership::apply_group(&mut rows, rec.phase, rec.sequence, &rec.observations);
         for (k, r) in &rows {
-            tx.put_json(key(b'M', sid, Some(g), k), r);
+            save_member(tx, sid, g, places.get(k).copied(), gen.accepted, k, r);
         }
         rec.accepted = true;
         tx.put_json(rkey, &rec);
@@ -882,7 +934,7 @@ fn retire(tx: &mut Tx, sid: &[u8; 32], generation: u64) -> Result<(), ClientErro
         }
     }
     super::reconcile::recompute_components(tx, &comps)?;
-    for tag in [b'M', b'R', b'I', b'O'] {
+    for tag in [b'M', b'K', b'R', b'J'] {
         tx.delete_prefix(&key(tag, sid, Some(generation), &[]))?;
     }
     let mut g = load_gen(tx, sid, generation)?;
@@ -925,7 +977,7 @@ impl ClientDb {
 // --- source identity and the store format ------------------------------------------
 
 /// The key layout this version writes (`meta/format`; see the module docs, "Format").
-pub const FORMAT: u64 = 2;
+pub const FORMAT: u64 = 3;
 const FORMAT_KEY: &[u8] = b"meta/format";
 
 fn alias_key(id: &[u8; 32]) -> Vec<u8> {
@@ -971,13 +1023,12 @@ impl LegacySourceKey {
 }
 
 impl ClientDb {
-    /// Brings the store to [`FORMAT`] (called by `open`): a new store is marked, a
-    /// format-1 store is migrated (module docs, "Format"), all in one durable commit.
-    /// A store written by a newer version is refused (`unsupported`).
+    /// Brings the store to [`FORMAT`] (called by `open`): a new store is marked, an older
+    /// one is migrated (module docs, "Format"). A store written by a newer version is
+    /// refused (`unsupported`).
     pub(crate) fn upgrade_format(&self) -> Result<(), ClientError> {
         let _g = self.guard();
-        let mut tx = Tx::new(&self.db);
-        match tx.get(FORMAT_KEY)? {
+        match Tx::new(&self.db).get(FORMAT_KEY)? {
             Some(v) if v.len() == 8 && be_u64(&v) == FORMAT => return Ok(()),
             Some(v) if v.len() == 8 && be_u64(&v) > FORMAT => {
                 return Err(ClientError::unsupported(format!(
@@ -985,16 +1036,106 @@ impl ClientDb {
                     be_u64(&v)
                 )))
             }
+            Some(v) if v.len() == 8 && be_u64(&v) >= 2 => {}
             Some(_) => return Err(ClientError::storage("corrupt store format")),
             None => {}
         }
-        if migrate_from_v1(&mut tx)? {
+        move_tx_records(&self.db)?;
+        move_member_rows(&self.db)?;
+        move_identities(&self.db)?;
+        let mut tx = Tx::new(&self.db);
+        if tx.get(FORMAT_KEY)?.is_none() && migrate_from_v1(&mut tx)? {
             tx.bump_revision()?;
         }
         tx.put(FORMAT_KEY.to_vec(), FORMAT.to_be_bytes().to_vec());
         // Fail point for the crash tests: the migration built, nothing written.
         crate::store::crash::crash_point("client-migrate");
         tx.finish()
+    }
+}
+
+/// Transaction records moved per commit by [`move_tx_records`]: what one commit holds
+/// in memory is bounded, whatever the journal's size.
+pub const MOVE_CHUNK: usize = 4096;
+
+/// The length of a member row's key in format 2: `M` sid gen outpoint (no place).
+const LEGACY_MEMBER_KEY: usize = 1 + 32 + 8 + 36;
+
+/// Format 2 to 3, second step: each member row leaves its `M` sid gen outpoint key for
+/// `M` sid gen 0 outpoint with its `K` index (place 0: the rows a store had keep their
+/// outpoint order), [`MOVE_CHUNK`] keys looked at per durable commit. As for the records,
+/// each commit moves whole rows and opening again after a crash moves the rest; a key's
+/// length tells a row still to move from a moved one.
+fn move_member_rows(db: &redb::Database) -> Result<(), ClientError> {
+    let mut from: Option<Vec<u8>> = None;
+    loop {
+        let mut tx = Tx::new(db);
+        let keys = tx.committed_keys(b"M", from.as_deref(), MOVE_CHUNK)?;
+        let Some(last) = keys.last() else { return Ok(()) };
+        from = Some([last.as_slice(), &[0]].concat());
+        let legacy: Vec<Vec<u8>> = keys.into_iter().filter(|k| k.len() == LEGACY_MEMBER_KEY).collect();
+        if legacy.is_empty() {
+            continue;
+        }
+        for k in legacy {
+            let v = tx.get(&k)?.ok_or_else(|| ClientError::storage("member row vanished during the move"))?;
+            let sid: [u8; 32] = k[1..33].try_into().expect("key length checked");
+            let g = be_u64(&k[33..41]);
+            tx.put(key(b'K', &sid, Some(g), &k[41..]), 0u64.to_be_bytes().to_vec());
+            tx.put(member_key(&sid, g, 0, &k[41..]), v);
+            tx.writes.insert(k, None);
+        }
+        crate::store::crash::crash_point("client-move-members");
+        tx.finish()?;
+    }
+}
+
+/// Format 2 to 3, third step: the group (`I` sid gen id) and observation (`O` sid gen id)
+/// identity keys become [`identity_key`]s with the same value, [`MOVE_CHUNK`] per durable
+/// commit; a crash between commits leaves each identity under one key.
+fn move_identities(db: &redb::Database) -> Result<(), ClientError> {
+    for (tag, kind) in [(b'I', GROUP_ID), (b'O', OBSERVATION_ID)] {
+        loop {
+            let mut tx = Tx::new(db);
+            let keys = tx.committed_keys(&[tag], None, MOVE_CHUNK)?;
+            if keys.is_empty() {
+                break;
+            }
+            for k in keys {
+                let v = tx.get(&k)?.ok_or_else(|| ClientError::storage("identity vanished during the move"))?;
+                let sid: [u8; 32] = k.get(1..33).and_then(|s| s.try_into().ok()).ok_or_else(|| ClientError::storage("corrupt identity key"))?;
+                let g = k.get(33..41).map(be_u64).ok_or_else(|| ClientError::storage("corrupt identity key"))?;
+                tx.put(key(b'J', &sid, Some(g), &[&k[41..], &[0, kind]].concat()), v);
+                tx.writes.insert(k, None);
+            }
+            crate::store::crash::crash_point("client-move-identities");
+            tx.finish()?;
+        }
+    }
+    Ok(())
+}
+
+/// Format 2 to 3: each transaction record leaves its `Xt` txid key for its place in
+/// receipt order (`journal::save_tx`), in commits of [`MOVE_CHUNK`] records. Each commit
+/// moves whole records (the new keys written, the old one removed), and nothing reads the
+/// journal before `open` has moved them all, so a crash between commits leaves a store
+/// that opening again finishes moving, to the same keys. No visible state changes, so the
+/// revision stays.
+fn move_tx_records(db: &redb::Database) -> Result<(), ClientError> {
+    loop {
+        let mut tx = Tx::new(db);
+        let keys = tx.committed_keys(LEGACY_TX_PREFIX, None, MOVE_CHUNK)?;
+        if keys.is_empty() {
+            return Ok(());
+        }
+        for k in keys {
+            let rec: TxRecord = tx.get_json(&k)?.ok_or_else(|| ClientError::storage("journal record vanished during the move"))?;
+            save_tx(&mut tx, &rec)?;
+            tx.writes.insert(k, None);
+        }
+        // Fail point for the crash tests: a chunk of the move built, nothing written.
+        crate::store::crash::crash_point("client-move-tx");
+        tx.finish()?;
     }
 }
 
