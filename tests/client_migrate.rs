@@ -343,12 +343,20 @@ fn a_store_of_a_newer_format_is_refused() {
 /// once, either under its old `Xt` key with its old bytes or unchanged under its place in
 /// receipt order (`Xu`) with its `Xi` index naming that place, and each member row exactly
 /// once, under its old key or, with the same bytes, under place 0 with its `K` index; and
-/// each group or observation identity under its old `I` or `O` key or its `J` key.
+/// each group or observation identity under its old `I` or `O` key or its `J` key; and,
+/// once anything changed, the store marked format 3 with the format it had.
 fn whole(rows: &Rows, before: &Rows, after: &Rows) -> bool {
     if rows == before || rows == after {
         return true;
     }
-    let moving = |k: &[u8]| k.starts_with(b"Xt") || k.starts_with(b"Xi") || k.starts_with(b"Xu") || [b'M', b'K', b'I', b'O', b'J'].contains(&k[0]);
+    // Begun: the store says format 3 (an older version refuses it) and what it was.
+    let marker = |k: &[u8]| k == b"meta/format" || k == b"meta/upgrading-from";
+    let meta = |k: &[u8]| rows.iter().find(|(rk, _)| rk == k).map(|(_, v)| v.clone());
+    let was = before.iter().find(|(k, _)| k == b"meta/format").map_or(1, |(_, v)| u64::from_be_bytes(v[..].try_into().unwrap()));
+    if meta(b"meta/format") != Some(3u64.to_be_bytes().to_vec()) || meta(b"meta/upgrading-from") != Some(was.to_be_bytes().to_vec()) {
+        return false;
+    }
+    let moving = |k: &[u8]| k.starts_with(b"Xt") || k.starts_with(b"Xi") || k.starts_with(b"Xu") || [b'M', b'K', b'I', b'O', b'J'].contains(&k[0]) || marker(k);
     let others = |r: &Rows| r.iter().filter(|(k, _)| !moving(k)).cloned().collect::<Rows>();
     if others(rows) != others(before) {
         return false;
@@ -371,6 +379,8 @@ fn whole(rows: &Rows, before: &Rows, after: &Rows) -> bool {
         } else if k[0] == b'I' || k[0] == b'O' {
             let kind = if k[0] == b'I' { b'g' } else { b'o' };
             (has(k, v), has(&[b"J".as_slice(), &k[1..], &[0, kind]].concat(), v), 1)
+        } else if marker(k) {
+            continue; // checked above
         } else {
             return false; // format 2 has no `Xi`, `Xu` or `K` keys
         };
@@ -379,7 +389,7 @@ fn whole(rows: &Rows, before: &Rows, after: &Rows) -> bool {
         }
         expected += if at_new { keys_if_new } else { 1 };
     }
-    rows.iter().filter(|(k, _)| moving(k)).count() == expected
+    rows.iter().filter(|(k, _)| moving(k) && !marker(k)).count() == expected
 }
 
 /// Opens the store at `path` in a child process that is killed (SIGKILL) at the fail point
@@ -505,6 +515,7 @@ fn a_format_2_store_opens_with_its_records_and_rows_moved_and_reads_the_same() {
 
     let after = dump(&path);
     assert_eq!(after.iter().find(|(k, _)| k == b"meta/format").map(|(_, v)| v.clone()), Some(3u64.to_be_bytes().to_vec()));
+    assert!(!after.iter().any(|(k, _)| k == b"meta/upgrading-from"), "the upgrade is marked done");
     assert!(!after.iter().any(|(k, _)| k.starts_with(b"Xt")), "no record is left under its txid");
     assert_eq!(tx_records(&after, b"Xu"), tx_records(&rows, b"Xt"), "every record moved, unchanged");
     for r in tx_records(&after, b"Xu") {

@@ -7,6 +7,7 @@
 //! |---|---|
 //! | `meta/revision` | store revision, u64 big-endian |
 //! | `meta/format` | key layout version, u64 big-endian ([`FORMAT`]; absent: format 1) |
+//! | `meta/upgrading-from` | while an older store is being upgraded: its format, u64 big-endian |
 //! | `A` id | `sid` of a source that a format-1 store kept under its old prefix (32 bytes) |
 //! | `S` sid | [`SourceRecord`]: current/pending generation, next generation |
 //! | `G` sid gen | [`GenRecord`]: session, scope, cursor, watermarks, receipt/acceptance counters |
@@ -29,8 +30,8 @@
 //! access partition became a new source whose predecessor stayed listed, stale, for ever.
 //! Format 2 keeps access in the generation's scope: the same source begins a new
 //! generation (BRC-193 §5, §9). [`ClientDb::upgrade_format`] migrates a format-1 store
-//! when it is opened, in one durable commit that also writes `meta/format`, so a crash
-//! leaves format 1 or format 2 whole and opening again redoes the same migration: records
+//! when it is opened, in one durable commit (the upgrade's last, below), so a crash
+//! leaves it undone or done whole and opening again redoes the same migration: records
 //! stay under their old prefix and each source gets an `A` alias to it (work in the
 //! number of sources, no journal rewrite). Old sources that differ only in access become
 //! one source: the alias names the one a follow label names (format 1 rewrote the label
@@ -46,7 +47,9 @@
 //! format-2 (or format-1) store first moves all three, [`MOVE_CHUNK`] keys per durable
 //! commit (`move_tx_records`, `move_member_rows`, `move_identities`: bounded memory at any
 //! size; a crash between commits leaves each record or row whole under one key, and opening
-//! again moves the rest), then writes `meta/format`. The engine changed too (sled to redb,
+//! again moves the rest). The first commit of the upgrade already writes `meta/format`,
+//! with `meta/upgrading-from` (the format the store had) until the last, so a version that
+//! cannot read a half-moved store refuses it. The engine changed too (sled to redb,
 //! `db.rs`); that copy happens before either, below the key layout, and changes no key.
 //!
 //! Invariants:
@@ -979,6 +982,10 @@ impl ClientDb {
 /// The key layout this version writes (`meta/format`; see the module docs, "Format").
 pub const FORMAT: u64 = 3;
 const FORMAT_KEY: &[u8] = b"meta/format";
+/// While an older store is being brought to [`FORMAT`]: the format it had (u64; 1 for a
+/// store without `meta/format`). The upgrade's first commit writes it with `meta/format`,
+/// its last removes it (`upgrade_format`).
+const UPGRADING_KEY: &[u8] = b"meta/upgrading-from";
 
 fn alias_key(id: &[u8; 32]) -> Vec<u8> {
     key(b'A', id, None, &[])
@@ -1024,30 +1031,53 @@ impl LegacySourceKey {
 
 impl ClientDb {
     /// Brings the store to [`FORMAT`] (called by `open`): a new store is marked, an older
-    /// one is migrated (module docs, "Format"). A store written by a newer version is
-    /// refused (`unsupported`).
+    /// one is migrated (module docs, "Format"): marked format 3 with what it was, its
+    /// records moved in bounded commits, then the format-1 step if it was format 1 and
+    /// the mark removed. A crash anywhere leaves a store that says format 3 and what is
+    /// left, so the next open goes on and an older version refuses it. A store written by
+    /// a newer version is refused (`unsupported`).
     pub(crate) fn upgrade_format(&self) -> Result<(), ClientError> {
         let _g = self.guard();
-        match Tx::new(&self.db).get(FORMAT_KEY)? {
-            Some(v) if v.len() == 8 && be_u64(&v) == FORMAT => return Ok(()),
+        let tx = Tx::new(&self.db);
+        let (from, begun) = match tx.get(FORMAT_KEY)? {
+            Some(v) if v.len() == 8 && be_u64(&v) == FORMAT => match tx.get(UPGRADING_KEY)? {
+                None => return Ok(()),
+                Some(f) if f.len() == 8 => (be_u64(&f), true),
+                Some(_) => return Err(ClientError::storage("corrupt store upgrade marker")),
+            },
             Some(v) if v.len() == 8 && be_u64(&v) > FORMAT => {
                 return Err(ClientError::unsupported(format!(
                     "checkpoint store format {} is newer than this version's ({FORMAT})",
                     be_u64(&v)
                 )))
             }
-            Some(v) if v.len() == 8 && be_u64(&v) >= 2 => {}
+            Some(v) if v.len() == 8 && be_u64(&v) == 2 => (2, false),
             Some(_) => return Err(ClientError::storage("corrupt store format")),
-            None => {}
+            // A new store is marked in one commit: nothing to move.
+            None if tx.committed_keys(b"", None, 1)?.is_empty() => {
+                let mut tx = Tx::new(&self.db);
+                tx.put(FORMAT_KEY.to_vec(), FORMAT.to_be_bytes().to_vec());
+                return tx.finish();
+            }
+            None => (1, false),
+        };
+        drop(tx);
+        if !begun {
+            // From here on the store says format 3, so a version that cannot read a
+            // half-moved store refuses it; the marker says what is left to do.
+            let mut tx = Tx::new(&self.db);
+            tx.put(FORMAT_KEY.to_vec(), FORMAT.to_be_bytes().to_vec());
+            tx.put(UPGRADING_KEY.to_vec(), from.to_be_bytes().to_vec());
+            tx.finish()?;
         }
         move_tx_records(&self.db)?;
         move_member_rows(&self.db)?;
         move_identities(&self.db)?;
         let mut tx = Tx::new(&self.db);
-        if tx.get(FORMAT_KEY)?.is_none() && migrate_from_v1(&mut tx)? {
+        if from == 1 && migrate_from_v1(&mut tx)? {
             tx.bump_revision()?;
         }
-        tx.put(FORMAT_KEY.to_vec(), FORMAT.to_be_bytes().to_vec());
+        tx.writes.insert(UPGRADING_KEY.to_vec(), None);
         // Fail point for the crash tests: the migration built, nothing written.
         crate::store::crash::crash_point("client-migrate");
         tx.finish()
