@@ -70,11 +70,16 @@ pub const LEGACY_TX_PREFIX: &[u8] = b"Xt";
 fn tx_index_key(txid: &Txid) -> Vec<u8> {
     [b"Xi".as_slice(), &txid.0].concat()
 }
-fn tx_record_key(first_raw: IngressPosition, txid: &Txid) -> Vec<u8> {
-    [TX_RECORDS, &first_raw.position.to_be_bytes(), &first_raw.index.to_be_bytes(), &txid.0].concat()
+/// Where a record sits among [`TX_RECORDS`]: its first raw receipt (position, index), the
+/// value of its index key too.
+fn receipt_at(first_raw: IngressPosition) -> [u8; 12] {
+    let mut at = [0u8; 12];
+    at[..8].copy_from_slice(&first_raw.position.to_be_bytes());
+    at[8..].copy_from_slice(&first_raw.index.to_be_bytes());
+    at
 }
-/// The record key an index value names.
-fn indexed_record_key(txid: &Txid, at: &[u8]) -> Result<Vec<u8>, ClientError> {
+/// The record key of a transaction at `at` (see [`receipt_at`]).
+fn tx_record_key(at: &[u8], txid: &Txid) -> Result<Vec<u8>, ClientError> {
     if at.len() != 12 {
         return Err(ClientError::storage("corrupt journal: transaction index"));
     }
@@ -84,7 +89,7 @@ fn indexed_record_key(txid: &Txid, at: &[u8]) -> Result<Vec<u8>, ClientError> {
 /// The transaction's record, if the journal has it.
 pub(crate) fn load_tx(tx: &Tx, txid: &Txid) -> Result<Option<TxRecord>, ClientError> {
     let Some(at) = tx.get(&tx_index_key(txid))? else { return Ok(None) };
-    let rec = tx.get_json(&indexed_record_key(txid, &at)?)?;
+    let rec = tx.get_json(&tx_record_key(&at, txid)?)?;
     rec.map(Some).ok_or_else(|| ClientError::storage("corrupt journal: indexed transaction record missing"))
 }
 
@@ -97,14 +102,14 @@ pub(crate) fn has_tx(tx: &Tx, txid: &Txid) -> Result<bool, ClientError> {
 /// written once, with the first record: a record's first raw receipt never changes
 /// (`reconcile::receive_in` sets it), so a later write rewrites only the record.
 pub(crate) fn save_tx(tx: &mut Tx, rec: &TxRecord) -> Result<(), ClientError> {
-    let at = [rec.first_raw.position.to_be_bytes().as_slice(), &rec.first_raw.index.to_be_bytes()].concat();
+    let at = receipt_at(rec.first_raw);
     let index = tx_index_key(&rec.txid);
     match tx.get(&index)? {
         Some(old) if old != at => return Err(ClientError::storage("corrupt journal: a transaction's first receipt changed")),
         Some(_) => {}
-        None => tx.put(index, at),
+        None => tx.put(index, at.to_vec()),
     }
-    tx.put_json(tx_record_key(rec.first_raw, &rec.txid), rec);
+    tx.put_json(tx_record_key(&at, &rec.txid)?, rec);
     Ok(())
 }
 

@@ -1084,89 +1084,80 @@ impl ClientDb {
     }
 }
 
-/// Transaction records moved per commit by [`move_tx_records`]: what one commit holds
-/// in memory is bounded, whatever the journal's size.
+/// Entries moved per durable commit by [`move_chunked`]: what one commit holds in memory
+/// is bounded, whatever the store's size.
 pub const MOVE_CHUNK: usize = 4096;
 
 /// The length of a member row's key in format 2: `M` sid gen outpoint (no place).
 const LEGACY_MEMBER_KEY: usize = 1 + 32 + 8 + 36;
 
-/// Format 2 to 3, second step: each member row leaves its `M` sid gen outpoint key for
-/// `M` sid gen 0 outpoint with its `K` index (place 0: the rows a store had keep their
-/// outpoint order), [`MOVE_CHUNK`] keys looked at per durable commit. As for the records,
-/// each commit moves whole rows and opening again after a crash moves the rest; a key's
-/// length tells a row still to move from a moved one.
-fn move_member_rows(db: &redb::Database) -> Result<(), ClientError> {
+/// One step of the format-2-to-3 move: every entry under `prefix` that `still_to_move`
+/// accepts is written where `rewrite` puts it and its old key removed, [`MOVE_CHUNK`] keys
+/// looked at per durable commit. Each commit moves whole entries (new keys written, old
+/// one removed) and nothing reads the store before `open` has finished, so a crash between
+/// commits leaves every entry under exactly one key, and opening again moves the rest to
+/// the same places. `crash_point` names the step for the crash tests (a chunk built,
+/// nothing written). No visible state changes, so the revision stays.
+fn move_chunked(
+    db: &redb::Database,
+    prefix: &[u8],
+    crash_point: &str,
+    still_to_move: impl Fn(&[u8]) -> bool,
+    mut rewrite: impl FnMut(&mut Tx, &[u8], Vec<u8>) -> Result<(), ClientError>,
+) -> Result<(), ClientError> {
     let mut from: Option<Vec<u8>> = None;
     loop {
         let mut tx = Tx::new(db);
-        let keys = tx.committed_keys(b"M", from.as_deref(), MOVE_CHUNK)?;
+        let keys = tx.committed_keys(prefix, from.as_deref(), MOVE_CHUNK)?;
         let Some(last) = keys.last() else { return Ok(()) };
+        // Moved entries may stay under `prefix` (member rows do): go on past this chunk.
         from = Some([last.as_slice(), &[0]].concat());
-        let legacy: Vec<Vec<u8>> = keys.into_iter().filter(|k| k.len() == LEGACY_MEMBER_KEY).collect();
-        if legacy.is_empty() {
-            continue;
-        }
-        for k in legacy {
-            let v = tx.get(&k)?.ok_or_else(|| ClientError::storage("member row vanished during the move"))?;
-            let sid: [u8; 32] = k[1..33].try_into().expect("key length checked");
-            let g = be_u64(&k[33..41]);
-            tx.put(key(b'K', &sid, Some(g), &k[41..]), 0u64.to_be_bytes().to_vec());
-            tx.put(member_key(&sid, g, 0, &k[41..]), v);
+        let mut moved = false;
+        for k in keys.into_iter().filter(|k| still_to_move(k)) {
+            let v = tx.get(&k)?.ok_or_else(|| ClientError::storage("an entry vanished during the store's upgrade"))?;
+            rewrite(&mut tx, &k, v)?;
             tx.writes.insert(k, None);
+            moved = true;
         }
-        crate::store::crash::crash_point("client-move-members");
-        tx.finish()?;
-    }
-}
-
-/// Format 2 to 3, third step: the group (`I` sid gen id) and observation (`O` sid gen id)
-/// identity keys become [`identity_key`]s with the same value, [`MOVE_CHUNK`] per durable
-/// commit; a crash between commits leaves each identity under one key.
-fn move_identities(db: &redb::Database) -> Result<(), ClientError> {
-    for (tag, kind) in [(b'I', GROUP_ID), (b'O', OBSERVATION_ID)] {
-        loop {
-            let mut tx = Tx::new(db);
-            let keys = tx.committed_keys(&[tag], None, MOVE_CHUNK)?;
-            if keys.is_empty() {
-                break;
-            }
-            for k in keys {
-                let v = tx.get(&k)?.ok_or_else(|| ClientError::storage("identity vanished during the move"))?;
-                let sid: [u8; 32] = k.get(1..33).and_then(|s| s.try_into().ok()).ok_or_else(|| ClientError::storage("corrupt identity key"))?;
-                let g = k.get(33..41).map(be_u64).ok_or_else(|| ClientError::storage("corrupt identity key"))?;
-                tx.put(key(b'J', &sid, Some(g), &[&k[41..], &[0, kind]].concat()), v);
-                tx.writes.insert(k, None);
-            }
-            crate::store::crash::crash_point("client-move-identities");
+        if moved {
+            crate::store::crash::crash_point(crash_point);
             tx.finish()?;
         }
     }
-    Ok(())
 }
 
-/// Format 2 to 3: each transaction record leaves its `Xt` txid key for its place in
-/// receipt order (`journal::save_tx`), in commits of [`MOVE_CHUNK`] records. Each commit
-/// moves whole records (the new keys written, the old one removed), and nothing reads the
-/// journal before `open` has moved them all, so a crash between commits leaves a store
-/// that opening again finishes moving, to the same keys. No visible state changes, so the
-/// revision stays.
+/// Format 2 to 3, first step: each transaction record leaves its `Xt` txid key for its
+/// place in receipt order (`journal::save_tx`).
 fn move_tx_records(db: &redb::Database) -> Result<(), ClientError> {
-    loop {
-        let mut tx = Tx::new(db);
-        let keys = tx.committed_keys(LEGACY_TX_PREFIX, None, MOVE_CHUNK)?;
-        if keys.is_empty() {
-            return Ok(());
-        }
-        for k in keys {
-            let rec: TxRecord = tx.get_json(&k)?.ok_or_else(|| ClientError::storage("journal record vanished during the move"))?;
-            save_tx(&mut tx, &rec)?;
-            tx.writes.insert(k, None);
-        }
-        // Fail point for the crash tests: a chunk of the move built, nothing written.
-        crate::store::crash::crash_point("client-move-tx");
-        tx.finish()?;
+    move_chunked(db, LEGACY_TX_PREFIX, "client-move-tx", |_| true, |tx, _, v| save_tx(tx, &decode::<TxRecord>(&v)?))
+}
+
+/// Format 2 to 3, second step: each member row leaves its `M` sid gen outpoint key for
+/// `M` sid gen 0 outpoint with its `K` index (place 0: the rows a store had keep their
+/// outpoint order). A key's length tells a row still to move from a moved one.
+fn move_member_rows(db: &redb::Database) -> Result<(), ClientError> {
+    move_chunked(db, b"M", "client-move-members", |k| k.len() == LEGACY_MEMBER_KEY, |tx, k, v| {
+        let sid: [u8; 32] = k[1..33].try_into().expect("key length checked");
+        let g = be_u64(&k[33..41]);
+        tx.put(key(b'K', &sid, Some(g), &k[41..]), 0u64.to_be_bytes().to_vec());
+        tx.put(member_key(&sid, g, 0, &k[41..]), v);
+        Ok(())
+    })
+}
+
+/// Format 2 to 3, third step: the group (`I` sid gen id) and observation (`O` sid gen id)
+/// identity keys become [`identity_key`]s with the same value.
+fn move_identities(db: &redb::Database) -> Result<(), ClientError> {
+    for (tag, kind) in [(b'I', GROUP_ID), (b'O', OBSERVATION_ID)] {
+        move_chunked(db, &[tag], "client-move-identities", |_| true, |tx, k, v| {
+            let corrupt = || ClientError::storage("corrupt identity key");
+            let sid: [u8; 32] = k.get(1..33).and_then(|s| s.try_into().ok()).ok_or_else(corrupt)?;
+            let g = k.get(33..41).map(be_u64).ok_or_else(corrupt)?;
+            tx.put(key(b'J', &sid, Some(g), &[&k[41..], &[0, kind]].concat()), v);
+            Ok(())
+        })?;
     }
+    Ok(())
 }
 
 /// Format 1 to 2: an alias per source (from its new id to the prefix its records keep),
