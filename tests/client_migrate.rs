@@ -67,7 +67,8 @@ fn dump(path: &Path) -> Rows {
         let db = redb::Database::open(file).unwrap();
         let r = db.begin_read().unwrap();
         let t = r.open_table(TABLE).unwrap();
-        return t.range::<&[u8]>(..).unwrap().map(|kv| kv.unwrap()).map(|(k, v)| (k.value().to_vec(), v.value().to_vec())).collect();
+        let table = t.range::<&[u8]>(..).unwrap().map(|kv| kv.unwrap()).map(|(k, v)| (k.value().to_vec(), v.value().to_vec())).collect();
+        return overlay_lookup_live::client::db::logical_rows(table).unwrap();
     }
     let db = raw_open(path);
     let tree = db.open_tree("client-v1").unwrap();
@@ -168,7 +169,7 @@ fn a_format_1_store_opens_with_each_source_under_its_new_key() {
     assert!(store.members(&b).unwrap().iter().all(|m| m.generation == 1 && !m.stale));
     store.close().unwrap();
     let rows = dump(&path);
-    assert_eq!(rows.iter().find(|(k, _)| k == b"meta/format").map(|(_, v)| v.clone()), Some(3u64.to_be_bytes().to_vec()));
+    assert_eq!(rows.iter().find(|(k, _)| k == b"meta/format").map(|(_, v)| v.clone()), Some(overlay_lookup_live::client::store::FORMAT.to_be_bytes().to_vec()));
     assert_eq!(
         rows.iter().find(|(k, _)| k[0] == b'A' && k[1..] == b.id()).map(|(_, v)| v.clone()),
         Some(old_sid(&scope_of("b")).to_vec()),
@@ -317,7 +318,7 @@ fn migration_runs_once_and_a_new_store_starts_in_the_current_format() {
     store.begin_generation(&key, None).unwrap();
     store.close().unwrap();
     let rows = dump(&fresh);
-    assert_eq!(rows.iter().find(|(k, _)| k == b"meta/format").map(|(_, v)| v.clone()), Some(3u64.to_be_bytes().to_vec()));
+    assert_eq!(rows.iter().find(|(k, _)| k == b"meta/format").map(|(_, v)| v.clone()), Some(overlay_lookup_live::client::store::FORMAT.to_be_bytes().to_vec()));
     assert_eq!(with_prefix(&rows, b'S', &key.id()).len(), 1);
     assert!(!rows.iter().any(|(k, _)| k[0] == b'A'));
 }
@@ -328,7 +329,7 @@ fn a_store_of_a_newer_format_is_refused() {
     let path = dir.path().join("s");
     {
         let db = raw_open(&path);
-        db.open_tree("client-v1").unwrap().insert(b"meta/format", 4u64.to_be_bytes().to_vec()).unwrap();
+        db.open_tree("client-v1").unwrap().insert(b"meta/format", (overlay_lookup_live::client::store::FORMAT + 1).to_be_bytes().to_vec()).unwrap();
         db.flush().unwrap();
     }
     let e = ClientDb::open(&path).err().expect("refused");
@@ -338,22 +339,22 @@ fn a_store_of_a_newer_format_is_refused() {
 
 /// Whether `rows`, read after a crash during the migration of `before` (which ends as
 /// `after`), is a store the migration can go on from: `before` or `after`, or `before`
-/// with some of its transaction records and member rows moved (format 3's first steps
+/// with some of its transaction records and member rows moved (the upgrade's first steps
 /// commit in chunks): every other key as `before` has it, each transaction record exactly
 /// once, either under its old `Xt` key with its old bytes or unchanged under its place in
 /// receipt order (`Xu`) with its `Xi` index naming that place, and each member row exactly
 /// once, under its old key or, with the same bytes, under place 0 with its `K` index; and
 /// each group or observation identity under its old `I` or `O` key or its `J` key; and,
-/// once anything changed, the store marked format 3 with the format it had.
+/// once anything changed, the store marked with this version's format and the one it had.
 fn whole(rows: &Rows, before: &Rows, after: &Rows) -> bool {
     if rows == before || rows == after {
         return true;
     }
-    // Begun: the store says format 3 (an older version refuses it) and what it was.
+    // Begun: the store says this version's format (an older version refuses it) and what it was.
     let marker = |k: &[u8]| k == b"meta/format" || k == b"meta/upgrading-from";
     let meta = |k: &[u8]| rows.iter().find(|(rk, _)| rk == k).map(|(_, v)| v.clone());
     let was = before.iter().find(|(k, _)| k == b"meta/format").map_or(1, |(_, v)| u64::from_be_bytes(v[..].try_into().unwrap()));
-    if meta(b"meta/format") != Some(3u64.to_be_bytes().to_vec()) || meta(b"meta/upgrading-from") != Some(was.to_be_bytes().to_vec()) {
+    if meta(b"meta/format") != Some(overlay_lookup_live::client::store::FORMAT.to_be_bytes().to_vec()) || meta(b"meta/upgrading-from") != Some(was.to_be_bytes().to_vec()) {
         return false;
     }
     let moving = |k: &[u8]| k.starts_with(b"Xt") || k.starts_with(b"Xi") || k.starts_with(b"Xu") || [b'M', b'K', b'I', b'O', b'J'].contains(&k[0]) || marker(k);
@@ -514,7 +515,7 @@ fn a_format_2_store_opens_with_its_records_and_rows_moved_and_reads_the_same() {
     store.close().unwrap();
 
     let after = dump(&path);
-    assert_eq!(after.iter().find(|(k, _)| k == b"meta/format").map(|(_, v)| v.clone()), Some(3u64.to_be_bytes().to_vec()));
+    assert_eq!(after.iter().find(|(k, _)| k == b"meta/format").map(|(_, v)| v.clone()), Some(overlay_lookup_live::client::store::FORMAT.to_be_bytes().to_vec()));
     assert!(!after.iter().any(|(k, _)| k == b"meta/upgrading-from"), "the upgrade is marked done");
     assert!(!after.iter().any(|(k, _)| k.starts_with(b"Xt")), "no record is left under its txid");
     assert_eq!(tx_records(&after, b"Xu"), tx_records(&rows, b"Xt"), "every record moved, unchanged");
@@ -538,6 +539,32 @@ fn a_format_2_store_opens_with_its_records_and_rows_moved_and_reads_the_same() {
     assert!(!after.iter().any(|(k, _)| k[0] == b'I' || k[0] == b'O'));
     let others = |r: &Rows| r.iter().filter(|(k, _)| !(k.starts_with(b"Xt") || k.starts_with(b"Xi") || k.starts_with(b"Xu") || [b'M', b'K', b'I', b'O', b'J'].contains(&k[0]) || k == b"meta/format")).cloned().collect::<Rows>();
     assert_eq!(others(&after), others(&rows), "no other key changed");
+}
+
+/// A format-3 store (written before the index keys were deferred: every key in place, no
+/// `~d` record) is only marked with the current format when it opens, and reads the same.
+#[test]
+fn a_format_3_store_is_marked_current_and_reads_the_same() {
+    let expect = &v2()["expect"];
+    let dir = tempfile::tempdir().unwrap();
+    // The fixture brought to the current format, then written back as format 3 kept it.
+    let upgraded = dir.path().join("upgraded");
+    redb_store(&upgraded, &v2_rows());
+    ClientDb::open(&upgraded).unwrap().close().unwrap();
+    let format = |v: u64| (b"meta/format".to_vec(), v.to_be_bytes().to_vec());
+    let current = overlay_lookup_live::client::store::FORMAT;
+    let v3: Rows = dump(&upgraded).into_iter().map(|(k, v)| if k == b"meta/format" { format(3) } else { (k, v) }).collect();
+    assert!(v3.iter().any(|(k, _)| k[0] == b'J') && v3.iter().any(|(k, _)| k.starts_with(b"Xi")));
+    let path = dir.path().join("s");
+    redb_store(&path, &v3);
+    let store = ClientDb::open(&path).unwrap();
+    let key = fixture::source_key(&expect["b"]["scope"]);
+    assert_eq!(json!(store.members(&key).unwrap()), expect["b"]["members"]);
+    assert_eq!(json!(store.revision().unwrap()), expect["revision"]);
+    let want: Rows = v3.iter().map(|(k, v)| if k == b"meta/format" { format(current) } else { (k.clone(), v.clone()) }).collect();
+    assert_eq!(store.raw_rows().unwrap(), want, "nothing but the format changed");
+    store.close().unwrap();
+    assert!(!dump(&path).iter().any(|(k, _)| k == b"meta/upgrading-from"));
 }
 
 /// A format-2 store whose journal holds `n` more transaction records than the fixture

@@ -306,7 +306,14 @@ ${pausedNote(v)}Catalogue: built in ${num(c.buildS)} s ${c.cached ? '(by an earl
 (\`oll-bench-cache-${v.outputs}-${c.version}\`); the provider loaded it in ${num(v.providerLoadS)} s. Neither is in any row's time.
 
 Where the client's time and disk go, and what would close the gap to SQLite (indexes derived from
-appended page records): \`bench/client-layout-results.md\`. Format 3 (transaction records and member rows
+appended page records): \`bench/client-layout-results.md\`. Format 4 (the small keys placed by a hash
+appended with each commit and merged into their places in bulk, \`src/client/db.rs\`) against the build
+before it (55c7c8e), alternated, \`--rows sqlite,client,verifying\`, two rounds on 6 December 2026: the
+no-reconciler row wrote 263 and 262 MiB against 784 and 784, received in 7.01 and 7.22 s against 8.63
+and 8.50 s, peaked at 280 and 282 MiB against 214 and 225; the verifying row wrote 945 and 933 MiB against
+1,918 and 1,910, received in 21.0 and 21.8 s against 20.7 and 22.4 s, all current 32.2 and 32.6 s against
+31.0 and 33.6 s, peaked at 391 and 371 MiB against 355 and 347 (bench/client-layout-results.md, "Format
+4"). Format 3 (transaction records and member rows
 keyed in the order they are written, one identity key space) against the build before it (89541f0),
 alternated, \`--rows sqlite,client,verifying\`, two rounds on 6 December 2026: the verifying row wrote
 1,994 and 2,002 MiB against 2,782 and 2,848, received in 22.1 and 26.5 s against 25.9 and 24.4 s, all
@@ -773,7 +780,9 @@ flushes.
   if (s.access) parts.push(accessSection(s.access))
   if (s.nativeverify) parts.push(nativeVerifySection(s.nativeverify))
   if (s.receipt) parts.push(receiptSection(s.receipt))
-  if (s.clientscale) parts.push(clientScaleSection(s.clientscale, r.command))
+  // A section measured again on its own names the command that measured it (without its --out).
+  const rerun = (r.reruns || []).find(x => x.section === 'clientscale')
+  if (s.clientscale) parts.push(clientScaleSection(s.clientscale, rerun ? rerun.command.replace(/ --out DIR$/, '') : r.command))
   parts.push(caveats(r))
   return parts.join('\n') + '\n'
 }

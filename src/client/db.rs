@@ -12,6 +12,19 @@
 //! (JSON written by earlier versions is still read: [`decode`]); key layouts are in
 //! `store.rs` and `journal.rs`.
 //!
+//! Deferred index keys. The small keys placed by a hash ([`deferred`]: identities, member
+//! and transaction indexes, spend edges, anchors) each land on a page of their own, so a
+//! commit that wrote them in place rewrote a page per key (docs/design.md, "Storage").
+//! A commit instead appends its writes of those keys as one record under [`DELTA`] (one
+//! run of pages, durable with the rest of the commit), and [`Engine`] keeps every such
+//! write not yet in place in memory, where reads find it first. When they reach the
+//! engine's `merge_at` entries, they are written to their own keys, sorted, in commits of
+//! [`MERGE_SLICE`], each page once for many keys, and the records are removed in the last.
+//! A crash before that last commit leaves the records, so the next open reads them back
+//! and the merge is done again (writing a key's newest value twice changes nothing). Every
+//! read goes through [`Tx`], which sees the deferred writes with the snapshot they were
+//! committed with, so nothing above this module knows where a key's value is kept.
+//!
 //! Engine. Stores written before 6 December 2026 are sled directories; `open` copies such a store
 //! into a new redb file once ([`migrate_engine`]), so everything above this module sees one
 //! ordered key-value table either way. Why redb: sled's page cache bound does not bound its
@@ -22,7 +35,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use redb::TableDefinition;
+use redb::{ReadableTable, TableDefinition};
 use serde::Serialize;
 
 use super::{ClientError, ErrorCode};
@@ -47,8 +60,182 @@ const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 type Snapshot = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
 
 pub struct ClientDb {
-    pub(crate) db: redb::Database,
+    pub(crate) db: Engine,
     lock: Mutex<()>,
+}
+
+/// Where deferred index writes are kept until merged (module docs, "Deferred index keys"):
+/// `~d` and the commit's number (u64), a [`encode_delta`] list. After every other key.
+pub const DELTA: &[u8] = b"~d";
+/// Deferred writes held before they are merged into their keys (`OLL_CLIENT_MERGE_AT` sets
+/// another bound, for tests). With the heap a merge leaves behind, they raised the client's
+/// peak memory by 25 to 65 MiB (bench/client-memory-results.md, "store format 4").
+pub const MERGE_AT: usize = 131_072;
+/// Deferred writes merged per commit: a merge commit rewrites at most this many pages.
+pub const MERGE_SLICE: usize = 8_192;
+
+/// Whether `k` is one of the small keys placed by a hash, whose writes are deferred:
+/// identities (`J`), member indexes (`K`), transaction indexes (`Xi`), spend edges (`Xe`)
+/// and anchors (`Xa`).
+pub(crate) fn deferred(k: &[u8]) -> bool {
+    matches!(k.first(), Some(b'J' | b'K')) || [b"Xi", b"Xe", b"Xa"].iter().any(|p| k.starts_with(*p))
+}
+
+type Overlay = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
+
+/// The redb file and the deferred writes not yet merged into it.
+pub(crate) struct Engine {
+    redb: redb::Database,
+    /// Held while a snapshot is taken and while a commit is applied and published, so a
+    /// [`Tx`] always sees the deferred writes of exactly the commits its snapshot holds.
+    deferred: Mutex<Deferred>,
+    merge_at: usize,
+    merge_slice: usize,
+}
+
+struct Deferred {
+    /// The newest value (`None`: removed) of each deferred key written since the last merge.
+    overlay: std::sync::Arc<Overlay>,
+    /// The number of the next [`DELTA`] record.
+    next: u64,
+}
+
+impl Engine {
+    /// `merge_at`: deferred writes held before a merge ([`MERGE_AT`]); `merge_slice`:
+    /// written per merge commit ([`MERGE_SLICE`]). Smaller values are for tests.
+    fn new(redb: redb::Database, merge_at: usize, merge_slice: usize) -> Result<Engine, ClientError> {
+        let mut overlay = Overlay::new();
+        let mut next = 0;
+        {
+            let r = redb.begin_read().map_err(storage)?;
+            let t = r.open_table(TABLE).map_err(storage)?;
+            for kv in t.range::<&[u8]>(DELTA..).map_err(storage)? {
+                let (k, v) = kv.map_err(storage)?;
+                let Some(n) = k.value().strip_prefix(DELTA).filter(|n| n.len() == 8) else { break };
+                next = be_u64(n) + 1;
+                for (k, v) in decode_delta(v.value())? {
+                    overlay.insert(k, v);
+                }
+            }
+        }
+        Ok(Engine { redb, deferred: Mutex::new(Deferred { overlay: std::sync::Arc::new(overlay), next }), merge_at: merge_at.max(1), merge_slice: merge_slice.max(1) })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Deferred> {
+        // Commits publish only after redb has applied them, so a poisoned lock holds a
+        // consistent state.
+        self.deferred.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Writes every deferred key to its own key, [`MERGE_SLICE`] per commit, and removes
+    /// the [`DELTA`] records in the last (module docs, "Deferred index keys").
+    fn merge(&self, d: &mut Deferred) -> Result<(), ClientError> {
+        let entries: Vec<(&Vec<u8>, &Option<Vec<u8>>)> = d.overlay.iter().collect();
+        let slices = entries.chunks(self.merge_slice).count();
+        for (i, slice) in entries.chunks(self.merge_slice).enumerate() {
+            let mut w = self.redb.begin_write().map_err(storage)?;
+            let last = i + 1 == slices;
+            {
+                let mut t = w.open_table(TABLE).map_err(storage)?;
+                for (k, v) in slice {
+                    match v {
+                        Some(v) => t.insert(k.as_slice(), v.as_slice()).map_err(storage)?,
+                        None => t.remove(k.as_slice()).map_err(storage)?,
+                    };
+                }
+                if last {
+                    let records: Vec<Vec<u8>> = t
+                        .range::<&[u8]>(DELTA..)
+                        .map_err(storage)?
+                        .map(|kv| kv.map(|(k, _)| k.value().to_vec()).map_err(storage))
+                        .take_while(|k| k.as_ref().map_or(true, |k| k.starts_with(DELTA)))
+                        .collect::<Result<_, _>>()?;
+                    for k in records {
+                        t.remove(k.as_slice()).map_err(storage)?;
+                    }
+                }
+            }
+            // Until the last commit the records stay, so a crash re-merges from them: the
+            // slices before it need not be synced on their own.
+            if !last {
+                w.set_durability(redb::Durability::None);
+            }
+            // Fail point for the crash tests: a slice of the merge built, nothing written.
+            crate::store::crash::crash_point("client-merge");
+            w.commit().map_err(storage)?;
+        }
+        d.overlay = std::sync::Arc::new(Overlay::new());
+        Ok(())
+    }
+}
+
+/// The rows a store holds, from the rows of its table (key order): the [`DELTA`] records
+/// applied over the others, in order. For tests that read a store's file without opening it.
+pub fn logical_rows(table: Vec<(Vec<u8>, Vec<u8>)>) -> Result<Vec<(Vec<u8>, Vec<u8>)>, ClientError> {
+    let (records, rows): (Vec<_>, Vec<_>) = table.into_iter().partition(|(k, _)| k.starts_with(DELTA));
+    let mut out: BTreeMap<Vec<u8>, Vec<u8>> = rows.into_iter().collect();
+    for (_, v) in records {
+        for (k, v) in decode_delta(&v)? {
+            match v {
+                Some(v) => out.insert(k, v),
+                None => out.remove(&k),
+            };
+        }
+    }
+    Ok(out.into_iter().collect())
+}
+
+/// A [`DELTA`] record: the count (u32), then per write the key (u32 length, bytes), 0 for
+/// a removal or 1 and the value (u32 length, bytes).
+fn encode_delta(writes: &[(Vec<u8>, Option<Vec<u8>>)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 + writes.iter().map(|(k, v)| 9 + k.len() + v.as_ref().map_or(0, Vec::len)).sum::<usize>());
+    out.extend_from_slice(&(writes.len() as u32).to_be_bytes());
+    for (k, v) in writes {
+        out.extend_from_slice(&(k.len() as u32).to_be_bytes());
+        out.extend_from_slice(k);
+        match v {
+            None => out.push(0),
+            Some(v) => {
+                out.push(1);
+                out.extend_from_slice(&(v.len() as u32).to_be_bytes());
+                out.extend_from_slice(v);
+            }
+        }
+    }
+    out
+}
+
+fn decode_delta(mut b: &[u8]) -> Result<Vec<(Vec<u8>, Option<Vec<u8>>)>, ClientError> {
+    fn take<'b>(b: &mut &'b [u8], n: usize) -> Result<&'b [u8], ClientError> {
+        if b.len() < n {
+            return Err(ClientError::storage("corrupt deferred index record"));
+        }
+        let (head, rest) = b.split_at(n);
+        *b = rest;
+        Ok(head)
+    }
+    fn len(b: &mut &[u8]) -> Result<usize, ClientError> {
+        Ok(u32::from_be_bytes(take(b, 4)?.try_into().expect("4 bytes")) as usize)
+    }
+    let count = len(&mut b)?;
+    let mut out = Vec::with_capacity(count.min(b.len() / 5));
+    for _ in 0..count {
+        let n = len(&mut b)?;
+        let k = take(&mut b, n)?.to_vec();
+        let v = match take(&mut b, 1)?[0] {
+            0 => None,
+            1 => {
+                let n = len(&mut b)?;
+                Some(take(&mut b, n)?.to_vec())
+            }
+            _ => return Err(ClientError::storage("corrupt deferred index record")),
+        };
+        out.push((k, v));
+    }
+    if !b.is_empty() {
+        return Err(ClientError::storage("corrupt deferred index record"));
+    }
+    Ok(out)
 }
 
 fn storage<E: std::fmt::Display>(e: E) -> ClientError {
@@ -58,15 +245,20 @@ fn storage<E: std::fmt::Display>(e: E) -> ClientError {
 /// A commit under construction: reads see one committed snapshot (taken when the `Tx` is
 /// made) and its own writes; [`Tx::finish`] applies it as one durable write transaction.
 pub(crate) struct Tx<'a> {
-    db: &'a redb::Database,
+    db: &'a Engine,
     read: Result<Snapshot, String>,
+    /// The deferred writes of the commits `read` holds.
+    overlay: std::sync::Arc<Overlay>,
     pub(crate) writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
 }
 
 impl<'a> Tx<'a> {
-    pub(crate) fn new(db: &'a redb::Database) -> Self {
-        let read = db.begin_read().map_err(|e| e.to_string()).and_then(|r| r.open_table(TABLE).map_err(|e| e.to_string()));
-        Tx { db, read, writes: BTreeMap::new() }
+    pub(crate) fn new(db: &'a Engine) -> Self {
+        let d = db.lock();
+        let read = db.redb.begin_read().map_err(|e| e.to_string()).and_then(|r| r.open_table(TABLE).map_err(|e| e.to_string()));
+        let overlay = d.overlay.clone();
+        drop(d);
+        Tx { db, read, overlay, writes: BTreeMap::new() }
     }
     fn snapshot(&self) -> Result<&Snapshot, ClientError> {
         self.read.as_ref().map_err(|e| ClientError::storage(e.clone()))
@@ -87,20 +279,28 @@ impl<'a> Tx<'a> {
         self.put(k, super::codec::encode(v).expect("records serialize"));
     }
     /// The committed rows under `prefix`, in key order, from `from` on (all when `None`);
-    /// this commit's own writes are not included. The one range walk every scan uses.
-    fn committed_range<'s>(&'s self, prefix: &'s [u8], from: Option<&[u8]>) -> Result<impl Iterator<Item = Result<(redb::AccessGuard<'s, &'static [u8]>, redb::AccessGuard<'s, &'static [u8]>), ClientError>> + 's, ClientError> {
+    /// this commit's own writes are not included. The one range walk every scan uses: the
+    /// table's rows with the deferred writes over them, without the [`DELTA`] records.
+    fn committed_range<'s>(&'s self, prefix: &'s [u8], from: Option<&[u8]>) -> Result<impl Iterator<Item = Result<(Vec<u8>, Vec<u8>), ClientError>> + 's, ClientError> {
         let start = from.unwrap_or(prefix);
-        let rows = self.snapshot()?.range::<&[u8]>(start..).map_err(storage)?;
-        Ok(rows.map(|kv| kv.map_err(storage)).take_while(move |kv| kv.as_ref().map_or(true, |(k, _)| k.value().starts_with(prefix))))
+        let table = self
+            .snapshot()?
+            .range::<&[u8]>(start..)
+            .map_err(storage)?
+            .map(|kv| kv.map(|(k, v)| (k.value().to_vec(), v.value().to_vec())).map_err(storage))
+            .take_while(move |kv| kv.as_ref().map_or(true, |(k, _)| k.starts_with(prefix) && !k.starts_with(DELTA)))
+            .peekable();
+        let overlay = self.overlay.range::<[u8], _>((std::ops::Bound::Included(start), std::ops::Bound::Unbounded)).take_while(move |(k, _)| k.starts_with(prefix)).peekable();
+        Ok(Merged { table, overlay })
     }
     /// Committed keys under `prefix`, in key order, from `from` on (all when `None`), at
     /// most `limit` (this commit's own writes are not included).
     pub(crate) fn committed_keys(&self, prefix: &[u8], from: Option<&[u8]>, limit: usize) -> Result<Vec<Vec<u8>>, ClientError> {
-        self.committed_range(prefix, from)?.take(limit).map(|kv| kv.map(|(k, _)| k.value().to_vec())).collect()
+        self.committed_range(prefix, from)?.take(limit).map(|kv| kv.map(|(k, _)| k)).collect()
     }
     /// Committed keys and values under `prefix`, in key order.
     fn committed_scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, ClientError> {
-        self.committed_range(prefix, None)?.map(|kv| kv.map(|(k, v)| (k.value().to_vec(), v.value().to_vec()))).collect()
+        self.committed_range(prefix, None)?.collect()
     }
     pub(crate) fn delete_prefix(&mut self, prefix: &[u8]) -> Result<(), ClientError> {
         // Keys only: the values being deleted are never copied out of the store.
@@ -132,6 +332,11 @@ impl<'a> Tx<'a> {
     }
     /// The value of `k` as committed before this commit.
     pub(crate) fn committed(&self, k: &[u8]) -> Result<Option<Vec<u8>>, ClientError> {
+        if deferred(k) {
+            if let Some(v) = self.overlay.get(k) {
+                return Ok(v.clone());
+            }
+        }
         Ok(self.snapshot()?.get(k).map_err(storage)?.map(|v| v.value().to_vec()))
     }
     pub(crate) fn bump_revision(&mut self) -> Result<u64, ClientError> {
@@ -140,23 +345,85 @@ impl<'a> Tx<'a> {
         Ok(r)
     }
     pub(crate) fn finish(self) -> Result<(), ClientError> {
-        // The snapshot is released first: nothing reads it any more.
-        drop(self.read);
-        let w = self.db.begin_write().map_err(storage)?;
+        let Tx { db, read, overlay, writes } = self;
+        // The snapshot is released first: nothing reads it any more (and the overlay it
+        // held, so publishing below need not copy it).
+        drop(read);
+        drop(overlay);
+        let mut d = db.lock();
+        let mut delta = Vec::new();
+        let w = db.redb.begin_write().map_err(storage)?;
         {
             let mut t = w.open_table(TABLE).map_err(storage)?;
-            for (k, v) in &self.writes {
+            for (k, v) in writes {
+                if deferred(&k) {
+                    delta.push((k, v));
+                    continue;
+                }
                 match v {
                     Some(v) => t.insert(k.as_slice(), v.as_slice()).map_err(storage)?,
                     None => t.remove(k.as_slice()).map_err(storage)?,
                 };
+            }
+            if !delta.is_empty() {
+                t.insert([DELTA, &d.next.to_be_bytes()].concat().as_slice(), encode_delta(&delta).as_slice()).map_err(storage)?;
             }
         }
         // Fail point for the crash tests: the commit is built, not yet durable (nothing is
         // acknowledged before the commit below returns).
         crate::store::crash::crash_point("client-applied");
         w.commit().map_err(storage)?;
+        // Published only now that it is durable; readers wait for `d` meanwhile.
+        if !delta.is_empty() {
+            d.next += 1;
+            let overlay = std::sync::Arc::make_mut(&mut d.overlay);
+            for (k, v) in delta {
+                overlay.insert(k, v);
+            }
+        }
+        // The commit is durable: a merge that fails leaves the deferred writes and their
+        // records as they were, so it is not this commit's failure. The next commit merges
+        // again (and a lasting storage fault fails that commit's own write).
+        if d.overlay.len() >= db.merge_at {
+            let _ = db.merge(&mut d);
+        }
         Ok(())
+    }
+}
+
+/// The table's rows under a prefix with the deferred writes over them (a deferred removal
+/// hides the row), in key order.
+struct Merged<T: Iterator, O: Iterator> {
+    table: std::iter::Peekable<T>,
+    overlay: std::iter::Peekable<O>,
+}
+
+impl<'o, T, O> Iterator for Merged<T, O>
+where
+    T: Iterator<Item = Result<(Vec<u8>, Vec<u8>), ClientError>>,
+    O: Iterator<Item = (&'o Vec<u8>, &'o Option<Vec<u8>>)>,
+{
+    type Item = Result<(Vec<u8>, Vec<u8>), ClientError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let order = match (self.table.peek(), self.overlay.peek()) {
+                (Some(Err(_)), _) => return self.table.next(),
+                (None, None) => return None,
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (Some(Ok((t, _))), Some((o, _))) => t.as_slice().cmp(o.as_slice()),
+            };
+            match order {
+                std::cmp::Ordering::Less => return self.table.next(),
+                // The deferred write is newer than the table's row.
+                std::cmp::Ordering::Equal => drop(self.table.next()),
+                std::cmp::Ordering::Greater => {}
+            }
+            let (k, v) = self.overlay.next().expect("peeked");
+            if let Some(v) = v {
+                return Some(Ok((k.clone(), v.clone())));
+            }
+        }
     }
 }
 
@@ -199,7 +466,10 @@ impl ClientDb {
     /// [`ClientDb::open`] with redb's page cache bounded to `cache_bytes` (the cache
     /// holds recently used pages; everything else is read from disk on demand).
     pub fn open_with(path: impl AsRef<Path>, cache_bytes: u64) -> Result<ClientDb, ClientError> {
-        let db = open_db(path.as_ref(), cache_bytes)?;
+        // `OLL_CLIENT_MERGE_AT` (tests): merge after this many deferred writes, in slices
+        // of as many, so a test suite can run every path with merges after each commit.
+        let merge_at = std::env::var("OLL_CLIENT_MERGE_AT").ok().and_then(|v| v.parse::<usize>().ok());
+        let db = Engine::new(open_db(path.as_ref(), cache_bytes)?, merge_at.unwrap_or(MERGE_AT), merge_at.unwrap_or(MERGE_SLICE))?;
         let store = ClientDb { db, lock: Mutex::new(()) };
         // An older key layout is migrated before anything reads it (store.rs, "Format").
         store.upgrade_format()?;
@@ -222,9 +492,9 @@ impl ClientDb {
         let mut out: BTreeMap<String, (u64, u64)> = BTreeMap::new();
         for kv in tx.committed_range(b"", None)? {
             let (k, v) = kv?;
-            let e = out.entry(space_of(k.value())).or_default();
+            let e = out.entry(space_of(&k)).or_default();
             e.0 += 1;
-            e.1 += (k.value().len() + v.value().len()) as u64;
+            e.1 += (k.len() + v.len()) as u64;
         }
         Ok(out)
     }
@@ -353,4 +623,173 @@ fn open_sled(dir: &Path) -> Result<sled::Db, ClientError> {
     with_lock_wait(dir, || sled::Config::new().path(dir).open(), |e| {
         matches!(e, sled::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock || io.to_string().contains("could not acquire lock"))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    //! The deferred index keys against a model: every read a [`Tx`] offers gives what a
+    //! plain ordered map given the same commits holds, across merges, reopens and a crash
+    //! in the middle of a merge.
+    use super::*;
+
+    type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+    /// Deferred and plain key spaces, interleaved in key order.
+    const PREFIXES: [&[u8]; 7] = [b"J", b"K", b"M", b"Xa", b"Xe", b"Xi", b"Xu"];
+
+    fn engine(dir: &Path, merge_at: usize, slice: usize) -> Engine {
+        Engine::new(open_db(dir, 1 << 20).unwrap(), merge_at, slice).unwrap()
+    }
+
+    /// The physical [`DELTA`] records of the file.
+    fn records(e: &Engine) -> usize {
+        let r = e.redb.begin_read().unwrap();
+        let t = r.open_table(TABLE).unwrap();
+        t.range::<&[u8]>(DELTA..).unwrap().count()
+    }
+
+    /// A deterministic stream of numbers (xorshift).
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    /// One round: a commit of a few puts and removals over all key spaces (sometimes a
+    /// whole space removed), applied to `model` as well.
+    fn round(e: &Engine, rng: &mut Rng, model: &mut Model) {
+        let mut tx = Tx::new(e);
+        for _ in 0..rng.next(12) {
+            let k = [PREFIXES[rng.next(PREFIXES.len() as u64) as usize], &[rng.next(40) as u8]].concat();
+            if rng.next(4) == 0 {
+                tx.writes.insert(k.clone(), None);
+                model.remove(&k);
+            } else {
+                let v = vec![rng.next(256) as u8; 1 + rng.next(30) as usize];
+                tx.put(k.clone(), v.clone());
+                model.insert(k, v);
+            }
+        }
+        if rng.next(40) == 0 {
+            let p = PREFIXES[rng.next(PREFIXES.len() as u64) as usize];
+            tx.delete_prefix(p).unwrap();
+            model.retain(|k, _| !k.starts_with(p));
+        }
+        assert_eq!(tx.scan(b"").unwrap(), model.clone().into_iter().collect::<Vec<_>>(), "a commit reads its own writes over the store");
+        tx.finish().unwrap();
+    }
+
+    /// Every kind of read a fresh `Tx` offers, against the model.
+    fn check(e: &Engine, rng: &mut Rng, model: &Model) {
+        let tx = Tx::new(e);
+        let all: Vec<(Vec<u8>, Vec<u8>)> = model.clone().into_iter().collect();
+        assert_eq!(tx.scan(b"").unwrap(), all);
+        for p in PREFIXES {
+            let want: Vec<_> = all.iter().filter(|(k, _)| k.starts_with(p)).cloned().collect();
+            assert_eq!(tx.scan(p).unwrap(), want, "scan of {}", String::from_utf8_lossy(p));
+            let from = [p, &[rng.next(40) as u8]].concat();
+            let keys: Vec<Vec<u8>> = want.iter().map(|(k, _)| k.clone()).filter(|k| *k >= from).take(5).collect();
+            assert_eq!(tx.committed_keys(p, Some(&from), 5).unwrap(), keys);
+        }
+        for _ in 0..20 {
+            let k = [PREFIXES[rng.next(PREFIXES.len() as u64) as usize], &[rng.next(40) as u8]].concat();
+            assert_eq!(tx.get(&k).unwrap(), model.get(&k).cloned());
+        }
+    }
+
+    #[test]
+    fn deferred_writes_read_as_written_across_merges_and_reopens() {
+        // `rng` makes the commits, `probe` the reads, so the reads change no commit.
+        let run = |merge_at: usize, slice: usize, reopen_every: usize| {
+            let dir = tempfile::tempdir().unwrap();
+            let (mut rng, mut probe, mut model) = (Rng(0x9e37_79b9_7f4a_7c15), Rng(3), Model::new());
+            let mut e = engine(dir.path(), merge_at, slice);
+            let (mut held, mut merged) = (false, false);
+            for i in 1..=600 {
+                round(&e, &mut rng, &mut model);
+                let n = records(&e);
+                merged |= held && n == 0;
+                held |= n > 0;
+                check(&e, &mut probe, &model);
+                if i % reopen_every == 0 {
+                    drop(e);
+                    e = engine(dir.path(), merge_at, slice);
+                    check(&e, &mut probe, &model);
+                }
+            }
+            (model, held, merged, records(&e))
+        };
+        let (model, held, merged, _) = run(40, 7, 50);
+        assert!(held && merged, "writes were deferred, then merged");
+        // The same commits, merged after every commit and never, read alike.
+        let (every, held, _, left) = run(1, 3, 1000);
+        assert!(every == model && !held && left == 0);
+        let (never, held, merged, left) = run(usize::MAX, 1, 1000);
+        assert!(never == model && held && !merged && left > 0);
+    }
+
+    #[test]
+    fn a_delta_record_that_does_not_parse_is_a_storage_error() {
+        let good = encode_delta(&[(b"Xi1".to_vec(), Some(b"v".to_vec())), (b"K2".to_vec(), None)]);
+        assert_eq!(decode_delta(&good).unwrap().len(), 2);
+        for bad in [&good[..good.len() - 1], &[&good[..], &[0]].concat()[..], &[0, 0, 0, 9][..]] {
+            assert!(decode_delta(bad).unwrap_err().message.contains("corrupt deferred index record"));
+        }
+    }
+
+    const CHILD: &str = "OLL_TEST_MERGE_CRASH_DIR";
+
+    /// Run only as the child of the test below: rounds until the fail point kills it,
+    /// saying which round's commit it is finishing.
+    #[test]
+    fn merge_crash_child() {
+        let Ok(dir) = std::env::var(CHILD) else { return };
+        let e = engine(Path::new(&dir), 40, 7);
+        let (mut rng, mut model) = (Rng(7), Model::new());
+        for i in 0.. {
+            println!("finishing {i}");
+            round(&e, &mut rng, &mut model);
+        }
+    }
+
+    #[test]
+    fn a_crash_during_a_merge_loses_no_write_and_the_merge_is_done_again() {
+        use std::io::{BufRead, BufReader};
+        for nth in [1, 2, 9] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", "client::db::tests::merge_crash_child", "--nocapture", "--test-threads=1"])
+                .env(CHILD, dir.path())
+                .env(crate::store::crash::ENV, format!("client-merge:{nth}"))
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            let last = BufReader::new(child.stdout.take().unwrap())
+                .lines()
+                .filter_map(|l| l.unwrap().strip_prefix("finishing ").map(|n| n.parse::<usize>().unwrap()))
+                .last()
+                .unwrap();
+            use std::os::unix::process::ExitStatusExt;
+            assert_eq!(child.wait().unwrap().signal(), Some(9), "killed at the fail point");
+            // The round being finished was durable before its merge began.
+            let (mut rng, mut model) = (Rng(7), Model::new());
+            let scratch = tempfile::tempdir().unwrap();
+            let replay = engine(scratch.path(), usize::MAX, 1);
+            for _ in 0..=last {
+                round(&replay, &mut rng, &mut model);
+            }
+            let e = engine(dir.path(), 40, 7);
+            assert!(records(&e) > 0, "the records outlive a merge cut short");
+            check(&e, &mut rng, &model);
+            // The next commit merges again, whole.
+            round(&e, &mut rng, &mut model);
+            assert_eq!(records(&e), 0);
+            check(&e, &mut rng, &model);
+        }
+    }
 }

@@ -19,6 +19,7 @@
 //! | `Q` sid gen n | quarantined conflicting batch (equivocation) |
 //! | `L` label | [`SourceKey`] JSON (so a client can find its source before opening) |
 //! | `P` label | request id of an open sent but not yet committed |
+//! | `~d` n | deferred writes of `J`, `K` and the journal's `Xi`, `Xe`, `Xa` keys not yet in place (`db.rs`) |
 //!
 //! `sid` is the source's key prefix (32 bytes): `A` id if present, else the id
 //! itself, where id is [`SourceKey::id`] of `{provider, service, queryDigest}`. `gen` and
@@ -49,8 +50,12 @@
 //! size; a crash between commits leaves each record or row whole under one key, and opening
 //! again moves the rest). The first commit of the upgrade already writes `meta/format`,
 //! with `meta/upgrading-from` (the format the store had) until the last, so a version that
-//! cannot read a half-moved store refuses it. The engine changed too (sled to redb,
-//! `db.rs`); that copy happens before either, below the key layout, and changes no key.
+//! cannot read a half-moved store refuses it. Format 4 defers the writes of the small keys
+//! placed by a hash (`db.rs`, "Deferred index keys"): a version that does not read the `~d`
+//! records would miss them, so a format-3 store is marked format 4 when it is opened (it
+//! has no deferred writes: nothing moves). The engine changed too (sled to redb,
+//! `db.rs`); that copy happens before the layout upgrades, below the key layout, and
+//! changes no key.
 //!
 //! Invariants:
 //! - every mutation is one write transaction (all-or-nothing), durable before the
@@ -980,7 +985,7 @@ impl ClientDb {
 // --- source identity and the store format ------------------------------------------
 
 /// The key layout this version writes (`meta/format`; see the module docs, "Format").
-pub const FORMAT: u64 = 3;
+pub const FORMAT: u64 = 4;
 const FORMAT_KEY: &[u8] = b"meta/format";
 /// While an older store is being brought to [`FORMAT`]: the format it had (u64; 1 for a
 /// store without `meta/format`). The upgrade's first commit writes it with `meta/format`,
@@ -1031,9 +1036,9 @@ impl LegacySourceKey {
 
 impl ClientDb {
     /// Brings the store to [`FORMAT`] (called by `open`): a new store is marked, an older
-    /// one is migrated (module docs, "Format"): marked format 3 with what it was, its
+    /// one is migrated (module docs, "Format"): marked [`FORMAT`] with what it was, its
     /// records moved in bounded commits, then the format-1 step if it was format 1 and
-    /// the mark removed. A crash anywhere leaves a store that says format 3 and what is
+    /// the mark removed. A crash anywhere leaves a store that says [`FORMAT`] and what is
     /// left, so the next open goes on and an older version refuses it. A store written by
     /// a newer version is refused (`unsupported`).
     pub(crate) fn upgrade_format(&self) -> Result<(), ClientError> {
@@ -1051,7 +1056,8 @@ impl ClientDb {
                     be_u64(&v)
                 )))
             }
-            Some(v) if v.len() == 8 && be_u64(&v) == 2 => (2, false),
+            // Format 3 lacks only the deferred index records (db.rs), which start empty.
+            Some(v) if v.len() == 8 && matches!(be_u64(&v), 2 | 3) => (be_u64(&v), false),
             Some(_) => return Err(ClientError::storage("corrupt store format")),
             // A new store is marked in one commit: nothing to move.
             None if tx.committed_keys(b"", None, 1)?.is_empty() => {
@@ -1063,7 +1069,7 @@ impl ClientDb {
         };
         drop(tx);
         if !begun {
-            // From here on the store says format 3, so a version that cannot read a
+            // From here on the store says [`FORMAT`], so a version that cannot read a
             // half-moved store refuses it; the marker says what is left to do.
             let mut tx = Tx::new(&self.db);
             tx.put(FORMAT_KEY.to_vec(), FORMAT.to_be_bytes().to_vec());
@@ -1099,7 +1105,7 @@ const LEGACY_MEMBER_KEY: usize = 1 + 32 + 8 + 36;
 /// the same places. `crash_point` names the step for the crash tests (a chunk built,
 /// nothing written). No visible state changes, so the revision stays.
 fn move_chunked(
-    db: &redb::Database,
+    db: &super::db::Engine,
     prefix: &[u8],
     crash_point: &str,
     still_to_move: impl Fn(&[u8]) -> bool,
@@ -1128,14 +1134,14 @@ fn move_chunked(
 
 /// Format 2 to 3, first step: each transaction record leaves its `Xt` txid key for its
 /// place in receipt order (`journal::save_tx`).
-fn move_tx_records(db: &redb::Database) -> Result<(), ClientError> {
+fn move_tx_records(db: &super::db::Engine) -> Result<(), ClientError> {
     move_chunked(db, LEGACY_TX_PREFIX, "client-move-tx", |_| true, |tx, _, v| save_tx(tx, &decode::<TxRecord>(&v)?))
 }
 
 /// Format 2 to 3, second step: each member row leaves its `M` sid gen outpoint key for
 /// `M` sid gen 0 outpoint with its `K` index (place 0: the rows a store had keep their
 /// outpoint order). A key's length tells a row still to move from a moved one.
-fn move_member_rows(db: &redb::Database) -> Result<(), ClientError> {
+fn move_member_rows(db: &super::db::Engine) -> Result<(), ClientError> {
     move_chunked(db, b"M", "client-move-members", |k| k.len() == LEGACY_MEMBER_KEY, |tx, k, v| {
         let sid: [u8; 32] = k[1..33].try_into().expect("key length checked");
         let g = be_u64(&k[33..41]);
@@ -1147,7 +1153,7 @@ fn move_member_rows(db: &redb::Database) -> Result<(), ClientError> {
 
 /// Format 2 to 3, third step: the group (`I` sid gen id) and observation (`O` sid gen id)
 /// identity keys become [`identity_key`]s with the same value.
-fn move_identities(db: &redb::Database) -> Result<(), ClientError> {
+fn move_identities(db: &super::db::Engine) -> Result<(), ClientError> {
     for (tag, kind) in [(b'I', GROUP_ID), (b'O', OBSERVATION_ID)] {
         move_chunked(db, &[tag], "client-move-identities", |_| true, |tx, k, v| {
             let corrupt = || ClientError::storage("corrupt identity key");
