@@ -17,17 +17,17 @@ export declare class CheckpointStore {
    */
   static open(path: string, options?: JsStoreOptions | undefined | null): CheckpointStore
   /**
-   * Waits for the `commitBatchAsync` commits already asked for, flushes and releases
-   * the path. Further calls throw.
+   * Waits for the pool writes already asked for (`commitBatchAsync`,
+   * `acceptVerificationsAsync`), flushes and releases the path. Further calls throw.
    */
   close(): void
   /**
-   * Keeps `commitBatchAsync` commits from applying until `releaseCommits` (or `close`):
-   * the current revision stays the newest. Waits for a commit already applying, as any
+   * Keeps pool writes (`commitBatchAsync`, `acceptVerificationsAsync`) from applying
+   * until `releaseCommits` (or `close`): the current revision stays the newest. Waits for a commit already applying, as any
    * call does. Synchronous commits made meanwhile are not held.
    */
   holdCommits(): void
-  /** Lets held `commitBatchAsync` commits apply. */
+  /** Lets held pool writes apply. */
   releaseCommits(): void
   /**
    * Starts a new generation of the source `{provider, service, queryDigest}`;
@@ -101,6 +101,11 @@ export declare class CheckpointStore {
   verdicts(txid: string): any /* see js/client/client.d.ts: VariantVerdict[] | null */
   /** Hands verifier results back through the port, all in one commit. */
   acceptVerifications(results: Array<JsVerificationResult>): any /* see js/client/client.d.ts: StepOutcome */
+  /**
+   * `acceptVerifications` on the libuv pool: resolves with the same outcome once the
+   * commit is durable (or rejects with the same error); store calls made meanwhile wait.
+   */
+  acceptVerificationsAsync(results: Array<JsVerificationResult>): Promise<string /* JSON: js/client/client.d.ts StepOutcome */>
   /**
    * Clears `limited` verdicts measured against another budget than `policy`, so
    * they are verified again; returns how many.

@@ -105,6 +105,56 @@ test('a committed batch feeds the journal; currentness comes from the graph, not
   store.close()
 })
 
+test('acceptVerificationsAsync accepts on the pool as acceptVerifications does: same outcomes, same state, same errors, held with the commits, awaited by close', async () => {
+  // The same receipts in two stores; one accepts synchronously, the other on the pool.
+  const stores = ['sync', 'pool'].map(name => {
+    const s = CheckpointStore.open(path.join(dir, name))
+    setUp(s)
+    s.receiveTransactions('host', [{ raw: Buffer.from(tx('B').raw, 'hex'), evidence: Buffer.from(vectors.inclusion.beef, 'base64') }])
+    s.receiveTransactions('host-b', [{ raw: Buffer.from(tx('A').raw, 'hex') }])
+    return s
+  })
+  const [sync, pool] = stores
+  const results = s => s.pendingVerifications().map(j => ({ ...j, status: 'verified', raw: Buffer.from(j.txid === tx('A').txid ? tx('A').raw : tx('B').raw, 'hex'), reason: 'ok' }))
+  expect(results(pool)).toHaveLength(2)
+  const stale = s => [{ ...s.pendingVerifications()[0], contextId: 'fork', status: 'verified', raw: Buffer.from(tx('B').raw, 'hex'), reason: 'ok' }]
+  expect(await pool.acceptVerificationsAsync(stale(pool))).toEqual(sync.acceptVerifications(stale(sync)))
+
+  // Bad input is refused before anything is queued, with the same code.
+  const rev = pool.revision()
+  await expect(pool.acceptVerificationsAsync([{ ...results(pool)[0], status: 'fine' }])).rejects.toMatchObject({ code: 'invalid' })
+  expect(() => sync.acceptVerifications([{ ...results(sync)[0], status: 'fine' }])).toThrow(expect.objectContaining({ code: 'invalid' }))
+  expect(pool.revision()).toBe(rev)
+
+  // While commits are held the accept does not apply; whenIdle waits for it.
+  pool._holdCommits()
+  const pending = pool.acceptVerificationsAsync(results(pool))
+  let settled = false
+  const idle = pool.whenIdle().then(() => { settled = true })
+  await new Promise(resolve => setTimeout(resolve, 50))
+  expect(settled).toBe(false)
+  expect(pool.revision()).toBe(rev)
+  pool._releaseCommits()
+  const outcome = await pending
+  await idle
+  expect(outcome).toEqual(sync.acceptVerifications(results(sync)))
+  expect(outcome.accepted).toBeGreaterThan(0)
+  expect(pool.revision()).toBe(rev + 1)
+  const chain = { network: 'main', genesisHash: GENESIS }
+  expect(pool.reconciledState(chain)).toEqual(sync.reconciledState(chain))
+
+  // Closing while an accept runs waits for it: the reopened store holds its result.
+  pool.receiveTransactions('host-e', [{ raw: Buffer.from(tx('E').raw, 'hex') }])
+  const last = pool.acceptVerificationsAsync(pool.pendingVerifications().map(j => ({ ...j, status: 'invalid', reason: 'a script fails' })))
+  pool.close()
+  await expect(last).resolves.toMatchObject({ revision: rev + 3 })
+  await expect(pool.acceptVerificationsAsync([])).rejects.toThrow(/closed/)
+  const again = CheckpointStore.open(path.join(dir, 'pool'))
+  expect(again.verdicts(tx('E').txid).map(v => v.verdict.status)).toEqual(['invalid'])
+  again.close()
+  sync.close()
+})
+
 test('bad input to the reconciler is an error with a code, and writes nothing', () => {
   const store = CheckpointStore.open(path.join(dir, 'store'))
   expect(() => store.receiveTransactions('h', [{ raw: Buffer.from('00', 'hex') }])).toThrow(expect.objectContaining({ code: 'invalid' }))

@@ -4,7 +4,7 @@
 //  1. evidence verified per second: 1-input P2PKH transactions, each spending a P2PKH output
 //     proven by a Merkle path of a LocalChainTracker block, received into a real sled store
 //     with their BEEF and verified by EvidenceVerifier (store reads, SDK decode, merkle check,
-//     script evaluation, acceptVerifications commits) — plus checkEvidence alone (no store);
+//     script evaluation, acceptVerificationsAsync commits) — plus checkEvidence alone (no store);
 //  2. verification lag behind receipt while a LiveLookupClient (public mode, loopback HTTP)
 //     drains an N-output snapshot from the project's server, verifying in the background.
 //
@@ -80,9 +80,9 @@ async function lag (tmp) {
   const store = openStore(path.join(tmp, 'lag'), tracker)
   const received = new Map()
   const verifiedAt = new Map()
-  const accept = store.acceptVerifications.bind(store)
-  store.acceptVerifications = results => {
-    const r = accept(results)
+  const accept = store.acceptVerificationsAsync.bind(store)
+  store.acceptVerificationsAsync = async results => {
+    const r = await accept(results)
     const now = performance.now()
     for (const x of results) verifiedAt.set(x.txid, now)
     return r

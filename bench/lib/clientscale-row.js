@@ -17,6 +17,13 @@ const { PROFILE, PROFILE_LIMITS, digest } = require('../../js/common/wire')
 const { CHAIN } = require('../../__test__/helpers/live')
 const { dirBytes, peakRssBytes, writtenBytes } = require('./common')
 const { trackerOf } = require('./p2pkh-catalogue')
+const { monitorEventLoopDelay } = require('node:perf_hooks')
+
+// How long the JS thread (the application's thread) was kept from its event loop while the row
+// received (and, for the verifying row, verified): a row stops it where its measured work ends,
+// before its own checks read the store back.
+const loop = monitorEventLoopDelay({ resolution: 10 })
+const measured = () => loop.disable()
 
 const SERVICE = 'ls_notes'
 const QUERY = { author: 'alice' }
@@ -86,6 +93,7 @@ async function rawRow ({ origin, outputs }) {
   const t0 = performance.now()
   const d = await drain(origin, () => {})
   const receiptMs = performance.now() - t0
+  measured()
   await closeSession(origin, d)
   expectOutputs('raw', d.outputs, outputs)
   return { receiptMs, pages: d.pages, wireBytesPerObservation: d.wireBytes / d.observations, diskBytes: null }
@@ -125,6 +133,7 @@ async function sqliteRow ({ origin, outputs, dataDir }) {
   })
   const d = await drain(origin, commit)
   const receiptMs = performance.now() - t0
+  measured()
   await closeSession(origin, d)
   const stored = db.prepare("SELECT COUNT(*) AS n FROM observations WHERE kind = 'output'").get().n
   db.close()
@@ -180,6 +189,7 @@ async function clientRow ({ origin, outputs, dataDir }) {
   const client = new LiveLookupClient({ baseURL: origin, chain: CHAIN, allowInsecureHttp: true, fetch, store, limits: { waitMs: 0 } })
   // No chainTracker, so nothing verifies: the rule must be chosen (docs/client.md).
   const { receiptMs, key } = await receive(client, 'claims')
+  measured()
   await client.close(key)
   const received = store.state(key).received
   store.close()
@@ -207,6 +217,7 @@ async function verifyingRow ({ origin, outputs, dataDir, catalogue }) {
   // Verification runs on after receipt; all outputs are current once it is idle with nothing pending.
   await client.verifier.idle()
   const allCurrentMs = performance.now() - t0
+  measured()
   if (client.verificationError) throw client.verificationError
   await client.close(key)
   const pending = store.pendingVerifications(null, { limit: 1 }).length
@@ -239,7 +250,9 @@ async function runRow (cfg) {
   const fn = ROWS[cfg.row]
   if (!fn) throw new Error(`unknown row ${cfg.row} (rows: ${Object.keys(ROWS).join(', ')})`)
   fs.mkdirSync(cfg.dataDir, { recursive: true })
+  loop.enable()
   const r = await fn(cfg)
+  measured()
   return {
     row: cfg.row,
     outputs: cfg.outputs,
@@ -252,6 +265,9 @@ async function runRow (cfg) {
     writtenBytes: writtenBytes(),
     pages: r.pages ?? null,
     paused: r.paused ?? null,
+    // The longest delay of the event loop (ms) and its 99th percentile.
+    loopDelayMaxMs: loop.max / 1e6,
+    loopDelayP99Ms: loop.percentile(99) / 1e6,
     wireBytesPerObservation: r.wireBytesPerObservation ?? null
   }
 }

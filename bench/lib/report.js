@@ -255,6 +255,7 @@ function clientScaleSection (v, command) {
     one(r.diskBytesPerOutput, bytes),
     one(r.peakRssMiB),
     one(r.writtenMiB),
+    one(r.loopDelayMaxMs, x => x.toFixed(0)),
     one(r.receiptOverSqlite),
     one(r.receiptOverRaw),
     one(r.diskOverSqlite),
@@ -296,17 +297,24 @@ Receipt runs from the row's first request (the capabilities fetch) until its sna
 (\`snapshot-complete\` for the client rows). Disk is the size of the row's data directory after it closed,
 over the outputs; peak RSS is the row process's VmHWM at its end; written is what the row process caused
 to be written to storage (\`write_bytes\` of /proc/self/io): a count of the store's page writes that, unlike
-the times, the machine's load does not change.
+the times, the machine's load does not change. The longest JS stall is the event loop's longest delay
+(\`monitorEventLoopDelay\`, 10 ms resolution) from the row's start until its receipt (for the verifying
+row, until all current): how long the application's thread could not run.
 ${runs}. The figures of one run are compared to each other: the ratios pair rows of the same run, and
 the machine is shared, so figures of different runs are best compared through their ratios.
 
-${table(['row', 'receipt, s', 'obs/s', 'all current, s', 'disk per output', 'peak RSS, MiB', 'written, MiB', 'receipt / SQLite', 'receipt / raw', 'disk / SQLite', 'peak RSS / SQLite'], rows)}
+${table(['row', 'receipt, s', 'obs/s', 'all current, s', 'disk per output', 'peak RSS, MiB', 'written, MiB', 'longest JS stall, ms', 'receipt / SQLite', 'receipt / raw', 'disk / SQLite', 'peak RSS / SQLite'], rows)}
 
 ${pausedNote(v)}Catalogue: built in ${num(c.buildS)} s ${c.cached ? '(by an earlier run; this one reused the cache)' : 'by this run'}, cached under the bench tmp dir
 (\`oll-bench-cache-${v.outputs}-${c.version}\`); the provider loaded it in ${num(v.providerLoadS)} s. Neither is in any row's time.
 
 Where the client's time and disk go, and what would close the gap to SQLite (indexes derived from
-appended page records): \`bench/client-layout-results.md\`. Format 4 (the small keys placed by a hash
+appended page records): \`bench/client-layout-results.md\`. The verifier's result commits on the libuv pool and
+the follow loop waiting for them before its own store calls, against the build before (8f68cb3), alternated,
+\`--rows sqlite,verifying\`, two rounds on 6 December 2026: the verifying row's longest JS stall 36 and 58 ms
+against 933 and 888 (the SQLite client's 41 to 56), all current 32.3 and 30.5 s against 33.8 and 32.1,
+received in 21.0 and 21.3 s against 22.1 and 21.3 (bench/client-layout-results.md, "Verification results
+committed on the pool"). Format 4 (the small keys placed by a hash
 appended with each commit and merged into their places in bulk, \`src/client/db.rs\`) against the build
 before it (55c7c8e), alternated, \`--rows sqlite,client,verifying\`, two rounds on 6 December 2026: the
 no-reconciler row wrote 263 and 262 MiB against 784 and 784, received in 7.01 and 7.22 s against 8.63

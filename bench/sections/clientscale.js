@@ -58,7 +58,8 @@ async function oneRun (rows, base) {
       (r.allCurrentMs !== null ? `, all current ${(r.allCurrentMs / 1000).toFixed(2)} s` : '') +
       `, peak RSS ${(r.peakRssBytes / MiB).toFixed(0)} MiB` +
       (r.writtenBytes !== null ? `, ${(r.writtenBytes / MiB).toFixed(0)} MiB written` : '') +
-      (r.diskBytesPerOutput !== null ? `, ${r.diskBytesPerOutput.toFixed(0)} B/output on disk` : ''))
+      (r.diskBytesPerOutput !== null ? `, ${r.diskBytesPerOutput.toFixed(0)} B/output on disk` : '') +
+      (r.loopDelayMaxMs !== undefined ? `, longest JS stall ${r.loopDelayMaxMs.toFixed(0)} ms` : ''))
   }
   return out
 }
@@ -83,6 +84,7 @@ function rowSummary (runs, row) {
     diskBytesPerOutput: has('diskBytesPerOutput') ? summary(values('diskBytesPerOutput'), 'B') : null,
     peakRssMiB: summary(values('peakRssBytes').map(b => b / MiB), 'MiB'),
     writtenMiB: has('writtenBytes') ? summary(values('writtenBytes').map(b => b / MiB), 'MiB') : null,
+    loopDelayMaxMs: runs[0][row].loopDelayMaxMs !== undefined ? summary(values('loopDelayMaxMs'), 'ms') : null,
     receiptOverSqlite: ratio(runs, row, 'sqlite', 'receiptMs'),
     receiptOverRaw: ratio(runs, row, 'raw', 'receiptMs'),
     diskOverSqlite: has('diskBytesPerOutput') ? ratio(runs, row, 'sqlite', 'diskBytesPerOutput') : null,

@@ -141,7 +141,7 @@ export declare class CheckpointStore {
   commitBatch (sourceKey: SourceKey, generation: number, expectedCursor: string | null, batch: Buffer, options?: CommitBatchOptions): CommitOutcome
   /** commitBatch on the libuv pool: the same outcome or error, once durable; the JS thread stays free meanwhile. */
   commitBatchAsync (sourceKey: SourceKey, generation: number, expectedCursor: string | null, batch: Buffer, options?: CommitBatchOptions): Promise<CommitOutcome>
-  /** Resolves when no commitBatchAsync is running (synchronous calls made meanwhile block until it is durable). */
+  /** Resolves when no pool write (commitBatchAsync, acceptVerificationsAsync) is running (synchronous calls made meanwhile block until it is durable). */
   whenIdle (): Promise<void>
   markVerified (sourceKey: SourceKey, generation: number, groupId: string): CommitOutcome
   members (sourceKey: SourceKey): Member[]
@@ -165,6 +165,8 @@ export declare class CheckpointStore {
    */
   pendingVerifications (txid?: string | null, page?: { after?: VerificationJob | null; limit?: number } | null): VerificationJob[]
   acceptVerifications (results: VerificationResultInput[]): StepOutcome
+  /** acceptVerifications on the libuv pool: the same outcome or error, once durable; the JS thread stays free meanwhile (the verifier uses it). */
+  acceptVerificationsAsync (results: VerificationResultInput[]): Promise<StepOutcome>
   /** Clears `limited` verdicts recorded under another budget than `policy` (they are verified again); returns how many. */
   requeueLimited (policy: string): number
   /** The exact evidence bytes of a job (the BEEF it arrived in), or null. */

@@ -119,7 +119,7 @@ class RevisionEvent {
 class CheckpointStore {
   constructor (inner) {
     this._inner = inner
-    this._commits = 0 // commitBatchAsync calls not yet settled (see whenIdle)
+    this._commits = 0 // pool writes not yet settled (see whenIdle)
     this._idle = null
   }
 
@@ -148,7 +148,18 @@ class CheckpointStore {
    */
   async commitBatchAsync (sourceKey, generation, expectedCursor, batch, options) {
     knownKeys('commitBatch', options, COMMIT_KEYS)
-    const pending = nativeCall(() => this._inner.commitBatchAsync(sourceKeyArg(sourceKey), generation, expectedCursor ?? null, batch, options ?? null))
+    return this._onPool(() => this._inner.commitBatchAsync(sourceKeyArg(sourceKey), generation, expectedCursor ?? null, batch, options ?? null))
+  }
+
+  /** acceptVerifications off the JS thread, as commitBatchAsync is (the verifier uses it). */
+  async acceptVerificationsAsync (results) {
+    return this._onPool(() => this._inner.acceptVerificationsAsync(results))
+  }
+
+  // A write on the libuv pool (src/node/client.rs WriteTask), counted until it settles so
+  // whenIdle covers it.
+  async _onPool (start) {
+    const pending = nativeCall(start)
     this._commits++
     try {
       return JSON.parse(await pending)
@@ -163,9 +174,9 @@ class CheckpointStore {
   }
 
   /**
-   * Resolves when no commitBatchAsync is running. A synchronous store call made while one
-   * runs blocks the JS thread until it is durable; background work (the verifier) waits
-   * here instead.
+   * Resolves when no write on the pool (commitBatchAsync, acceptVerificationsAsync) is
+   * running. A synchronous store call made while one runs blocks the JS thread until it is
+   * durable; background work (the verifier) waits here instead.
    */
   whenIdle () {
     if (this._commits === 0) return Promise.resolve()
@@ -732,6 +743,8 @@ class LiveLookupClient {
     if (!onRevision) return
     let returned
     try {
+      // Holding waits for a write already applying: wait for it here instead, off the thread.
+      await this.store.whenIdle()
       this.store._holdCommits()
       try {
         returned = onRevision(new RevisionEvent(this.store, this.baseURL, key, outcome, bytes))
@@ -907,6 +920,7 @@ class LiveLookupClient {
     // After a commit: if it completed the generation's snapshot, say so.
     const snapshotDone = async (generation, before) => {
       if (before) return
+      await this.store.whenIdle()
       const now = this.store.checkpoint(key)
       if (now && now.generation === generation && now.snapshotComplete) {
         if (!now.invalidated) invalidRun = 0
@@ -928,6 +942,9 @@ class LiveLookupClient {
     // One step: an open, or a read and its commit. Returns true when the step made
     // contact with the provider (so the connection is up).
     const step = async () => {
+      // The step's store calls are synchronous: a write on the pool (another source's commit,
+      // the verifier's results) is waited for here, not with the JS thread blocked in a call.
+      await this.store.whenIdle()
       const cp = key && !reopen ? this.store.checkpoint(key) : null
       // A refreshed generation negotiated no access: moving from it to a live one is no change.
       if (cp && cp.access !== null && cp.access !== finite.FINITE_ACCESS) servedAccess = cp.access

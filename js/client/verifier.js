@@ -5,7 +5,7 @@
 // and decodes them, checks that they carry the job's txid, verifies Merkle paths
 // against the application's ChainTracker and script-verifies the unconfirmed ancestry
 // with @bsv/sdk's `Transaction.verify` (the ecosystem's interpreter, reused as is).
-// The result of every job goes to `acceptVerifications`; the store records the Merkle
+// The result of every job goes to `acceptVerificationsAsync`; the store records the Merkle
 // claims of a verified bundle itself (it read them at receipt), and applies results in
 // journal order whatever order the workers finish in. Jobs are durable in the store, so
 // a restart simply runs again.
@@ -326,11 +326,17 @@ class EvidenceVerifier {
     const results = []
     let deferred = false
     let flushedAt = Date.now()
-    const flush = async () => {
-      if (!results.length) return
-      await this._storeIdle()
+    // Results are committed on the libuv pool, one group after the other (the store orders
+    // them by journal position whatever order they arrive in): the JS thread, and with it
+    // receipt, runs on while a group is written. The worker that flushed waits for its
+    // group, so at most one group per worker is held in memory beyond `results`.
+    let accepting = Promise.resolve()
+    const flush = () => {
+      if (!results.length) return accepting
       flushedAt = Date.now()
-      if (results.length) this.store.acceptVerifications(results.splice(0))
+      const group = results.splice(0)
+      accepting = accepting.then(() => this.store.acceptVerificationsAsync(group))
+      return accepting
     }
     const record = (job, r) => {
       this.stats[r.status]++

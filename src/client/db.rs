@@ -138,10 +138,7 @@ impl Engine {
             {
                 let mut t = w.open_table(TABLE).map_err(storage)?;
                 for (k, v) in slice {
-                    match v {
-                        Some(v) => t.insert(k.as_slice(), v.as_slice()).map_err(storage)?,
-                        None => t.remove(k.as_slice()).map_err(storage)?,
-                    };
+                    apply(&mut t, k, v.as_deref())?;
                 }
                 if last {
                     let records: Vec<Vec<u8>> = t
@@ -236,6 +233,15 @@ fn decode_delta(mut b: &[u8]) -> Result<Vec<(Vec<u8>, Option<Vec<u8>>)>, ClientE
         return Err(ClientError::storage("corrupt deferred index record"));
     }
     Ok(out)
+}
+
+/// Writes one key of a commit or merge to the table: a value, or its removal (`None`).
+fn apply(t: &mut redb::Table<&[u8], &[u8]>, k: &[u8], v: Option<&[u8]>) -> Result<(), ClientError> {
+    match v {
+        Some(v) => t.insert(k, v).map(drop),
+        None => t.remove(k).map(drop),
+    }
+    .map_err(storage)
 }
 
 fn storage<E: std::fmt::Display>(e: E) -> ClientError {
@@ -360,10 +366,7 @@ impl<'a> Tx<'a> {
                     delta.push((k, v));
                     continue;
                 }
-                match v {
-                    Some(v) => t.insert(k.as_slice(), v.as_slice()).map_err(storage)?,
-                    None => t.remove(k.as_slice()).map_err(storage)?,
-                };
+                apply(&mut t, &k, v.as_deref())?;
             }
             if !delta.is_empty() {
                 t.insert([DELTA, &d.next.to_be_bytes()].concat().as_slice(), encode_delta(&delta).as_slice()).map_err(storage)?;

@@ -75,7 +75,7 @@ pub struct JsCheckpointStore {
     inner: Arc<Slot>,
 }
 
-/// The open store, shared with commits running on the libuv pool (`commitBatchAsync`).
+/// The open store, shared with the writes running on the libuv pool (`WriteTask`).
 ///
 /// Invariant: a JS call never sees a commit applied but not yet flushed. Every call
 /// holds `visible` for reading while it runs; a pool commit holds it for writing from
@@ -122,22 +122,30 @@ impl JsCheckpointStore {
     }
 }
 
-/// `commitBatchAsync`: the commit of `commitBatch`, on the libuv pool.
-pub struct CommitTask {
+/// What a pool write does with the open store: its outcome as JSON.
+type Write = Box<dyn FnOnce(&client::ClientDb) -> Result<Value, ClientError> + Send>;
+
+/// A write of the store on the libuv pool (`commitBatchAsync`, `acceptVerificationsAsync`):
+/// the JS thread stays free while it is checked, written and flushed. Every pool write
+/// waits here for `held` and `visible` (the `Slot` invariant), so each one is serialized
+/// with the JS calls and with each other exactly as a synchronous call would be.
+pub struct WriteTask {
     slot: Arc<Slot>,
-    /// Taken when the commit was asked for (so `close` waits for it) and given up as
+    /// Taken when the write was asked for (so `close` waits for it) and given up as
     /// soon as it has run, on the pool (the task itself is dropped on the JS thread).
     store: Option<Arc<client::ClientDb>>,
-    source: SourceKey,
-    generation: u64,
-    expected_cursor: Option<String>,
-    body: Vec<u8>,
-    opts: CommitOptions,
+    work: Option<Write>,
 }
 
-impl Task for CommitTask {
-    type Output = client::CommitOutcome;
-    /// JSON text of the outcome (the JS side parses it), as `commitBatch` returns it.
+impl WriteTask {
+    fn new(slot: &Arc<Slot>, work: Write) -> napi::Result<AsyncTask<WriteTask>> {
+        Ok(AsyncTask::new(WriteTask { slot: slot.clone(), store: Some(slot.db()?), work: Some(work) }))
+    }
+}
+
+impl Task for WriteTask {
+    type Output = Value;
+    /// JSON text of the outcome (the JS side parses it), as the synchronous call returns it.
     type JsValue = String;
     fn compute(&mut self) -> napi::Result<Self::Output> {
         // `_visible` is taken first and so released last: by the time a waiting `close`
@@ -149,11 +157,12 @@ impl Task for CommitTask {
             }
             self.slot.visible.write().unwrap_or_else(|e| e.into_inner())
         };
-        let store = self.store.take().ok_or_else(|| invalid("commit already ran"))?;
-        store.commit_batch(&self.source, self.generation, self.expected_cursor.as_deref(), &self.body, &self.opts).map_err(err)
+        let store = self.store.take().ok_or_else(|| invalid("write already ran"))?;
+        let work = self.work.take().ok_or_else(|| invalid("write already ran"))?;
+        work(&store).map_err(err)
     }
     fn resolve(&mut self, _env: Env, out: Self::Output) -> napi::Result<Self::JsValue> {
-        Ok(serde_json::to_string(&out).expect("outcome serializes"))
+        Ok(out.to_string())
     }
 }
 
@@ -199,16 +208,16 @@ impl JsCheckpointStore {
         Ok(JsCheckpointStore { inner: Arc::new(Slot::new(store)) })
     }
 
-    /// Waits for the `commitBatchAsync` commits already asked for, flushes and releases
-    /// the path. Further calls throw.
+    /// Waits for the pool writes already asked for (`commitBatchAsync`,
+    /// `acceptVerificationsAsync`), flushes and releases the path. Further calls throw.
     #[napi]
     pub fn close(&self) -> napi::Result<()> {
         let taken = self.inner.db.lock().unwrap_or_else(|e| e.into_inner()).take();
         let Some(mut store) = taken else { return Ok(()) };
         // A held revision would keep the commits below waiting for this thread.
         self.inner.set_held(false);
-        // Commits already asked for (`commitBatchAsync`) finish, durably, first: each holds
-        // the store until it has run on the pool, which never waits for this thread.
+        // Pool writes already asked for finish, durably, first: each holds the store until
+        // it has run on the pool, which never waits for this thread.
         loop {
             let visible = self.inner.visible.write().unwrap_or_else(|e| e.into_inner());
             match Arc::try_unwrap(store) {
@@ -220,8 +229,8 @@ impl JsCheckpointStore {
         }
     }
 
-    /// Keeps `commitBatchAsync` commits from applying until `releaseCommits` (or `close`):
-    /// the current revision stays the newest. Waits for a commit already applying, as any
+    /// Keeps pool writes (`commitBatchAsync`, `acceptVerificationsAsync`) from applying
+    /// until `releaseCommits` (or `close`): the current revision stays the newest. Waits for a commit already applying, as any
     /// call does. Synchronous commits made meanwhile are not held.
     #[napi]
     pub fn hold_commits(&self) -> napi::Result<()> {
@@ -231,7 +240,7 @@ impl JsCheckpointStore {
         Ok(())
     }
 
-    /// Lets held `commitBatchAsync` commits apply.
+    /// Lets held pool writes apply.
     #[napi]
     pub fn release_commits(&self) {
         self.inner.set_held(false);
@@ -319,17 +328,16 @@ impl JsCheckpointStore {
         expected_cursor: Option<String>,
         batch: Buffer,
         options: Option<CommitBatchOptions>,
-    ) -> napi::Result<AsyncTask<CommitTask>> {
-        let task = CommitTask {
-            slot: self.inner.clone(),
-            store: Some(self.inner.db()?),
-            source: key(source_key)?,
-            generation: generation(generation_)?,
-            expected_cursor,
-            body: batch.to_vec(),
-            opts: commit_options(options)?,
-        };
-        Ok(AsyncTask::new(task))
+    ) -> napi::Result<AsyncTask<WriteTask>> {
+        let (source, generation, opts) = (key(source_key)?, generation(generation_)?, commit_options(options)?);
+        let body = batch.to_vec();
+        WriteTask::new(
+            &self.inner,
+            Box::new(move |s| {
+                let out = s.commit_batch(&source, generation, expected_cursor.as_deref(), &body, &opts)?;
+                Ok(serde_json::to_value(out).expect("outcome serializes"))
+            }),
+        )
     }
 
     /// Marks a received group verified; accepts what that unblocks, in order.
@@ -481,6 +489,33 @@ pub struct JsVerificationResult {
     pub policy: Option<String>,
 }
 
+/// Results as the port takes them; a bad status or hash is `invalid` before anything runs.
+fn verification_results(results: Vec<JsVerificationResult>) -> napi::Result<Vec<VerificationResult>> {
+    let mut out = Vec::with_capacity(results.len());
+    for r in results {
+        let status = match r.status.as_str() {
+            "verified" => VerificationStatus::Verified,
+            "invalid" => VerificationStatus::Invalid,
+            "unresolved" => VerificationStatus::Unresolved,
+            "limited" => VerificationStatus::Limited,
+            "cancelled" => VerificationStatus::Cancelled,
+            "context-changed" => VerificationStatus::ContextChanged,
+            other => return Err(invalid(format!("unknown verification status {other}"))),
+        };
+        out.push(VerificationResult {
+            txid: hash("txid", &r.txid)?,
+            variant: hash("variantId", &r.variant_id)?,
+            context_id: r.context_id,
+            status,
+            raw: r.raw.map(|b| b.to_vec()),
+            placement: r.placement.map(placement).transpose()?,
+            reason: r.reason,
+            policy: r.policy,
+        });
+    }
+    Ok(out)
+}
+
 fn hash(name: &str, s: &str) -> napi::Result<Hash32> {
     Hash32::from_hex(s).map_err(|_| invalid(format!("{name} must be 64 lowercase hex characters")))
 }
@@ -610,29 +645,16 @@ impl JsCheckpointStore {
     /// Hands verifier results back through the port, all in one commit.
     #[napi(ts_return_type = "any /* see js/client/client.d.ts: StepOutcome */")]
     pub fn accept_verifications(&self, results: Vec<JsVerificationResult>) -> napi::Result<Value> {
-        let mut out = Vec::with_capacity(results.len());
-        for r in results {
-            let status = match r.status.as_str() {
-                "verified" => VerificationStatus::Verified,
-                "invalid" => VerificationStatus::Invalid,
-                "unresolved" => VerificationStatus::Unresolved,
-                "limited" => VerificationStatus::Limited,
-                "cancelled" => VerificationStatus::Cancelled,
-                "context-changed" => VerificationStatus::ContextChanged,
-                other => return Err(invalid(format!("unknown verification status {other}"))),
-            };
-            out.push(VerificationResult {
-                txid: hash("txid", &r.txid)?,
-                variant: hash("variantId", &r.variant_id)?,
-                context_id: r.context_id,
-                status,
-                raw: r.raw.map(|b| b.to_vec()),
-                placement: r.placement.map(placement).transpose()?,
-                reason: r.reason,
-                policy: r.policy,
-            });
-        }
-        self.with(|s| s.accept_verifications(&out)).map(step)
+        let results = verification_results(results)?;
+        self.with(|s| s.accept_verifications(&results)).map(step)
+    }
+
+    /// `acceptVerifications` on the libuv pool: resolves with the same outcome once the
+    /// commit is durable (or rejects with the same error); store calls made meanwhile wait.
+    #[napi(ts_return_type = "Promise<string /* JSON: js/client/client.d.ts StepOutcome */>")]
+    pub fn accept_verifications_async(&self, results: Vec<JsVerificationResult>) -> napi::Result<AsyncTask<WriteTask>> {
+        let results = verification_results(results)?;
+        WriteTask::new(&self.inner, Box::new(move |s| s.accept_verifications(&results).map(step)))
     }
 
     /// Clears `limited` verdicts measured against another budget than `policy`, so
