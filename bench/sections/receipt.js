@@ -113,7 +113,6 @@ async function measureReceipt ({ snapshot, engine = null, concurrency = 4 }) {
       commitMs: c.ms,
       commitCalls: c.calls,
       verifierStoreMs: ms(VERIFIER_CALLS),
-      acceptMs: atReceipt.acceptVerificationsAsync.ms,
       stateMs: atReceipt.state.ms,
       revisionSnapshotMs: atReceipt.revisionSnapshot.ms,
       // The loop awaits each commit before its next read: the rest is everything else.

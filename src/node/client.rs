@@ -131,15 +131,15 @@ type Write = Box<dyn FnOnce(&client::ClientDb) -> Result<Value, ClientError> + S
 /// with the JS calls and with each other exactly as a synchronous call would be.
 pub struct WriteTask {
     slot: Arc<Slot>,
-    /// Taken when the write was asked for (so `close` waits for it) and given up as
-    /// soon as it has run, on the pool (the task itself is dropped on the JS thread).
-    store: Option<Arc<client::ClientDb>>,
-    work: Option<Write>,
+    /// The store, taken when the write was asked for (so `close` waits for it), and the
+    /// write; both given up as soon as it has run, on the pool (the task itself is dropped
+    /// on the JS thread).
+    job: Option<(Arc<client::ClientDb>, Write)>,
 }
 
 impl WriteTask {
     fn new(slot: &Arc<Slot>, work: Write) -> napi::Result<AsyncTask<WriteTask>> {
-        Ok(AsyncTask::new(WriteTask { slot: slot.clone(), store: Some(slot.db()?), work: Some(work) }))
+        Ok(AsyncTask::new(WriteTask { slot: slot.clone(), job: Some((slot.db()?, work)) }))
     }
 }
 
@@ -157,8 +157,7 @@ impl Task for WriteTask {
             }
             self.slot.visible.write().unwrap_or_else(|e| e.into_inner())
         };
-        let store = self.store.take().ok_or_else(|| invalid("write already ran"))?;
-        let work = self.work.take().ok_or_else(|| invalid("write already ran"))?;
+        let (store, work) = self.job.take().ok_or_else(|| invalid("write already ran"))?;
         work(&store).map_err(err)
     }
     fn resolve(&mut self, _env: Env, out: Self::Output) -> napi::Result<Self::JsValue> {
