@@ -1,4 +1,4 @@
-//! Client reconciliation benchmark (BRC-192 §10) on the real durable store (sled in a
+//! Client reconciliation benchmark (BRC-192 §10) on the real durable store (redb in a
 //! temporary directory). Run:
 //!   cargo bench --profile ci --bench reconcile
 //! Optional: OLL_BENCH_SIZES=10000,1000000 (tracked outputs; default both),
@@ -24,9 +24,10 @@
 //! is a sequence of 1-input spends, every spend of the previous one's output (an output
 //! updated again and again, or a wallet's change chain); each step receives one new spend
 //! per chain and accepts their verification, as a live follow does. Every chain is one
-//! reconciliation component (parents and children are connected), and a step recomputes
-//! the components it touches whole, so the cost of a step grows with the history behind
-//! it. Reported: the wall time of each tenth of the run, and the last over the first.
+//! reconciliation component (parents and children are connected); each new spend is a
+//! leaf step (src/client/incremental.rs), whose cost should not grow with the history
+//! behind it. Reported: the wall time of each tenth of the run, and the last over the
+//! first, and the store's size on disk.
 //!
 //! Synthetic transactions are structurally valid but unsigned: the bench answers the
 //! verification port itself (Script checking is not part of this measurement).

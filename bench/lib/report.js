@@ -309,7 +309,12 @@ ${pausedNote(v)}Catalogue: built in ${num(c.buildS)} s ${c.cached ? '(by an earl
 (\`oll-bench-cache-${v.outputs}-${c.version}\`); the provider loaded it in ${num(v.providerLoadS)} s. Neither is in any row's time.
 
 Where the client's time and disk go, and what would close the gap to SQLite (indexes derived from
-appended page records): \`bench/client-layout-results.md\`. The verifier's result commits on the libuv pool and
+appended page records): \`bench/client-layout-results.md\`. Each transaction record decoded and encoded once per
+commit (a memo behind \`journal::load_tx\`/\`save_tx\`, and FNV for the codec's name table) against the build
+before (7875b4e), alternated, \`--rows sqlite,verifying\`, two rounds on 6 December 2026: the verifying row
+received in 23.1 and 22.4 s against 26.3 and 25.6, all current 33.8 and 33.4 s against 38.3 and 38.3 (the SQLite
+client 4.19 and 3.81 s against 4.08 and 4.39; bench/client-layout-results.md, "A commit's record memo").
+The verifier's result commits on the libuv pool and
 the follow loop waiting for them before its own store calls, against the build before (8f68cb3), alternated,
 \`--rows sqlite,verifying\`, two rounds on 6 December 2026: the verifying row's longest JS stall 36 and 58 ms
 against 933 and 888 (the SQLite client's 41 to 56), all current 32.3 and 30.5 s against 33.8 and 32.1,

@@ -66,9 +66,36 @@ pub const NAMES: &[&str] = &[
 ];
 
 fn name_index(s: &str) -> Option<u64> {
-    static INDEX: std::sync::OnceLock<std::collections::HashMap<&'static str, u64>> = std::sync::OnceLock::new();
+    static INDEX: std::sync::OnceLock<FastMap<&'static str, u64>> = std::sync::OnceLock::new();
     INDEX.get_or_init(|| NAMES.iter().enumerate().map(|(i, n)| (*n, i as u64)).collect()).get(s).copied()
 }
+
+/// FNV-1a: every string a record encodes (field names included) is looked up in [`NAMES`],
+/// and the standard SipHash of those short keys was 5 % of a verifier commit's time. Keys
+/// It is not keyed: use it only for maps a peer cannot grow past a bound (the fixed names
+/// here; a commit's record memo, `db::Tx::records`, holds what one commit touches).
+#[derive(Clone, Copy)]
+pub(crate) struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl std::hash::Hasher for Fnv {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A hash map keyed with [`Fnv`].
+pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<Fnv>>;
 
 /// Nesting bound of decoding (records nest a few levels; a corrupt value cannot recurse
 /// without bound).

@@ -256,6 +256,12 @@ pub(crate) struct Tx<'a> {
     /// The deferred writes of the commits `read` holds.
     overlay: std::sync::Arc<Overlay>,
     pub(crate) writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// The transaction records this commit has decoded or written, by txid, each with whether
+    /// this commit wrote it: a commit reads and rewrites the same record several times (a
+    /// verdict, its receipts, its component), and decoding and encoding dominated those
+    /// steps. Owned by `journal::load_tx`/`save_tx`, the records' one gate; a written record
+    /// is encoded once, when [`Tx::finish`] calls `journal::flush_records`.
+    pub(crate) records: std::cell::RefCell<super::codec::FastMap<crate::bitcoin::tx::Txid, (super::journal::TxRecord, bool)>>,
 }
 
 impl<'a> Tx<'a> {
@@ -264,7 +270,7 @@ impl<'a> Tx<'a> {
         let read = db.redb.begin_read().map_err(|e| e.to_string()).and_then(|r| r.open_table(TABLE).map_err(|e| e.to_string()));
         let overlay = d.overlay.clone();
         drop(d);
-        Tx { db, read, overlay, writes: BTreeMap::new() }
+        Tx { db, read, overlay, writes: BTreeMap::new(), records: Default::default() }
     }
     fn snapshot(&self) -> Result<&Snapshot, ClientError> {
         self.read.as_ref().map_err(|e| ClientError::storage(e.clone()))
@@ -350,8 +356,9 @@ impl<'a> Tx<'a> {
         self.put(REVISION_KEY.to_vec(), r.to_be_bytes().to_vec());
         Ok(r)
     }
-    pub(crate) fn finish(self) -> Result<(), ClientError> {
-        let Tx { db, read, overlay, writes } = self;
+    pub(crate) fn finish(mut self) -> Result<(), ClientError> {
+        super::journal::flush_records(&mut self)?;
+        let Tx { db, read, overlay, writes, records: _ } = self;
         // The snapshot is released first: nothing reads it any more (and the overlay it
         // held, so publishing below need not copy it).
         drop(read);
@@ -794,5 +801,74 @@ mod tests {
             assert_eq!(records(&e), 0);
             check(&e, &mut rng, &model);
         }
+    }
+
+    /// A commit's record memo (`journal::load_tx`/`save_tx`): the commit reads its own
+    /// writes, `all_txs` lists each record once in receipt order, nothing reaches the store
+    /// before `finish`, a commit reading more records than the memo keeps reads the same, and
+    /// a record's first receipt cannot move, whether the record is in the memo or not.
+    #[test]
+    fn a_commit_reads_its_records_through_its_memo_and_writes_them_at_finish() {
+        use super::super::journal::{all_txs, load_tx, save_tx, IngressPosition, TxRecord};
+        use crate::bitcoin::tx::Hash32;
+        const N: u32 = 5000; // more than the memo keeps of records only read
+        let txid = |n: u32| {
+            let mut b = [0u8; 32];
+            b[..4].copy_from_slice(&n.to_be_bytes());
+            Hash32(b)
+        };
+        // Receipt order is the reverse of txid order, so an order by txid would show.
+        let rec = |n: u32| TxRecord {
+            txid: txid(n),
+            raw: vec![n as u8; 60],
+            inputs: vec![],
+            outputs: 1,
+            locktime: 0,
+            first_raw: IngressPosition { position: u64::from(N - n), index: 0 },
+            variants: vec![],
+            placements: vec![],
+            component: 0,
+            published: None,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let e = engine(dir.path(), 700, 300);
+        let mut tx = Tx::new(&e);
+        for n in 0..N {
+            save_tx(&mut tx, &rec(n)).unwrap();
+        }
+        assert_eq!(load_tx(&tx, &txid(7)).unwrap(), Some(rec(7)), "a commit reads a record it wrote");
+        assert!(Tx::new(&e).scan(b"Xu").unwrap().is_empty(), "nothing is in the store before finish");
+        tx.finish().unwrap();
+
+        let mut tx = Tx::new(&e);
+        for n in 0..N {
+            assert_eq!(load_tx(&tx, &txid(n)).unwrap(), Some(rec(n)));
+        }
+        let mut changed = rec(10);
+        changed.component = 7;
+        save_tx(&mut tx, &changed).unwrap();
+        assert_eq!(load_tx(&tx, &txid(10)).unwrap(), Some(changed.clone()));
+        let all = all_txs(&tx).unwrap();
+        let expected: Vec<TxRecord> = (0..N).rev().map(|n| if n == 10 { changed.clone() } else { rec(n) }).collect();
+        assert_eq!(all, expected, "every record once, in receipt order, the commit's write over the store's");
+        assert_eq!(load_tx(&Tx::new(&e), &txid(10)).unwrap(), Some(rec(10)), "another reader sees the store until finish");
+        let mut moved = rec(20);
+        moved.first_raw.position += 1;
+        assert!(save_tx(&mut tx, &moved).is_err(), "a first receipt cannot move (record in the memo)");
+        let mut moved = rec(N - 1);
+        moved.first_raw.position += 1;
+        let mut other = Tx::new(&e);
+        assert!(save_tx(&mut other, &moved).is_err(), "a first receipt cannot move (record not read)");
+        drop(other);
+        tx.finish().unwrap();
+
+        let tx = Tx::new(&e);
+        assert_eq!(load_tx(&tx, &txid(10)).unwrap(), Some(changed.clone()));
+        assert_eq!(all_txs(&tx).unwrap(), expected);
+        // A commit dropped without finish leaves nothing.
+        let mut dropped = Tx::new(&e);
+        save_tx(&mut dropped, &rec(N)).unwrap();
+        drop(dropped);
+        assert_eq!(load_tx(&Tx::new(&e), &txid(N)).unwrap(), None);
     }
 }

@@ -137,9 +137,7 @@ impl Changes {
         let mut by_component: BTreeMap<u64, Vec<TxRecord>> = BTreeMap::new();
         let mut anchors = Vec::new();
         if !blocked {
-            for k in tx.written(TX_RECORDS) {
-                let Some(v) = tx.get(k)? else { continue };
-                let rec: TxRecord = super::db::decode(&v)?;
+            for rec in written_txs(tx) {
                 by_component.entry(rec.component).or_default().push(rec);
             }
             for k in tx.written(ANCHOR_PREFIX) {

@@ -30,7 +30,10 @@
 //!
 //! Positions, component ids and heights are u64 big-endian, indexes u32 big-endian;
 //! txids are 32 bytes in display order. Records are read and written through
-//! [`load_tx`], [`has_tx`], [`save_tx`] and [`all_txs`] alone.
+//! [`load_tx`], [`has_tx`], [`save_tx`], [`written_txs`] and [`all_txs`] alone: they keep
+//! a commit's memo of decoded records (`db::Tx::records`), and a record a commit writes is
+//! encoded once, by [`flush_records`] when the commit finishes. A path that read or wrote
+//! `Xu` or `Xi` keys around them would miss the memo's records or leave it stale.
 //!
 //! Invariant: an `Xq` marker exists exactly while its variant's verdict is `None`. A
 //! variant's first receipt never changes, so its marker key is fixed; the three places
@@ -86,37 +89,93 @@ fn tx_record_key(at: &[u8], txid: &Txid) -> Result<Vec<u8>, ClientError> {
     Ok([TX_RECORDS, at, &txid.0].concat())
 }
 
-/// The transaction's record, if the journal has it.
+/// How many records a commit keeps in its memo only because it read them. A commit that
+/// reads the whole journal (a context change recomputing every component) would otherwise
+/// hold every record in memory at once; the records it writes are kept whatever the count,
+/// as their encoded writes were before.
+const READ_MEMO: usize = 4096;
+
+/// The transaction's record, if the journal has it. Decoded once per commit (up to
+/// [`READ_MEMO`] records read): later reads in the same commit are served from the commit's
+/// memo (`Tx::records`).
 pub(crate) fn load_tx(tx: &Tx, txid: &Txid) -> Result<Option<TxRecord>, ClientError> {
+    if let Some((rec, _)) = tx.records.borrow().get(txid) {
+        return Ok(Some(rec.clone()));
+    }
     let Some(at) = tx.get(&tx_index_key(txid))? else { return Ok(None) };
-    let rec = tx.get_json(&tx_record_key(&at, txid)?)?;
-    rec.map(Some).ok_or_else(|| ClientError::storage("corrupt journal: indexed transaction record missing"))
+    let rec: TxRecord = tx.get_json(&tx_record_key(&at, txid)?)?.ok_or_else(|| ClientError::storage("corrupt journal: indexed transaction record missing"))?;
+    let mut memo = tx.records.borrow_mut();
+    if memo.len() < READ_MEMO {
+        memo.insert(*txid, (rec.clone(), false));
+    }
+    Ok(Some(rec))
 }
 
 /// Whether the journal has a record of the transaction (one small key read).
 pub(crate) fn has_tx(tx: &Tx, txid: &Txid) -> Result<bool, ClientError> {
+    if tx.records.borrow().contains_key(txid) {
+        return Ok(true);
+    }
     Ok(tx.get(&tx_index_key(txid))?.is_some())
 }
 
 /// Writes the transaction's record: the one place records are written. The index key is
 /// written once, with the first record: a record's first raw receipt never changes
-/// (`reconcile::receive_in` sets it), so a later write rewrites only the record.
+/// (`reconcile::receive_in` sets it), so a later write rewrites only the record. The
+/// record itself goes to the commit's memo and is encoded once, by [`flush_records`].
 pub(crate) fn save_tx(tx: &mut Tx, rec: &TxRecord) -> Result<(), ClientError> {
     let at = receipt_at(rec.first_raw);
-    let index = tx_index_key(&rec.txid);
-    match tx.get(&index)? {
+    let known = tx.records.borrow().get(&rec.txid).map(|(r, _)| receipt_at(r.first_raw));
+    let old = match known {
+        // A record in the memo was read through, or written with, its index key.
+        Some(old) => Some(old.to_vec()),
+        None => tx.get(&tx_index_key(&rec.txid))?,
+    };
+    match old {
         Some(old) if old != at => return Err(ClientError::storage("corrupt journal: a transaction's first receipt changed")),
         Some(_) => {}
-        None => tx.put(index, at.to_vec()),
+        None => tx.put(tx_index_key(&rec.txid), at.to_vec()),
     }
-    tx.put_json(tx_record_key(&at, &rec.txid)?, rec);
+    tx.records.borrow_mut().insert(rec.txid, (rec.clone(), true));
     Ok(())
+}
+
+/// Puts the records this commit wrote into its writes, each encoded once; `Tx::finish`
+/// calls it before applying the commit.
+pub(crate) fn flush_records(tx: &mut Tx) -> Result<(), ClientError> {
+    let records = std::mem::take(&mut *tx.records.borrow_mut());
+    for (rec, written) in records.values() {
+        if *written {
+            tx.put_json(tx_record_key(&receipt_at(rec.first_raw), &rec.txid)?, rec);
+        }
+    }
+    Ok(())
+}
+
+/// The records this commit wrote, in order of first receipt.
+pub(crate) fn written_txs(tx: &Tx) -> Vec<TxRecord> {
+    let mut out: Vec<TxRecord> = tx.records.borrow().values().filter(|(_, w)| *w).map(|(r, _)| r.clone()).collect();
+    out.sort_by_key(|r| (r.first_raw.position, r.first_raw.index, r.txid));
+    out
 }
 
 /// Every transaction record (in order of first receipt), this commit's writes included.
 pub(crate) fn all_txs(tx: &Tx) -> Result<Vec<TxRecord>, ClientError> {
-    tx.scan(TX_RECORDS)?.iter().map(|(_, v)| super::db::decode(v)).collect()
+    let memo = tx.records.borrow();
+    let mut out: Vec<TxRecord> = Vec::new();
+    for (k, v) in tx.scan(TX_RECORDS)? {
+        let txid = Hash32(k[k.len() - 32..].try_into().map_err(|_| ClientError::storage("corrupt journal: record key"))?);
+        if memo.get(&txid).is_some_and(|(_, w)| *w) {
+            continue;
+        }
+        out.push(super::db::decode(&v)?);
+    }
+    drop(memo);
+    out.extend(written_txs(tx));
+    out.sort_by_key(|r| (r.first_raw.position, r.first_raw.index, r.txid));
+    Ok(out)
 }
+
 pub fn edge_key(prev: &Outpoint, spender: &Txid) -> Vec<u8> {
     [b"Xe".as_slice(), &prev.key(), &spender.0].concat()
 }
