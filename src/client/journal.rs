@@ -164,7 +164,7 @@ pub(crate) fn all_txs(tx: &Tx) -> Result<Vec<TxRecord>, ClientError> {
     let memo = tx.records.borrow();
     let mut out: Vec<TxRecord> = Vec::new();
     for (k, v) in tx.scan(TX_RECORDS)? {
-        let txid = Hash32(k[k.len() - 32..].try_into().map_err(|_| ClientError::storage("corrupt journal: record key"))?);
+        let txid = k.len().checked_sub(32).and_then(|at| k[at..].try_into().ok()).map(Hash32).ok_or_else(|| ClientError::storage("corrupt journal: record key"))?;
         if memo.get(&txid).is_some_and(|(_, w)| *w) {
             continue;
         }
