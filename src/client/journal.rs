@@ -30,7 +30,7 @@
 //!
 //! Positions, component ids and heights are u64 big-endian, indexes u32 big-endian;
 //! txids are 32 bytes in display order. Records are read and written through
-//! [`load_tx`], [`has_tx`], [`save_tx`], [`written_txs`] and [`all_txs`] alone: they keep
+//! [`load_tx`], [`save_tx`], [`written_txs`] and [`all_txs`] alone: they keep
 //! a commit's memo of decoded records (`db::Tx::records`), and a record a commit writes is
 //! encoded once, by [`flush_records`] when the commit finishes. A path that read or wrote
 //! `Xu` or `Xi` keys around them would miss the memo's records or leave it stale.
@@ -109,14 +109,6 @@ pub(crate) fn load_tx(tx: &Tx, txid: &Txid) -> Result<Option<TxRecord>, ClientEr
         memo.insert(*txid, (rec.clone(), false));
     }
     Ok(Some(rec))
-}
-
-/// Whether the journal has a record of the transaction (one small key read).
-pub(crate) fn has_tx(tx: &Tx, txid: &Txid) -> Result<bool, ClientError> {
-    if tx.records.borrow().contains_key(txid) {
-        return Ok(true);
-    }
-    Ok(tx.get(&tx_index_key(txid))?.is_some())
 }
 
 /// Writes the transaction's record: the one place records are written. The index key is

@@ -455,10 +455,12 @@ pub(crate) fn receive_in(tx: &mut Tx, source: &str, items: &[Item], bundles: &BT
     let position = meta.position.checked_add(1).ok_or_else(|| ClientError::new(ErrorCode::Limited, "journal position overflow"))?;
     meta.position = position;
     let mut touched: BTreeSet<u64> = BTreeSet::new();
-    let mut known = Vec::new();
+    // A new transaction (the common case) is looked up once; a known one is read again
+    // below, from the commit's memo, because linking an earlier one may have rewritten it.
+    let mut known = BTreeSet::new();
     for t in by_tx.keys() {
-        if has_tx(tx, t)? {
-            known.push(*t);
+        if load_tx(tx, t)?.is_some() {
+            known.insert(*t);
         }
     }
     // New transactions take the first indexes in ascending txid order; a duplicate or
@@ -466,7 +468,7 @@ pub(crate) fn receive_in(tx: &mut Tx, source: &str, items: &[Item], bundles: &BT
     let mut new_index = 0u32;
     let mut old_index = (by_tx.len() - known.len()) as u32;
     for (txid, (p, its)) in &by_tx {
-        let mut rec = match load_tx(tx, txid)? {
+        let mut rec = match if known.contains(txid) { load_tx(tx, txid)? } else { None } {
             Some(rec) => {
                 let at = IngressPosition { position, index: old_index };
                 old_index += 1;
