@@ -71,9 +71,9 @@ fn name_index(s: &str) -> Option<u64> {
 }
 
 /// FNV-1a: every string a record encodes (field names included) is looked up in [`NAMES`],
-/// and the standard SipHash of those short keys was 5 % of a verifier commit's time. Keys
-/// It is not keyed: use it only for maps a peer cannot grow past a bound (the fixed names
-/// here; a commit's record memo, `db::Tx::records`, holds what one commit touches).
+/// and the standard SipHash of those short keys was 5 % of a verifier commit's time. It is
+/// not keyed: use it only for maps a peer cannot grow past a bound (the fixed names here; a
+/// commit's record memo, `db::Tx::records`, holds what one commit touches).
 #[derive(Clone, Copy)]
 pub(crate) struct Fnv(u64);
 
