@@ -155,6 +155,9 @@ async function receive (client, membership) {
   await client.follow(SERVICE, QUERY, {
     signal: ac.signal,
     ...(membership ? { membership } : {}),
+    // `OLL_BENCH_BUDGET`: the follow's `pendingBudget` instead of its default (to measure what
+    // receipt's pauses for verification cost; bench/client-layout-results.md, "CPU budget").
+    ...(process.env.OLL_BENCH_BUDGET ? { pendingBudget: Number(process.env.OLL_BENCH_BUDGET) } : {}),
     onState ({ connection, progress, sourceKey, error }) {
       if (connection === 'retrying') throw new Error(`provider unreachable: ${error && error.message}`)
       if (connection === 'paused') paused++
