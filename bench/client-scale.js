@@ -3,7 +3,7 @@
 // The client's receipt beside a plain SQLite client and a raw drain (section 16, clientscale;
 // bench/sections/clientscale.js says what is measured), from the command line:
 //
-//   node bench/client-scale.js --outputs N [--rows raw,sqlite,client,verifying] [--runs R]
+//   node bench/client-scale.js --outputs N [--rows raw,verify,sqlite,client,verifying] [--runs R]
 //                              [--out DIR] [--tmp DIR]
 //
 // --out DIR writes results.json and RESULTS.md there (the same files as `npm run bench --

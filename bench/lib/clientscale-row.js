@@ -8,6 +8,9 @@
 //   sqlite     the same loop into better-sqlite3 (WAL, synchronous=FULL), one transaction per page
 //   client     LiveLookupClient + CheckpointStore, default options, no reconciler
 //   verifying  the same with the reconciler, a chainTracker and the native verifier
+//   verify     the raw drain with every output's bundle verified natively as the verifier does
+//              (the same batches, the chain tracker's answers), nothing stored: what verifying
+//              100,000 outputs costs on this machine before any store
 
 const fs = require('node:fs')
 const path = require('node:path')
@@ -97,6 +100,59 @@ async function rawRow ({ origin, outputs }) {
   await closeSession(origin, d)
   expectOutputs('raw', d.outputs, outputs)
   return { receiptMs, pages: d.pages, wireBytesPerObservation: d.wireBytes / d.observations, diskBytes: null }
+}
+
+/**
+ * The raw drain, with each page's bundles verified on the libuv pool in the verifier's own
+ * batches (`verifyBeefBatch`, `settle` with a cached tracker) while the next page is read; at
+ * most two pages' verifications are in flight, as a bound. Receipt is the drain; all current is
+ * when every bundle is verified. Throws unless every output verified.
+ */
+async function verifyRow ({ origin, outputs, catalogue }) {
+  const native = require('../../js/common/native')
+  const { settle, cachedTracker, VERIFIER_DEFAULTS: D } = require('../../js/client/verifier')
+  const tracker = cachedTracker(trackerOf(catalogue))
+  const opts = { maxBytes: D.maxBytes, maxTransactions: D.maxTransactions, maxDepth: D.maxDepth, maxScriptBytes: D.maxScriptBytes }
+  let verified = 0
+  const verifyPage = async (jobs) => {
+    const batches = []
+    for (let i = 0; i < jobs.length; i += D.batch) batches.push(jobs.slice(i, i + D.batch))
+    // The verifier's `concurrency` workers: batches on the pool, that many at a time.
+    let next = 0
+    const worker = async () => {
+      while (next < batches.length) {
+        const b = batches[next++]
+        const out = await native.verifyBeefBatch(b, opts)
+        for (const v of out) {
+          const r = await settle(v, tracker)
+          if (r.status !== 'verified') throw new Error(`verify: ${r.status}: ${r.reason}`)
+          verified++
+        }
+      }
+    }
+    await Promise.all(Array.from({ length: D.concurrency }, worker))
+  }
+  const inFlight = []
+  const t0 = performance.now()
+  const d = await drain(origin, async (batch) => {
+    const jobs = []
+    for (const g of batch.groups) {
+      for (const o of g.observations) {
+        const ev = o.kind === 'output' ? o.payload.evidence : null
+        if (ev) jobs.push({ beef: Buffer.from(ev.beef, 'base64'), txid: ev.txid })
+      }
+    }
+    inFlight.push(verifyPage(jobs))
+    if (inFlight.length > 2) await inFlight.shift()
+  })
+  const receiptMs = performance.now() - t0
+  await Promise.all(inFlight)
+  const allCurrentMs = performance.now() - t0
+  measured()
+  await closeSession(origin, d)
+  expectOutputs('verify (outputs)', d.outputs, outputs)
+  expectOutputs('verify (verified)', verified, outputs)
+  return { receiptMs, allCurrentMs, pages: d.pages, wireBytesPerObservation: d.wireBytes / d.observations, diskBytes: null }
 }
 
 // A plain SQLite client: one row per observation (its fields, the evidence as a BLOB), the
@@ -246,7 +302,7 @@ async function verifyingRow ({ origin, outputs, dataDir, catalogue }) {
   return { receiptMs, allCurrentMs, diskBytes, peakRssBytes: peak, paused }
 }
 
-const ROWS = { raw: rawRow, sqlite: sqliteRow, client: clientRow, verifying: verifyingRow }
+const ROWS = { raw: rawRow, verify: verifyRow, sqlite: sqliteRow, client: clientRow, verifying: verifyingRow }
 
 /** Runs one row; the figures every row reports, peak RSS read once the row's work is done. */
 async function runRow (cfg) {

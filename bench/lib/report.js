@@ -228,6 +228,7 @@ measured on its own (\`node --expose-gc bench/client-memory.js --outputs 1000000
 
 const CLIENT_SCALE_ROWS = {
   raw: 'raw drain: fetch + JSON.parse, nothing stored',
+  verify: 'raw drain + native verification of every bundle, nothing stored',
   sqlite: 'plain SQLite client: better-sqlite3, WAL, synchronous=FULL, one transaction per page',
   client: 'LiveLookupClient + CheckpointStore, default options, no reconciler',
   verifying: 'LiveLookupClient with the reconciler, a chainTracker and the native verifier'
@@ -268,7 +269,7 @@ function clientScaleSection (v, command) {
   return `## 16. Client receipt at catalogue scale, beside a plain SQLite client and a raw drain
 
 Produced by \`${command}\` (\`bench/sections/clientscale.js\`; on its own:
-\`node bench/client-scale.js --outputs N [--rows raw,sqlite,client,verifying] [--runs R] [--out DIR]\`).
+\`node bench/client-scale.js --outputs N [--rows raw,verify,sqlite,client,verifying] [--runs R] [--out DIR]\`).
 Issue 47's side-by-side measurement, made as a new user would make it: a provider in its own process
 (\`bench/lib/catalogue-provider.js\`: the real router in public mode, \`authentication: 'none'\`, over loopback
 HTTP, one wrapped notes service) serves a snapshot of ${v.outputs.toLocaleString('en-US')} outputs, each a real signed P2PKH
@@ -283,6 +284,10 @@ members present, the verifying row also current outputs) and fails otherwise.
 
 - **raw**: open, then reads following each page's cursor until \`snapshotComplete\`, every page read with
   \`fetch\` and parsed with \`JSON.parse\`; nothing stored.
+- **verify**: the raw drain, with every output's bundle verified as the client's verifier verifies it (its
+  default batches of \`verifyBeefBatch\` on the libuv pool, its concurrency, the chain tracker's answers through
+  \`settle\`) while the next page is read, at most two pages behind; nothing stored. *All current* is when every
+  bundle has verified: what verification alone costs this machine, the floor under the verifying row's.
 - **sqlite**: the same loop; each page in one better-sqlite3 transaction (WAL, \`synchronous=FULL\`) writing one
   row per observation (id, group, sequence, kind, txid, output index, context, the evidence bytes as a
   BLOB) and the page's session, cursor and scope in a checkpoint row, committed before the cursor is used.
@@ -308,8 +313,8 @@ ${table(['row', 'receipt, s', 'obs/s', 'all current, s', 'disk per output', 'pea
 ${pausedNote(v)}Catalogue: built in ${num(c.buildS)} s ${c.cached ? '(by an earlier run; this one reused the cache)' : 'by this run'}, cached under the bench tmp dir
 (\`oll-bench-cache-${v.outputs}-${c.version}\`); the provider loaded it in ${num(v.providerLoadS)} s. Neither is in any row's time.
 
-Where the client's time and disk go, and what would close the gap to SQLite (indexes derived from
-appended page records): \`bench/client-layout-results.md\`. Each transaction record decoded and encoded once per
+Where the client's time and disk go, and what the targets of issue 47 leave for the store once
+verification and the provider are paid: \`bench/client-layout-results.md\` ("CPU budget"). Each transaction record decoded and encoded once per
 commit (a memo behind \`journal::load_tx\`/\`save_tx\`, and FNV for the codec's name table) against the build
 before (7875b4e), alternated, \`--rows sqlite,verifying\`, two rounds on 6 December 2026: the verifying row
 received in 23.1 and 22.4 s against 26.3 and 25.6, all current 33.8 and 33.4 s against 38.3 and 38.3 (the SQLite

@@ -94,7 +94,7 @@ function rowSummary (runs, row) {
 }
 
 /**
- * cfg: {outputs, rows (default all four), runs (default 1), dir (scratch), cacheRoot (where the
+ * cfg: {outputs, rows (default all five), runs (default 1), dir (scratch), cacheRoot (where the
  * catalogue is cached, default os.tmpdir())}.
  */
 async function run (cfg) {
