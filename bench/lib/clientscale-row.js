@@ -110,9 +110,9 @@ async function rawRow ({ origin, outputs }) {
  */
 async function verifyRow ({ origin, outputs, catalogue }) {
   const native = require('../../js/common/native')
-  const { settle, cachedTracker, VERIFIER_DEFAULTS: D } = require('../../js/client/verifier')
+  const { settle, cachedTracker, nativeOptions, VERIFIER_DEFAULTS: D } = require('../../js/client/verifier')
   const tracker = cachedTracker(trackerOf(catalogue))
-  const opts = { maxBytes: D.maxBytes, maxTransactions: D.maxTransactions, maxDepth: D.maxDepth, maxScriptBytes: D.maxScriptBytes }
+  const opts = nativeOptions(D)
   let verified = 0
   const verifyPage = async (jobs) => {
     const batches = []

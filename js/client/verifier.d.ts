@@ -81,6 +81,9 @@ export declare function checkEvidenceSdk (
 /** A tracker answering each distinct (height, root) once, and `currentHeight` once; failures are asked again. */
 export declare function cachedTracker (chainTracker: ChainTrackerLike): ChainTrackerLike & { questions: { roots: number; heights: number } }
 
+/** The options the native engine (`verifyBeef`, `verifyBeefBatch`) is given for these limits. */
+export declare function nativeOptions (limits: EvidenceLimits): NativeVerifyOptions
+
 /** Applies a tracker's answers to a native verification (`verifyBeef`'s result). */
 export declare function settle (v: import('../index').NativeVerification, chainTracker: ChainTrackerLike): Promise<EvidenceCheck>
 

@@ -407,4 +407,4 @@ class EvidenceVerifier {
   }
 }
 
-module.exports = { EvidenceVerifier, checkEvidence, checkEvidenceSdk, cachedTracker, settle, VERIFIER_DEFAULTS: DEFAULTS }
+module.exports = { EvidenceVerifier, checkEvidence, checkEvidenceSdk, cachedTracker, settle, nativeOptions, VERIFIER_DEFAULTS: DEFAULTS }
